@@ -1,0 +1,87 @@
+// The CPU backend: always present. Memory is the host's, so buffers are
+// shared (host_ptr() works) and wrap_host() avoids copying the input.
+#include <hwloc.h>
+#include <omp.h>
+
+#include <variant>
+
+#include "accel/backends.hpp"
+#include "accel/host_buffer.hpp"
+#include "accel/work_queue.hpp"
+#include "kmeans_assign.hpp"
+
+namespace accel {
+namespace {
+
+std::string simd_level() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2")) return "avx2";
+  if (__builtin_cpu_supports("avx")) return "avx";
+  if (__builtin_cpu_supports("sse4.2")) return "sse4.2";
+  return "baseline";
+}
+
+DeviceInfo probe() {
+  DeviceInfo info;
+  info.name = "cpu";
+  info.kind = DeviceKind::Cpu;
+  info.kernels = {KernelId::KMeansAssign};
+  hwloc_topology_t topo;
+  int cores = 0, pus = 0;
+  std::string model;
+  if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
+    cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    hwloc_obj_t root = hwloc_get_root_obj(topo);
+    info.memory_bytes = root->total_memory;
+    if (hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0))
+      if (const char* m = hwloc_obj_get_info_by_name(pkg, "CPUModel")) model = m;
+    hwloc_topology_destroy(topo);
+  }
+  info.compute_units = omp_get_max_threads();
+  info.description = (model.empty() ? std::string("host CPU") : model) + ", " + std::to_string(cores) +
+                     " cores / " + std::to_string(pus) + " threads, " + simd_level() + ", OpenMP " +
+                     std::to_string(info.compute_units) + " threads";
+  return info;
+}
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice() : info_(probe()) {}
+  const DeviceInfo& info() const override { return info_; }
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
+    return std::make_unique<HostBuffer>(bytes, /*shared_with_host=*/true);
+  }
+  std::unique_ptr<Buffer> wrap_host(void* ptr, std::size_t bytes) override {
+    return std::make_unique<HostBuffer>(ptr, bytes);
+  }
+  Event launch(const KernelArgs& args) override {
+    return queue_.submit([args] { std::visit([](const auto& a) { run(a); }, args); });
+  }
+
+ private:
+  static void run(const KMeansAssignArgs& a) {
+    cpu::kmeans_assign(device_ptr<const float>(a.x), a.n, a.d, device_ptr<const float>(a.centroids), a.k,
+                       device_ptr<std::int32_t>(a.labels), device_ptr<double>(a.sums),
+                       device_ptr<std::int64_t>(a.counts), device_ptr<double>(a.inertia));
+  }
+  DeviceInfo info_;
+  WorkQueue queue_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::vector<std::unique_ptr<Device>> discover() override {
+    std::vector<std::unique_ptr<Device>> out;
+    out.push_back(std::make_unique<CpuDevice>());
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace accel

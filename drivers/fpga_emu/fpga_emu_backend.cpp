@@ -1,0 +1,71 @@
+// fpga-emu: the FPGA programming model without an FPGA. Runs the exact
+// kernels_hls sources, compiled natively, with the semantics of the XRT
+// driver: device memory the host cannot address (explicit write/read, like
+// xrt::bo sync), one kernel invocation per launch, launches in order.
+#include <climits>
+#include <mutex>
+#include <variant>
+
+#include "accel/backends.hpp"
+#include "accel/error.hpp"
+#include "accel/host_buffer.hpp"
+#include "accel/work_queue.hpp"
+#include "kmeans_assign.hpp"
+
+namespace accel {
+namespace {
+
+class FpgaEmuDevice final : public Device {
+ public:
+  FpgaEmuDevice() {
+    info_.name = "fpga-emu";
+    info_.kind = DeviceKind::FpgaEmu;
+    info_.description = "kernels_hls compiled natively (emulation of an XRT device)";
+    info_.memory_bytes = 0;  // host memory, no fixed card size
+    info_.compute_units = 1;
+    info_.kernels = {KernelId::KMeansAssign};
+    info_.max_k = KMEANS_MAX_K;
+    info_.max_d = KMEANS_MAX_D;
+  }
+  const DeviceInfo& info() const override { return info_; }
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
+    return std::make_unique<HostBuffer>(bytes, /*shared_with_host=*/false);
+  }
+  Event launch(const KernelArgs& args) override {
+    return queue_.submit([args] { std::visit([](const auto& a) { run(a); }, args); });
+  }
+
+ private:
+  static void run(const KMeansAssignArgs& a) {
+    if (a.k < 1 || a.k > KMEANS_MAX_K || a.d < 1 || a.d > KMEANS_MAX_D || a.n < 0 || a.n > INT_MAX)
+      throw DeviceError("fpga-emu kmeans_assign: n=" + std::to_string(a.n) + " d=" + std::to_string(a.d) +
+                        " k=" + std::to_string(a.k) + " outside the kernel's bounds (k <= " +
+                        std::to_string(KMEANS_MAX_K) + ", d <= " + std::to_string(KMEANS_MAX_D) + ")");
+    static_assert(sizeof(long long) == sizeof(std::int64_t));
+    // The kernel's on-chip arrays are static (one compute unit): one launch at a time.
+    static std::mutex compute_unit;
+    std::lock_guard lock(compute_unit);
+    ::kmeans_assign(device_ptr<const float>(a.x), device_ptr<const float>(a.centroids), static_cast<int>(a.n),
+                    static_cast<int>(a.d), static_cast<int>(a.k), device_ptr<int>(a.labels),
+                    device_ptr<double>(a.sums), reinterpret_cast<long long*>(device_ptr<std::int64_t>(a.counts)),
+                    device_ptr<double>(a.inertia));
+  }
+  DeviceInfo info_;
+  WorkQueue queue_;
+};
+
+class FpgaEmuBackend final : public Backend {
+ public:
+  std::string name() const override { return "fpga-emu"; }
+  std::vector<std::unique_ptr<Device>> discover() override {
+    std::vector<std::unique_ptr<Device>> out;
+    out.push_back(std::make_unique<FpgaEmuDevice>());
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_fpga_emu_backend() { return std::make_unique<FpgaEmuBackend>(); }
+
+}  // namespace accel

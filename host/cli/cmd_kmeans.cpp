@@ -1,0 +1,96 @@
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "accel/error.hpp"
+#include "accel/kmeans.hpp"
+#include "accel/registry.hpp"
+#include "commands.hpp"
+
+namespace po = boost::program_options;
+
+namespace accel::cli {
+
+int kmeans_main(const std::vector<std::string>& args) {
+  KMeansOptions ko;
+  std::string input, device = "auto", out_centroids, out_labels, log_json;
+  po::options_description opts(
+      "accel kmeans --input FILE --k K [options]\n"
+      "  FILE: .npy (float32/64, 2-D), .csv, LIBSVM text, or IDX (.gz) as Fashion-MNIST ships");
+  opts.add_options()("help,h", "this help")
+      ("input", po::value(&input)->required(), "input rows")
+      ("k", po::value(&ko.k)->required(), "number of clusters")
+      ("max-iter", po::value(&ko.max_iter)->default_value(100), "iteration limit")
+      ("tol", po::value(&ko.tol)->default_value(1e-4), "stop when no centroid moves this far; 0 runs max-iter")
+      ("init", po::value(&ko.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy (k x d)")
+      ("seed", po::value(&ko.seed)->default_value(0), "random seed")
+      ("device", po::value(&device)->default_value("auto"), "auto | cpu | fpga-emu | cuda | fpga | <name> | all")
+      ("output-centroids", po::value(&out_centroids), "write centroids (k x d float32 .npy)")
+      ("output-labels", po::value(&out_labels), "write labels (n int32 .npy)")
+      ("log-json", po::value(&log_json), "write one JSON line per iteration to this file")
+      ("json", "print the summary as one JSON object");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  po::notify(vm);
+  if (ko.max_iter < 1) throw InputError("--max-iter " + std::to_string(ko.max_iter) + ": must be at least 1");
+  if (!(ko.tol >= 0)) throw InputError("--tol " + std::to_string(ko.tol) + ": must be >= 0");
+
+  const Matrix x = load_matrix(input);
+  const Matrix init = kmeans_init(x, ko);
+  const Registry reg = Registry::discover_all();
+  const auto devices = kmeans_capable(reg.select(device, KernelId::KMeansAssign), ko.k, x.cols);
+
+  const bool progress = ::isatty(STDERR_FILENO) && !vm.count("json");
+  std::ostringstream log;
+  PerfModel model;
+  const KMeansResult r = kmeans(x, init, ko, devices, model, [&](const KMeansIteration& it) {
+    if (!log_json.empty()) {
+      nlohmann::json j = {{"iteration", it.iteration},        {"inertia", it.inertia},
+                          {"max_shift", it.max_shift},        {"seconds", it.seconds},
+                          {"compute_seconds", it.compute_seconds}, {"transfer_seconds", it.transfer_seconds},
+                          {"reseeded", it.reseeded},          {"rows_per_device", it.rows_per_device}};
+      log << j.dump() << "\n";
+    }
+    if (progress)
+      std::fprintf(stderr, "\riteration %d/%d  inertia %.6g  shift %.3g   ", it.iteration, ko.max_iter, it.inertia,
+                   it.max_shift);
+  });
+  if (progress) std::fprintf(stderr, "\n");
+
+  if (!out_centroids.empty()) write_npy(out_centroids, r.centroids.data.data(), {r.centroids.rows, r.centroids.cols});
+  if (!out_labels.empty()) write_npy(out_labels, r.labels.data(), {static_cast<std::int64_t>(r.labels.size())});
+  if (!log_json.empty()) atomic_write(log_json, [&](std::ostream& o) { o << log.str(); });
+
+  if (vm.count("json")) {
+    nlohmann::json j = {{"n", x.rows},
+                        {"d", x.cols},
+                        {"k", ko.k},
+                        {"iterations", r.iterations},
+                        {"converged", r.converged},
+                        {"inertia", r.inertia},
+                        {"reseeded_empty_clusters", r.reseeded},
+                        {"seconds", {{"total", r.seconds}, {"compute", r.compute_seconds}, {"transfer", r.transfer_seconds}}},
+                        {"devices", r.devices}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::string devs;
+    for (const auto& d : r.devices) devs += (devs.empty() ? "" : "+") + d;
+    std::printf("k-means: %lld rows x %lld features, k=%lld on %s\n", static_cast<long long>(x.rows),
+                static_cast<long long>(x.cols), static_cast<long long>(ko.k), devs.c_str());
+    std::printf("  %d iterations (%s), inertia %.9g\n", r.iterations, r.converged ? "converged" : "iteration limit",
+                r.inertia);
+    std::printf("  %.3f s total: %.3f s compute, %.3f s transfer\n", r.seconds, r.compute_seconds, r.transfer_seconds);
+    if (r.reseeded) std::printf("  %lld empty clusters re-seeded by splitting the largest\n", static_cast<long long>(r.reseeded));
+  }
+  return 0;
+}
+
+}  // namespace accel::cli

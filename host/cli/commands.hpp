@@ -1,0 +1,13 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace accel::cli {
+
+// Each subcommand takes the arguments after its name and returns the exit code.
+int devices_main(const std::vector<std::string>& args);
+int kmeans_main(const std::vector<std::string>& args);
+int calibrate_main(const std::vector<std::string>& args);
+
+}  // namespace accel::cli

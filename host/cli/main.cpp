@@ -1,0 +1,60 @@
+// `accel <subcommand> ...`. Exit codes: 0 success, 2 bad input (one line on
+// stderr naming the problem), 1 anything else.
+#include <boost/program_options/errors.hpp>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <map>
+
+#include "accel/config.hpp"
+#include "accel/error.hpp"
+#include "commands.hpp"
+
+namespace {
+
+const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), const char*>> kCommands = {
+    {"devices", {accel::cli::devices_main, "list the devices and the backends that found none"}},
+    {"kmeans", {accel::cli::kmeans_main, "k-means clustering (Lloyd) on one node's devices"}},
+    {"calibrate", {accel::cli::calibrate_main, "measure this machine's sgemm rate and read bandwidth"}},
+};
+
+void usage(std::ostream& out) {
+  out << "accel " ACCEL_VERSION " - machine-learning kernels on CPUs, GPUs and FPGAs\n\n"
+      << "usage: accel <command> [options]   (accel <command> --help for its options)\n\n";
+  for (const auto& [name, cmd] : kCommands) out << "  " << name << std::string(12 - name.size(), ' ') << cmd.second << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(std::cerr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    usage(std::cout);
+    return 0;
+  }
+  if (name == "--version") {
+    std::cout << "accel " ACCEL_VERSION "\n";
+    return 0;
+  }
+  auto it = kCommands.find(name);
+  if (it == kCommands.end()) {
+    std::cerr << "accel: unknown command '" << name << "' (accel --help lists them)\n";
+    return 2;
+  }
+  try {
+    return it->second.first(std::vector<std::string>(argv + 2, argv + argc));
+  } catch (const accel::InputError& e) {
+    std::cerr << "accel " << name << ": " << e.what() << "\n";
+    return 2;
+  } catch (const boost::program_options::error& e) {
+    std::cerr << "accel " << name << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "accel " << name << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}

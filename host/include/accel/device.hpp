@@ -1,0 +1,92 @@
+// The device abstraction every backend implements: Backend -> Device -> Buffer,
+// with asynchronous launches that return an Event (ggml's registry layering,
+// XRT's explicit host<->device synchronisation).
+#pragma once
+
+#include <cstddef>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accel/kernels.hpp"
+
+namespace accel {
+
+enum class DeviceKind { Cpu, Cuda, Fpga, FpgaEmu };
+
+std::string to_string(DeviceKind kind);
+
+struct DeviceInfo {
+  std::string name;         // unique within a process, e.g. "cpu", "cuda:0", "fpga-emu"
+  DeviceKind kind = DeviceKind::Cpu;
+  std::string description;  // model, SIMD level, platform ...
+  std::size_t memory_bytes = 0;
+  int compute_units = 0;
+  std::vector<KernelId> kernels;
+  // Largest problem the device's kernels accept (on-chip buffers bound them on
+  // FPGAs); 0 means unbounded.
+  std::int64_t max_k = 0;
+  std::int64_t max_d = 0;
+};
+
+// Device memory. Backends whose memory the host can address directly return a
+// pointer from host_ptr(); the others return nullptr and need write()/read().
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual std::size_t size() const = 0;
+  virtual void write(const void* src, std::size_t bytes, std::size_t offset = 0) = 0;
+  virtual void read(void* dst, std::size_t bytes, std::size_t offset = 0) const = 0;
+  virtual void* host_ptr() { return nullptr; }
+};
+
+// Completion of an asynchronous launch. wait() rethrows the device's error;
+// seconds() is how long the device spent on it (valid after wait()), like
+// cudaEventElapsedTime, so the performance model sees device time even when
+// several devices run at once.
+class Event {
+ public:
+  Event() = default;
+  Event(std::shared_future<void> f, std::shared_ptr<const double> seconds)
+      : future_(std::move(f)), seconds_(std::move(seconds)) {}
+  void wait() const {
+    if (future_.valid()) future_.get();
+  }
+  bool ready() const {
+    return !future_.valid() || future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+  double seconds() const { return seconds_ ? *seconds_ : 0.0; }
+
+ private:
+  std::shared_future<void> future_;
+  std::shared_ptr<const double> seconds_;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+  virtual std::unique_ptr<Buffer> allocate(std::size_t bytes) = 0;
+  // A buffer over host memory the caller keeps alive, without a copy, for
+  // devices that share host memory; nullptr where the device cannot.
+  virtual std::unique_ptr<Buffer> wrap_host(void* /*ptr*/, std::size_t /*bytes*/) { return nullptr; }
+  // Enqueues the kernel; launches on one device run in order.
+  virtual Event launch(const KernelArgs& args) = 0;
+
+  bool supports(KernelId id) const;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Never throws for missing hardware or drivers: returns no devices and
+  // leaves the reason in why_none().
+  virtual std::vector<std::unique_ptr<Device>> discover() = 0;
+  virtual std::string why_none() const { return {}; }
+};
+
+}  // namespace accel

@@ -1,0 +1,46 @@
+// Buffers in host memory: the CPU device's memory (shared with the host) and
+// the backing store of emulated devices (which hide it behind write/read).
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "accel/device.hpp"
+
+namespace accel {
+
+class HostBuffer final : public Buffer {
+ public:
+  // Owns `bytes` of 64-byte aligned memory.
+  HostBuffer(std::size_t bytes, bool shared_with_host);
+  // Borrows memory the caller keeps alive (no copy).
+  HostBuffer(void* external, std::size_t bytes);
+
+  std::size_t size() const override { return bytes_; }
+  void write(const void* src, std::size_t bytes, std::size_t offset = 0) override;
+  void read(void* dst, std::size_t bytes, std::size_t offset = 0) const override;
+  void* host_ptr() override { return shared_ ? data_ : nullptr; }
+
+  // The driver's own view, whether or not the host may see it.
+  void* data() { return data_; }
+
+ private:
+  struct Free { void operator()(void* p) const { std::free(p); } };
+  std::unique_ptr<void, Free> owned_;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool shared_ = true;
+};
+
+// The driver-side pointer of a buffer the host runtime allocated on a host
+// memory device; throws DeviceError for a buffer from another device.
+template <class T>
+T* device_ptr(Buffer* b) {
+  if (b == nullptr) return nullptr;
+  auto* hb = dynamic_cast<HostBuffer*>(b);
+  if (hb == nullptr) throw std::invalid_argument("buffer belongs to another device");
+  return static_cast<T*>(hb->data());
+}
+
+}  // namespace accel

@@ -1,0 +1,42 @@
+// Reading inputs and writing outputs. Every reader throws InputError naming
+// the file (and line or offset) on malformed data; every writer goes through
+// a temporary file and a rename, so a failure never leaves half an output.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace accel {
+
+// Dense float32 matrix, row-major.
+struct Matrix {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<float> data;
+  const float* row(std::int64_t i) const { return data.data() + i * cols; }
+};
+
+// By extension: .npy (float32/float64, 2-D, C order), .csv, IDX (name holds
+// "idx" or "-ubyte", gzip or raw), anything else as LIBSVM text (densified).
+// Rejects NaN and Inf, naming the row and column.
+Matrix load_matrix(const std::string& path);
+
+Matrix read_npy(const std::string& path);
+Matrix read_csv(const std::string& path);
+Matrix read_libsvm_dense(const std::string& path);
+Matrix read_idx(const std::string& path);
+
+// Throws InputError naming path, row and column of the first NaN or Inf.
+void check_finite(const Matrix& m, const std::string& path);
+
+// .npy writers (little-endian, C order).
+void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape);
+void write_npy(const std::string& path, const std::int32_t* data, const std::vector<std::int64_t>& shape);
+
+// Writes through `path.tmp.<pid>` then renames over path; removes the
+// temporary file when fill throws.
+void atomic_write(const std::string& path, const std::function<void(std::ostream&)>& fill);
+
+}  // namespace accel

@@ -1,0 +1,65 @@
+// Lloyd's k-means over any set of devices. Each iteration launches
+// kmeans_assign on every device's share of the rows and sums the partial
+// (sums, counts) on the host: c_k = sum_k / count_k (seeds/000's update).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "accel/io.hpp"
+#include "accel/perf_model.hpp"
+
+namespace accel {
+
+class Device;
+
+struct KMeansOptions {
+  std::int64_t k = 8;
+  int max_iter = 100;
+  double tol = 1e-4;  // stop when every centroid moves less than tol; 0 = run max_iter
+  std::string init = "kmeans++";  // kmeans++ | random | kmeans-parallel | path to a k x d .npy
+  std::uint64_t seed = 0;
+};
+
+struct KMeansIteration {
+  int iteration = 0;         // 1-based
+  double inertia = 0;        // of this iteration's assignment
+  double max_shift = 0;      // largest centroid move in this iteration's update
+  double seconds = 0, compute_seconds = 0, transfer_seconds = 0;
+  std::int64_t reseeded = 0;  // empty clusters re-seeded in this update
+  std::vector<std::int64_t> rows_per_device;
+};
+
+struct KMeansResult {
+  Matrix centroids;
+  std::vector<std::int32_t> labels;  // from a final assignment with the returned centroids
+  double inertia = 0;                // of that final assignment
+  int iterations = 0;
+  bool converged = false;
+  std::int64_t reseeded = 0;
+  double seconds = 0, compute_seconds = 0, transfer_seconds = 0;
+  std::vector<std::string> devices;
+};
+
+// Initial centroids by opts.init. Throws InputError for a bad file or shape.
+Matrix kmeans_init(const Matrix& x, const KMeansOptions& opts);
+
+// Runs Lloyd iterations on `devices`, splitting rows in proportion to the
+// throughput `model` measures (seeds/003 Algorithm 1 when it drifts).
+// on_iteration, when set, sees every iteration as it ends.
+KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions& opts,
+                    const std::vector<Device*>& devices, PerfModel& model,
+                    const std::function<void(const KMeansIteration&)>& on_iteration = {});
+
+// Devices of `candidates` whose kernels accept k and d (FPGA designs bound
+// them); throws InputError when none does.
+std::vector<Device*> kmeans_capable(const std::vector<Device*>& candidates, std::int64_t k, std::int64_t d);
+
+// Empty clusters: each is moved a small step off the largest cluster's
+// centroid, splitting it. Returns how many were re-seeded. Exposed for tests.
+std::int64_t reseed_empty(std::vector<double>& centroids, std::vector<std::int64_t>& counts, std::int64_t k,
+                          std::int64_t d);
+
+}  // namespace accel

@@ -1,0 +1,115 @@
+// NumPy .npy, format versions 1-3: magic, version, header length, a Python
+// dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (r, c), }.
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include "accel/error.hpp"
+#include "accel/io.hpp"
+
+namespace accel {
+namespace {
+
+std::string header_field(const std::string& header, const std::string& key, const std::string& path) {
+  const std::regex re("'" + key + "'\\s*:\\s*('[^']*'|True|False|\\([^)]*\\))");
+  std::smatch m;
+  if (!std::regex_search(header, m, re)) throw InputError(path + ": .npy header has no '" + key + "'");
+  return m[1].str();
+}
+
+}  // namespace
+
+Matrix read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  char magic[8];
+  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    throw InputError(path + ": not a .npy file (bad magic)");
+  const int major = static_cast<unsigned char>(magic[6]);
+  std::uint32_t hlen = 0;
+  if (major == 1) {
+    unsigned char b[2];
+    if (!in.read(reinterpret_cast<char*>(b), 2)) throw InputError(path + ": truncated .npy header");
+    hlen = b[0] | (b[1] << 8);
+  } else if (major == 2 || major == 3) {
+    unsigned char b[4];
+    if (!in.read(reinterpret_cast<char*>(b), 4)) throw InputError(path + ": truncated .npy header");
+    hlen = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<std::uint32_t>(b[3]) << 24);
+  } else {
+    throw InputError(path + ": unsupported .npy version " + std::to_string(major));
+  }
+  if (hlen > (1u << 20)) throw InputError(path + ": .npy header too long");
+  std::string header(hlen, '\0');
+  if (!in.read(header.data(), hlen)) throw InputError(path + ": truncated .npy header");
+
+  const std::string descr = header_field(header, "descr", path);
+  const std::string order = header_field(header, "fortran_order", path);
+  const std::string shape = header_field(header, "shape", path);
+  if (order != "False") throw InputError(path + ": Fortran-order .npy is not supported; save it in C order");
+  int width;
+  if (descr == "'<f4'") width = 4;
+  else if (descr == "'<f8'") width = 8;
+  else throw InputError(path + ": dtype " + descr + " is not supported (need float32 or float64)");
+
+  std::vector<std::int64_t> dims;
+  const std::regex num("\\d+");
+  for (auto it = std::sregex_iterator(shape.begin(), shape.end(), num); it != std::sregex_iterator(); ++it)
+    dims.push_back(std::stoll(it->str()));
+  if (dims.size() != 2)
+    throw InputError(path + ": shape " + shape + " is not 2-D (need rows x features)");
+
+  Matrix m;
+  m.rows = dims[0];
+  m.cols = dims[1];
+  const std::int64_t count = m.rows * m.cols;
+  m.data.resize(count);
+  if (width == 4) {
+    if (!in.read(reinterpret_cast<char*>(m.data.data()), count * 4))
+      throw InputError(path + ": truncated data (expected " + std::to_string(count) + " float32 values)");
+  } else {
+    std::vector<double> tmp(count);
+    if (!in.read(reinterpret_cast<char*>(tmp.data()), count * 8))
+      throw InputError(path + ": truncated data (expected " + std::to_string(count) + " float64 values)");
+    for (std::int64_t i = 0; i < count; ++i) m.data[i] = static_cast<float>(tmp[i]);
+  }
+  return m;
+}
+
+namespace {
+
+template <class T>
+void write_npy_impl(const std::string& path, const T* data, const std::vector<std::int64_t>& shape,
+                    const char* descr) {
+  std::string shp = "(";
+  std::int64_t count = 1;
+  for (auto s : shape) {
+    shp += std::to_string(s) + ",";
+    count *= s;
+  }
+  if (shape.size() > 1) shp.pop_back();
+  shp += ")";
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shp + ", }";
+  // Pad so the data starts on a 64-byte boundary, header ends with '\n'.
+  const std::size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header.push_back('\n');
+  atomic_write(path, [&](std::ostream& out) {
+    out.write("\x93NUMPY\x01\x00", 8);
+    const std::uint16_t hl = static_cast<std::uint16_t>(header.size());
+    const char le[2] = {static_cast<char>(hl & 0xff), static_cast<char>(hl >> 8)};
+    out.write(le, 2);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
+  });
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape) {
+  write_npy_impl(path, data, shape, "<f4");
+}
+void write_npy(const std::string& path, const std::int32_t* data, const std::vector<std::int64_t>& shape) {
+  write_npy_impl(path, data, shape, "<i4");
+}
+
+}  // namespace accel

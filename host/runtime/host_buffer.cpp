@@ -1,0 +1,34 @@
+#include "accel/host_buffer.hpp"
+
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace accel {
+
+HostBuffer::HostBuffer(std::size_t bytes, bool shared_with_host) : bytes_(bytes), shared_(shared_with_host) {
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (data_ == nullptr) throw std::bad_alloc();
+  owned_.reset(data_);
+}
+
+HostBuffer::HostBuffer(void* external, std::size_t bytes) : data_(external), bytes_(bytes), shared_(true) {}
+
+static void check_range(std::size_t bytes, std::size_t offset, std::size_t size) {
+  if (offset > size || bytes > size - offset)
+    throw std::out_of_range("buffer access [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                            ") beyond its " + std::to_string(size) + " bytes");
+}
+
+void HostBuffer::write(const void* src, std::size_t bytes, std::size_t offset) {
+  check_range(bytes, offset, bytes_);
+  if (bytes) std::memcpy(static_cast<char*>(data_) + offset, src, bytes);
+}
+
+void HostBuffer::read(void* dst, std::size_t bytes, std::size_t offset) const {
+  check_range(bytes, offset, bytes_);
+  if (bytes) std::memcpy(dst, static_cast<const char*>(data_) + offset, bytes);
+}
+
+}  // namespace accel

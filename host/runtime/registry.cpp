@@ -1,0 +1,66 @@
+#include "accel/registry.hpp"
+
+#include <algorithm>
+
+#include "accel/backends.hpp"
+#include "accel/error.hpp"
+
+namespace accel {
+
+Registry Registry::discover_all() {
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_cpu_backend());
+  backends.push_back(make_fpga_emu_backend());
+#if ACCEL_HAVE_CUDA
+  backends.push_back(make_cuda_backend());
+#endif
+#if ACCEL_HAVE_XRT
+  backends.push_back(make_xrt_backend());
+#endif
+  Registry reg;
+  for (auto& b : backends) {
+    BackendReport rep{b->name(), 0, {}};
+    try {
+      for (auto& dev : b->discover()) {
+        reg.devices_.push_back(std::move(dev));
+        ++rep.devices;
+      }
+    } catch (const std::exception& e) {
+      // A backend that throws anyway found nothing usable; say why.
+      rep.why_none = e.what();
+    }
+    if (rep.devices == 0 && rep.why_none.empty()) rep.why_none = b->why_none();
+    reg.reports_.push_back(std::move(rep));
+  }
+  return reg;
+}
+
+std::vector<Device*> Registry::select(const std::string& spec, KernelId kernel) const {
+  std::vector<Device*> out;
+  auto usable = [&](const Device& d) { return d.supports(kernel); };
+  if (spec == "all") {
+    for (auto& d : devices_)
+      if (usable(*d)) out.push_back(d.get());
+  } else if (spec == "auto") {
+    // Hardware accelerators first, then the CPU; emulation only on request.
+    for (DeviceKind kind : {DeviceKind::Cuda, DeviceKind::Fpga, DeviceKind::Cpu}) {
+      for (auto& d : devices_)
+        if (d->info().kind == kind && usable(*d)) out.push_back(d.get());
+      if (!out.empty()) break;
+    }
+  } else {
+    for (auto& d : devices_) {
+      const auto& info = d->info();
+      if ((info.name == spec || to_string(info.kind) == spec) && usable(*d)) out.push_back(d.get());
+    }
+  }
+  if (out.empty()) {
+    std::string known;
+    for (auto& d : devices_) known += (known.empty() ? "" : ", ") + d->info().name;
+    throw InputError("--device " + spec + ": no such device runs " + to_string(kernel) +
+                     " here (found: " + known + "; try `accel devices`)");
+  }
+  return out;
+}
+
+}  // namespace accel

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Configures and builds into build/ (or $ACCEL_BUILD_DIR). Extra arguments go
+# to cmake. Quiet on success; on failure prints the end of the build log.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${ACCEL_BUILD_DIR:-$ROOT/build}"
+mkdir -p "$BUILD"
+LOG="$BUILD/build.log"
+if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "$@" && cmake --build "$BUILD" -j"$(nproc)"; } >"$LOG" 2>&1; then
+  grep -E "error|Error" "$LOG" | head -40 >&2 || true
+  tail -20 "$LOG" >&2
+  echo "build.sh: build failed (full log: $LOG)" >&2
+  exit 1
+fi

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the demo need.
+# Idempotent and quiet when everything is already there.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libgtest-dev libgmock-dev
+  libboost-program-options-dev
+  libopenblas-dev libhwloc-dev nlohmann-json3-dev zlib1g-dev
+  libxrt-dev                 # XRT native API (the xrt driver); no FPGA needed to build
+  libucx-dev ucx-utils       # transport, ucx_perftest for benchmarks
+  dataset-fashion-mnist      # the demo's default data
+  libsvm-tools               # LIBSVM svm-train/svm-predict: the SVM peer
+  python3 python3-venv       # benchmark scripts (their own virtualenv)
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "setup.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,153 @@
+// Every device that runs kmeans_assign, on the same inputs, against the
+// plain reference. Devices this machine lacks (GPUs, FPGAs) are reported as
+// skipped with the reason their backend gave.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "accel/registry.hpp"
+#include "cpu/kmeans_assign.hpp"
+#include "reference/kmeans_ref.hpp"
+
+namespace accel {
+namespace {
+
+struct Case {
+  std::string name;
+  std::int64_t n, d, k;
+  bool integer_valued;  // exact in float: labels (ties included) must match exactly
+  int duplicates = 0;   // rows repeated
+  bool far_centroid = false;  // one centroid no row is near: an empty cluster
+};
+
+struct Out {
+  std::vector<std::int32_t> labels;
+  std::vector<double> sums;
+  std::vector<std::int64_t> counts;
+  double inertia = 0;
+};
+
+void make_inputs(const Case& c, std::vector<float>& x, std::vector<float>& cent) {
+  std::mt19937 rng(static_cast<unsigned>(c.n * 131 + c.d * 7 + c.k));
+  std::uniform_int_distribution<int> small(-8, 8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  x.resize(c.n * c.d);
+  for (auto& v : x) v = c.integer_valued ? static_cast<float>(small(rng)) : normal(rng);
+  for (int r = 1; r <= c.duplicates && r < c.n; ++r)
+    std::copy_n(x.begin(), c.d, x.begin() + r * c.d);
+  cent.resize(c.k * c.d);
+  // Centroids are rows of x (as k-means initialises them), so exact ties and
+  // zero distances occur.
+  for (std::int64_t kk = 0; kk < c.k; ++kk) std::copy_n(x.begin() + (kk % c.n) * c.d, c.d, cent.begin() + kk * c.d);
+  if (c.far_centroid) std::fill_n(cent.begin() + (c.k - 1) * c.d, c.d, 1e4f);
+}
+
+Out run_device(Device& dev, const std::vector<float>& x, const std::vector<float>& cent, const Case& c) {
+  auto bx = dev.allocate(x.size() * sizeof(float));
+  auto bc = dev.allocate(cent.size() * sizeof(float));
+  auto bl = dev.allocate(c.n * sizeof(std::int32_t));
+  auto bs = dev.allocate(c.k * c.d * sizeof(double));
+  auto bn = dev.allocate(c.k * sizeof(std::int64_t));
+  auto bi = dev.allocate(sizeof(double));
+  bx->write(x.data(), x.size() * sizeof(float));
+  bc->write(cent.data(), cent.size() * sizeof(float));
+  dev.launch(KMeansAssignArgs{bx.get(), bc.get(), bl.get(), bs.get(), bn.get(), bi.get(), c.n, c.d, c.k}).wait();
+  Out o;
+  o.labels.resize(c.n);
+  o.sums.resize(c.k * c.d);
+  o.counts.resize(c.k);
+  bl->read(o.labels.data(), c.n * sizeof(std::int32_t));
+  bs->read(o.sums.data(), o.sums.size() * sizeof(double));
+  bn->read(o.counts.data(), o.counts.size() * sizeof(std::int64_t));
+  bi->read(&o.inertia, sizeof(double));
+  return o;
+}
+
+void expect_conforms(const Out& got, const ref::KMeansAssignOut& want, const Case& c, const std::string& who) {
+  std::int64_t mismatched = 0;
+  for (std::int64_t i = 0; i < c.n; ++i) {
+    // Float data: a label may only differ where the two best distances are
+    // within float rounding of each other.
+    const double slack = c.integer_valued ? 0.0 : 1e-4 * (1.0 + want.gap[i] + std::abs(want.inertia / c.n));
+    if (got.labels[i] != want.labels[i]) {
+      ++mismatched;
+      EXPECT_LE(want.gap[i], slack) << who << " row " << i << ": label " << got.labels[i] << " vs " << want.labels[i];
+    }
+  }
+  if (mismatched > 0) return;  // sums legitimately differ when a near-tie flipped
+  for (std::int64_t kk = 0; kk < c.k; ++kk) EXPECT_EQ(got.counts[kk], want.counts[kk]) << who << " cluster " << kk;
+  for (std::size_t j = 0; j < want.sums.size(); ++j)
+    EXPECT_NEAR(got.sums[j], want.sums[j], 1e-5 * (1.0 + std::abs(want.sums[j]))) << who << " sum " << j;
+  EXPECT_NEAR(got.inertia, want.inertia, 1e-5 * (1.0 + want.inertia)) << who;
+}
+
+const std::vector<Case> kCases = {
+    {"small_int", 257, 3, 5, true},
+    {"k1", 100, 4, 1, true},
+    {"k_equals_n", 33, 2, 33, true},
+    {"d1", 500, 1, 7, true},
+    {"duplicates", 200, 5, 6, true, 50},
+    {"empty_cluster", 300, 3, 4, true, 0, true},
+    {"wide_int", 300, 64, 40, true},
+    {"float_smalld", 4099, 2, 4, false},
+    {"float_wide", 1031, 100, 70, false},
+    {"float_mnist_like", 700, 784, 256, false},
+};
+
+class KMeansAssignConformance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
+  const Case& c = GetParam();
+  std::vector<float> x, cent;
+  make_inputs(c, x, cent);
+  const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
+  static const Registry reg = Registry::discover_all();
+  int ran = 0;
+  for (const auto& dev : reg.devices()) {
+    const auto& info = dev->info();
+    if (!dev->supports(KernelId::KMeansAssign)) continue;
+    if ((info.max_k && c.k > info.max_k) || (info.max_d && c.d > info.max_d)) continue;
+    SCOPED_TRACE(info.name);
+    expect_conforms(run_device(*dev, x, cent, c), want, c, info.name);
+    ++ran;
+  }
+  EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
+}
+
+// The CPU driver has two code paths chosen by shape; both must conform on
+// every case, not only on the shapes that select them.
+TEST_P(KMeansAssignConformance, BothCpuPathsMatchReference) {
+  const Case& c = GetParam();
+  std::vector<float> x, cent;
+  make_inputs(c, x, cent);
+  const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
+  for (int path = 0; path < 2; ++path) {
+    Out o;
+    o.labels.resize(c.n);
+    o.sums.resize(c.k * c.d);
+    o.counts.resize(c.k);
+    (path == 0 ? cpu::kmeans_assign_direct : cpu::kmeans_assign_gemm)(x.data(), c.n, c.d, cent.data(), c.k,
+                                                                       o.labels.data(), o.sums.data(),
+                                                                       o.counts.data(), &o.inertia);
+    expect_conforms(o, want, c, path == 0 ? "cpu direct" : "cpu gemm");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, KMeansAssignConformance, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return info.param.name; });
+
+// Backends this build has but this machine cannot run: visible as skips.
+TEST(KMeansAssignConformance, HardwareBackendsPresentOrExplained) {
+  const Registry reg = Registry::discover_all();
+  std::string missing;
+  for (const auto& r : reg.reports())
+    if (r.devices == 0) {
+      EXPECT_FALSE(r.why_none.empty()) << r.backend << " found nothing and gave no reason";
+      missing += r.backend + ": " + r.why_none + "; ";
+    }
+  if (!missing.empty()) GTEST_SKIP() << "no hardware for: " << missing;
+}
+
+}  // namespace
+}  // namespace accel

@@ -1,0 +1,148 @@
+// The `accel` binary as users run it: exit codes, one-line errors naming the
+// problem, no output file left behind on failure, JSON that parses.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "accel/io.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Proc {
+  int code;
+  std::string out, err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("accel_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Proc run(const std::string& args) {
+    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
+    const int status = std::system((args + " >" + out + " 2>" + err).c_str());
+    auto slurp = [](const std::string& p) {
+      std::ifstream in(p);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+  Proc accel(const std::string& args) { return run(std::string(ACCEL_BIN) + " " + args); }
+  std::string file(const std::string& name, const std::string& text) {
+    const auto p = (dir_ / name).string();
+    std::ofstream(p) << text;
+    return p;
+  }
+  std::string path(const std::string& name) { return (dir_ / name).string(); }
+  // A bad-input run: exit 2, one line on stderr containing `needle`, no outputs.
+  void expect_bad_input(const std::string& args, const std::string& needle) {
+    const Proc r = accel(args + " --output-centroids " + path("c.npy") + " --output-labels " + path("l.npy"));
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(path("c.npy")));
+    EXPECT_FALSE(fs::exists(path("l.npy")));
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, DevicesJsonListsCpuAndEmuAndExplainsTheRest) {
+  const Proc r = accel("devices --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::set<std::string> names;
+  for (const auto& d : j["devices"]) names.insert(d["name"].get<std::string>());
+  EXPECT_TRUE(names.count("cpu"));
+  EXPECT_TRUE(names.count("fpga-emu"));
+  for (const auto& b : j["backends"])
+    if (b["devices"] == 0) EXPECT_FALSE(b["why_none"].get<std::string>().empty()) << b.dump();
+}
+
+TEST_F(Cli, KMeansJsonAndOutputs) {
+  std::string csv;
+  for (int i = 0; i < 200; ++i) csv += std::to_string(i % 2 * 10 + (i % 7) * 0.01) + "," + std::to_string(i % 3) + "\n";
+  const auto in = file("x.csv", csv);
+  const Proc r = accel("kmeans --input " + in + " --k 2 --seed 3 --json --output-centroids " + path("c.npy") +
+                      " --output-labels " + path("l.npy") + " --log-json " + path("log.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["iterations"].get<int>(), 0);
+  EXPECT_TRUE(j["seconds"].contains("compute"));
+  EXPECT_TRUE(j["seconds"].contains("transfer"));
+  const auto c = accel::read_npy(path("c.npy"));
+  EXPECT_EQ(c.rows, 2);
+  EXPECT_EQ(c.cols, 2);
+  std::ifstream log(path("log.jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(log, line); ++lines) EXPECT_TRUE(nlohmann::json::parse(line).contains("inertia"));
+  EXPECT_EQ(lines, j["iterations"].get<int>());
+}
+
+TEST_F(Cli, TolZeroRunsMaxIter) {
+  const auto in = file("x.csv", "0,0\n1,1\n5,5\n6,6\n0,1\n");
+  const Proc r = accel("kmeans --input " + in + " --k 2 --tol 0 --max-iter 7 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["iterations"], 7);
+}
+
+TEST_F(Cli, BadInputsExitTwoWithoutOutputs) {
+  expect_bad_input("kmeans --input " + path("missing.csv") + " --k 2", "no such file");
+  expect_bad_input("kmeans --input " + file("nan.csv", "1,2\nnan,3\n") + " --k 1", "row 2, column 1 is NaN");
+  expect_bad_input("kmeans --input " + file("short.csv", "1,2\n3\n") + " --k 1", "short.csv:2");
+  expect_bad_input("kmeans --input " + file("few.csv", "1,2\n3,4\n") + " --k 3", "--k 3 exceeds");
+  expect_bad_input("kmeans --input " + file("ok.csv", "1,2\n3,4\n") + " --k 1 --device tpu", "tpu");
+  expect_bad_input("kmeans --input " + file("ok2.csv", "1,2\n3,4\n") + " --k 1 --init bogus", "--init bogus");
+  expect_bad_input("kmeans --input " + file("ok3.csv", "1,2\n3,4\n") + " --k 1 --max-iter 0", "--max-iter");
+  expect_bad_input("kmeans --k 1", "input");
+}
+
+TEST_F(Cli, InitFileShapeIsChecked) {
+  const std::vector<float> c = {1, 2, 3};
+  accel::write_npy(path("init.npy"), c.data(), {1, 3});
+  expect_bad_input("kmeans --input " + file("x.csv", "1,2\n3,4\n") + " --k 1 --init " + path("init.npy"),
+                   "expected 1 x 2");
+}
+
+TEST_F(Cli, UnknownCommand) {
+  const Proc r = accel("frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("frobnicate"), std::string::npos);
+}
+
+TEST_F(Cli, BitstreamDryRunPrintsTheVitisCommands) {
+  const std::string script = std::string(ACCEL_SOURCE_DIR) + "/scripts/build_bitstreams.sh";
+  Proc r = run(script + " --platform xilinx_u250_gen3x16_xdma_4_1_202210_1 --target hw --dry-run");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("v++ -c -t hw --platform xilinx_u250_gen3x16_xdma_4_1_202210_1 --config "
+                       "kernels_hls/cfg/xilinx_u250_gen3x16_xdma.cfg -k kmeans_assign"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("v++ -l -t hw"), std::string::npos);
+  EXPECT_NE(r.out.find("bitstreams/xilinx_u250_gen3x16_xdma_4_1_202210_1/hw/accel.xclbin"), std::string::npos);
+  r = run(script + " --platform nosuch --target hw --dry-run");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no connectivity config"), std::string::npos);
+  r = run(script + " --platform xilinx_u250_gen3x16_xdma_4_1_202210_1 --target fast");
+  EXPECT_EQ(r.code, 2);
+  // Without v++ a real build stops with a clear message (skipped where Vitis is installed).
+  if (std::system("command -v v++ >/dev/null 2>&1") != 0) {
+    r = run("PATH=/usr/bin:/bin " + script + " --platform xilinx_u250_gen3x16_xdma_4_1_202210_1 --target hw");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("v++ not found"), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace

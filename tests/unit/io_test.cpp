@@ -1,0 +1,149 @@
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "accel/error.hpp"
+#include "accel/io.hpp"
+
+namespace fs = std::filesystem;
+
+namespace accel {
+namespace {
+
+class IoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("accel_io_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string file(const std::string& name, const std::string& text) {
+    const auto p = (dir_ / name).string();
+    std::ofstream(p) << text;
+    return p;
+  }
+  // The message must name the file and the line.
+  void expect_error(const std::string& path, const std::string& needle) {
+    try {
+      load_matrix(path);
+      FAIL() << "no error for " << path;
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path), std::string::npos) << msg;
+      EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(IoTest, NpyRoundTrip) {
+  const std::vector<float> v = {1, 2, 3, 4, 5, 6};
+  const auto p = (dir_ / "m.npy").string();
+  write_npy(p, v.data(), {2, 3});
+  const Matrix m = load_matrix(p);
+  EXPECT_EQ(m.rows, 2);
+  EXPECT_EQ(m.cols, 3);
+  EXPECT_EQ(m.data, v);
+  // no temporary left behind
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 1);
+}
+
+TEST_F(IoTest, NpyFloat64AndBadDtype) {
+  // Hand-made float64 header.
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header.push_back('\n');
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes.push_back(static_cast<char>(header.size()));
+  bytes.push_back(0);
+  bytes += header;
+  const double vals[2] = {1.5, -2.25};
+  bytes.append(reinterpret_cast<const char*>(vals), sizeof vals);
+  const auto p = (dir_ / "d.npy").string();
+  std::ofstream(p, std::ios::binary) << bytes;
+  const Matrix m = load_matrix(p);
+  EXPECT_EQ(m.data, (std::vector<float>{1.5f, -2.25f}));
+
+  std::string bad = bytes;
+  bad.replace(bad.find("<f8"), 3, "<i8");
+  std::ofstream((dir_ / "i.npy").string(), std::ios::binary) << bad;
+  expect_error((dir_ / "i.npy").string(), "dtype");
+}
+
+TEST_F(IoTest, NpyOneDimensionalIsRejected) {
+  const std::vector<float> v = {1, 2, 3};
+  const auto p = (dir_ / "v.npy").string();
+  write_npy(p, v.data(), {3});
+  expect_error(p, "2-D");
+}
+
+TEST_F(IoTest, CsvWithHeader) {
+  const Matrix m = load_matrix(file("a.csv", "x,y\n1,2\n3.5,-4\n"));
+  EXPECT_EQ(m.rows, 2);
+  EXPECT_EQ(m.data, (std::vector<float>{1, 2, 3.5f, -4}));
+}
+
+TEST_F(IoTest, CsvErrorsNameTheLine) {
+  expect_error(file("b.csv", "1,2\n3,abc\n"), ":2:");
+  expect_error(file("c.csv", "1,2\n3\n"), ":2:");
+  expect_error(file("nan.csv", "1,2\n3,nan\n"), "row 2, column 2 is NaN");
+  expect_error(file("inf.csv", "1,inf\n"), "Inf");
+}
+
+TEST_F(IoTest, LibsvmDensified) {
+  const Matrix m = load_matrix(file("a.svm", "+1 1:0.5 3:2\n-1 2:1 # comment\n"));
+  EXPECT_EQ(m.rows, 2);
+  EXPECT_EQ(m.cols, 3);
+  EXPECT_EQ(m.data, (std::vector<float>{0.5f, 0, 2, 0, 1, 0}));
+}
+
+TEST_F(IoTest, LibsvmErrorsNameTheLine) {
+  expect_error(file("m.svm", "1 1:2\n1 2 3:4\n"), ":2:");
+  expect_error(file("n.svm", "1 1:x\n"), ":1:");
+  expect_error(file("o.svm", "1 3:1 2:1\n"), "does not increase");
+  expect_error(file("p.svm", "abc 1:1\n"), "label");
+  expect_error(file("q.svm", ""), "no data");
+}
+
+TEST_F(IoTest, IdxGzip) {
+  const auto p = (dir_ / "t-idx3-ubyte.gz").string();
+  gzFile f = gzopen(p.c_str(), "wb");
+  const unsigned char head[] = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2};
+  const unsigned char px[] = {0, 1, 2, 255, 4, 5, 6, 7};
+  gzwrite(f, head, sizeof head);
+  gzwrite(f, px, sizeof px);
+  gzclose(f);
+  const Matrix m = load_matrix(p);
+  EXPECT_EQ(m.rows, 2);
+  EXPECT_EQ(m.cols, 4);
+  EXPECT_EQ(m.data[3], 255.0f);
+}
+
+TEST_F(IoTest, IdxTruncated) {
+  const auto p = (dir_ / "u-idx3-ubyte.gz").string();
+  gzFile f = gzopen(p.c_str(), "wb");
+  const unsigned char head[] = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2};
+  gzwrite(f, head, sizeof head);
+  gzclose(f);
+  expect_error(p, "truncated");
+}
+
+TEST_F(IoTest, MissingFile) { expect_error((dir_ / "nope.npy").string(), "no such file"); }
+
+TEST_F(IoTest, AtomicWriteLeavesNothingOnFailure) {
+  const auto p = (dir_ / "out.bin").string();
+  EXPECT_THROW(atomic_write(p, [](std::ostream& o) {
+                 o << "partial";
+                 throw InputError("stop");
+               }),
+               InputError);
+  EXPECT_FALSE(fs::exists(p));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 0);
+}
+
+}  // namespace
+}  // namespace accel

@@ -1,0 +1,108 @@
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <stdexcept>
+
+#include "accel/error.hpp"
+#include "accel/perf_model.hpp"
+#include "accel/registry.hpp"
+#include "accel/work_queue.hpp"
+
+namespace accel {
+namespace {
+
+TEST(WorkQueue, RunsInOrderAndRethrows) {
+  WorkQueue q;
+  std::vector<int> order;
+  auto a = q.submit([&] { order.push_back(1); });
+  auto b = q.submit([&] { throw DeviceError("boom"); });
+  auto c = q.submit([&] { order.push_back(3); });
+  a.wait();
+  EXPECT_THROW(b.wait(), DeviceError);
+  c.wait();
+  EXPECT_EQ(order, (std::vector<int>{1, 3}));
+  EXPECT_GE(c.seconds(), 0.0);
+}
+
+TEST(Registry, AlwaysHasCpuAndFpgaEmu) {
+  const Registry reg = Registry::discover_all();
+  auto cpu = reg.select("cpu", KernelId::KMeansAssign);
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_EQ(cpu[0]->info().kind, DeviceKind::Cpu);
+  EXPECT_GT(cpu[0]->info().compute_units, 0);
+  EXPECT_GT(cpu[0]->info().memory_bytes, 0u);
+  EXPECT_EQ(reg.select("fpga-emu", KernelId::KMeansAssign).size(), 1u);
+  EXPECT_GE(reg.select("all", KernelId::KMeansAssign).size(), 2u);
+  // auto never picks emulation
+  for (auto* d : reg.select("auto", KernelId::KMeansAssign)) EXPECT_NE(d->info().kind, DeviceKind::FpgaEmu);
+}
+
+TEST(Registry, UnknownDeviceIsInputError) {
+  const Registry reg = Registry::discover_all();
+  try {
+    reg.select("tpu", KernelId::KMeansAssign);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("tpu"), std::string::npos);
+  }
+}
+
+TEST(Registry, BackendsWithoutDevicesSayWhy) {
+  const Registry reg = Registry::discover_all();
+  for (const auto& r : reg.reports())
+    if (r.devices == 0) EXPECT_FALSE(r.why_none.empty()) << r.backend;
+}
+
+TEST(FpgaEmu, BuffersAreNotHostVisible) {
+  const Registry reg = Registry::discover_all();
+  auto* emu = reg.select("fpga-emu", KernelId::KMeansAssign)[0];
+  auto buf = emu->allocate(64);
+  EXPECT_EQ(buf->host_ptr(), nullptr);
+  EXPECT_EQ(emu->wrap_host(nullptr, 0), nullptr);
+  int v = 42, back = 0;
+  buf->write(&v, sizeof v, 8);
+  buf->read(&back, sizeof back, 8);
+  EXPECT_EQ(back, 42);
+  EXPECT_THROW(buf->write(&v, sizeof v, 62), std::out_of_range);
+}
+
+TEST(FpgaEmu, RejectsShapesBeyondItsOnChipBuffers) {
+  const Registry reg = Registry::discover_all();
+  auto* emu = reg.select("fpga-emu", KernelId::KMeansAssign)[0];
+  const std::int64_t k = emu->info().max_k + 1, d = 1, n = 1;
+  auto x = emu->allocate(4), c = emu->allocate(k * 4), l = emu->allocate(4), s = emu->allocate(k * 8),
+       cnt = emu->allocate(k * 8), in = emu->allocate(8);
+  auto ev = emu->launch(KMeansAssignArgs{x.get(), c.get(), l.get(), s.get(), cnt.get(), in.get(), n, d, k});
+  EXPECT_THROW(ev.wait(), DeviceError);
+}
+
+TEST(PerfModel, AveragesMeasurements) {
+  PerfModel m;
+  ShapeKey key{"cpu", KernelId::KMeansAssign, 2, 4};
+  EXPECT_FALSE(m.rows_per_second(key));
+  m.record(key, 1000, 1.0);
+  EXPECT_DOUBLE_EQ(*m.rows_per_second(key), 1000.0);
+  m.record(key, 2000, 1.0);
+  EXPECT_GT(*m.rows_per_second(key), 1000.0);
+  EXPECT_LT(*m.rows_per_second(key), 2000.0);
+}
+
+TEST(Rebalance, MovesLoadTowardCapability) {
+  // Twice the speed gets twice the rows (seeds/003 Algorithm 1).
+  auto out = rebalance({500, 500, 500}, {2.0, 1.0, 1.0}, 0.0);
+  EXPECT_EQ(std::accumulate(out.begin(), out.end(), std::int64_t{0}), 1500);
+  EXPECT_EQ(out, (std::vector<std::int64_t>{750, 375, 375}));
+}
+
+TEST(Rebalance, LeavesBalancedLoadsAlone) {
+  EXPECT_EQ(rebalance({100, 101}, {1.0, 1.0}, 0.05), (std::vector<std::int64_t>{100, 101}));
+}
+
+TEST(Rebalance, ZeroCapabilityGetsNothing) {
+  auto out = rebalance({10, 10, 10}, {1.0, 0.0, 1.0}, 0.0);
+  EXPECT_EQ(out[1], 0);
+  EXPECT_EQ(out[0] + out[2], 30);
+}
+
+}  // namespace
+}  // namespace accel
