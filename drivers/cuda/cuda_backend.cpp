@@ -1,0 +1,219 @@
+// The CUDA backend: one device per GPU the CUDA runtime reports. Buffers are
+// cudaMalloc'd (the host reaches them only through write/read); launches run
+// kernels_cuda/ on one stream per device. Each launch is a WorkQueue task
+// that enqueues the kernels and waits for the stream, so launches on a device
+// run in order and the Event carries the CUDA error, if any, as DeviceError.
+//
+// Discovery asks the runtime only: with no driver (cudaErrorInsufficientDriver)
+// or no GPU (cudaErrorNoDevice) it reports zero devices and why.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <variant>
+
+#include "accel/backends.hpp"
+#include "accel/error.hpp"
+#include "accel/work_queue.hpp"
+#include "kmeans_assign.cuh"
+
+namespace accel {
+namespace {
+
+void check(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) throw DeviceError(what + ": " + cudaGetErrorString(e));
+}
+
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(int ordinal, std::size_t bytes) : ordinal_(ordinal), bytes_(bytes) {
+    check(cudaSetDevice(ordinal_), "cudaSetDevice");
+    check(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+  }
+  ~CudaBuffer() override {
+    // No throwing from a destructor; a failure here leaks the allocation.
+    if (cudaSetDevice(ordinal_) == cudaSuccess) cudaFree(ptr_);
+  }
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+
+  std::size_t size() const override { return bytes_; }
+  void write(const void* src, std::size_t bytes, std::size_t offset = 0) override {
+    check_range(bytes, offset);
+    if (bytes == 0) return;
+    check(cudaSetDevice(ordinal_), "cudaSetDevice");
+    check(cudaMemcpy(static_cast<char*>(ptr_) + offset, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  void read(void* dst, std::size_t bytes, std::size_t offset = 0) const override {
+    check_range(bytes, offset);
+    if (bytes == 0) return;
+    check(cudaSetDevice(ordinal_), "cudaSetDevice");
+    check(cudaMemcpy(dst, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost),
+          "cudaMemcpy from device");
+  }
+
+  int ordinal() const { return ordinal_; }
+  void* data() const { return ptr_; }
+
+ private:
+  void check_range(std::size_t bytes, std::size_t offset) const {
+    if (offset > bytes_ || bytes > bytes_ - offset)
+      throw std::out_of_range("buffer access [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                              ") beyond its " + std::to_string(bytes_) + " bytes");
+  }
+  int ordinal_;
+  std::size_t bytes_;
+  void* ptr_ = nullptr;
+};
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int ordinal, DeviceInfo info)
+      : ordinal_(ordinal), info_(std::move(info)), queue_(std::make_unique<WorkQueue>()) {}
+  ~CudaDevice() override {
+    queue_.reset();  // drain: nothing may still use the stream, handle or scratch
+    if (cudaSetDevice(ordinal_) != cudaSuccess) return;
+    if (scratch_) cudaFree(scratch_);
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
+    return std::make_unique<CudaBuffer>(ordinal_, bytes);
+  }
+  Event launch(const KernelArgs& args) override {
+    return queue_->submit([this, args] { std::visit([this](const auto& a) { run(a); }, args); });
+  }
+
+ private:
+  // Runs on the queue's thread: the CUDA current device is per thread.
+  void run(const KMeansAssignArgs& a) {
+    const std::string where = info_.name + " kmeans_assign";
+    if (a.n < 0 || a.d < 1 || a.k < 1 || a.d > cuda::kMaxDim || a.k > cuda::kMaxDim || a.n > INT64_MAX / 8 / a.d ||
+        a.k > INT64_MAX / 8 / a.d)
+      throw DeviceError(where + ": n=" + std::to_string(a.n) + " d=" + std::to_string(a.d) +
+                        " k=" + std::to_string(a.k) + " outside n >= 0, 1 <= d, k <= 2^30");
+    const auto n = static_cast<std::size_t>(a.n), d = static_cast<std::size_t>(a.d),
+               k = static_cast<std::size_t>(a.k);
+    auto* x = mine(a.x, n * d * sizeof(float), "x", where);
+    auto* c = mine(a.centroids, k * d * sizeof(float), "centroids", where);
+    auto* labels = mine(a.labels, n * sizeof(std::int32_t), "labels", where);
+    auto* sums = mine(a.sums, k * d * sizeof(double), "sums", where);
+    auto* counts = mine(a.counts, k * sizeof(std::int64_t), "counts", where);
+    auto* inertia = mine(a.inertia, sizeof(double), "inertia", where);
+
+    check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
+    ensure_context(where);
+    const std::size_t need = cuda::kmeans_assign_scratch_bytes(a.n, a.d, a.k);
+    if (need > scratch_bytes_) {
+      if (scratch_) cudaFree(scratch_);  // earlier launches have finished (synchronised below)
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+      check(cudaMalloc(&scratch_, need), where + ": cudaMalloc of " + std::to_string(need) + " scratch bytes");
+      scratch_bytes_ = need;
+    }
+    if (const char* err = cuda::launch_kmeans_assign(
+            static_cast<const float*>(x), static_cast<const float*>(c), a.n, a.d, a.k,
+            static_cast<std::int32_t*>(labels), static_cast<double*>(sums), static_cast<std::int64_t*>(counts),
+            static_cast<double*>(inertia), scratch_, scratch_bytes_, blas_, stream_))
+      throw DeviceError(where + ": " + err);
+    check(cudaStreamSynchronize(stream_), where);
+  }
+
+  // The device pointer of one of this device's buffers, at least `bytes` long.
+  void* mine(Buffer* b, std::size_t bytes, const char* arg, const std::string& where) const {
+    auto* cb = dynamic_cast<CudaBuffer*>(b);
+    if (cb == nullptr || cb->ordinal() != ordinal_)
+      throw DeviceError(where + ": buffer '" + arg + "' was not allocated on " + info_.name);
+    if (cb->size() < bytes)
+      throw DeviceError(where + ": buffer '" + arg + "' holds " + std::to_string(cb->size()) + " bytes, needs " +
+                        std::to_string(bytes));
+    return cb->data();
+  }
+
+  // Stream and cuBLAS handle, made on first launch (cuBLAS init costs ~100 ms
+  // and memory, which discovery should not pay).
+  void ensure_context(const std::string& where) {
+    if (stream_ == nullptr) check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), where + ": stream");
+    if (blas_ == nullptr) {
+      const cublasStatus_t st = cublasCreate(&blas_);
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        blas_ = nullptr;
+        throw DeviceError(where + ": cublasCreate: " + cublasGetStatusString(st));
+      }
+      // FP32 sgemm, no TF32 tensor ops: labels must agree with the other backends.
+      cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH);
+    }
+  }
+
+  int ordinal_;
+  DeviceInfo info_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void* scratch_ = nullptr;
+  std::size_t scratch_bytes_ = 0;
+  std::unique_ptr<WorkQueue> queue_;  // reset first in the destructor
+};
+
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+  std::vector<std::unique_ptr<Device>> discover() override {
+    std::vector<std::unique_ptr<Device>> out;
+    why_.clear();
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear it for later calls
+      why_ = std::string("cuda: ") + cudaGetErrorString(e);
+      return out;
+    }
+    if (count == 0) {
+      why_ = "cuda: no CUDA devices";
+      return out;
+    }
+    std::string skipped;
+    for (int i = 0; i < count; ++i) {
+      cudaDeviceProp p{};
+      if (const cudaError_t pe = cudaGetDeviceProperties(&p, i); pe != cudaSuccess) {
+        cudaGetLastError();
+        skipped += "cuda:" + std::to_string(i) + ": " + cudaGetErrorString(pe) + "; ";
+        continue;
+      }
+      DeviceInfo info;
+      info.name = "cuda:" + std::to_string(i);
+      info.kind = DeviceKind::Cuda;
+      info.memory_bytes = p.totalGlobalMem;
+      info.compute_units = p.multiProcessorCount;
+      info.description = std::string(p.name) + ", compute capability " + std::to_string(p.major) + "." +
+                         std::to_string(p.minor) + ", " + std::to_string(p.multiProcessorCount) + " SMs, " +
+                         std::to_string(p.totalGlobalMem >> 20) + " MiB";
+      // Only list the kernel when this binary carries code the GPU can run
+      // (the fatbin's architectures, double atomicAdd needs sm_60+).
+      const char* no_image = cudaSetDevice(i) == cudaSuccess ? cuda::kmeans_assign_probe() : "cudaSetDevice failed";
+      if (no_image == nullptr)
+        info.kernels = {KernelId::KMeansAssign};
+      else
+        info.description += std::string(" (kernels unavailable: ") + no_image + ")";
+      info.max_k = 0;
+      info.max_d = 0;
+      out.push_back(std::make_unique<CudaDevice>(i, std::move(info)));
+    }
+    if (out.empty()) why_ = "cuda: " + skipped;
+    return out;
+  }
+  std::string why_none() const override { return why_; }
+
+ private:
+  std::string why_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace accel

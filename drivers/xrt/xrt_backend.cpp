@@ -1,0 +1,363 @@
+// The XRT backend: Alveo-class FPGAs through XRT's native C++ API
+// (xrt::device, xrt::xclbin, xrt::kernel, xrt::bo, xrt::run). Each card is
+// one device; discovery loads the xclbin the bitstream manifest lists for the
+// card's platform and opens the kmeans_assign kernel (kernels_hls/, argument
+// order of its extern "C" top function).
+//
+// Buffers: an xrt::bo must live in the memory bank its kernel argument is
+// connected to, which only the kernel knows (kernel.group_id(arg)). So a
+// buffer starts as host staging memory and gets its bo on first use by a
+// launch, in that argument's bank; after that write() copies into the bo's
+// host mapping and syncs to the device, read() syncs from the device first.
+//
+// Discovery never throws: Debian's libxrt throws from enumerate_devices()
+// unless XILINX_XRT points at an install whose lib/ holds libxrt_core.so.2;
+// that, no card, or no matching bitstream are reported through why_none().
+//
+// Bitstream manifest: <dir>/manifest.json, <dir> from $ACCEL_BITSTREAMS or
+// else ACCEL_BITSTREAMS_DIR (set at build time). Written by
+// scripts/build_bitstreams.sh:
+//   {
+//     "bitstreams": [
+//       {
+//         "platform": "xilinx_u250_gen3x16_xdma_4_1_202210_1",  // v++ --platform
+//         "device":   "xilinx_u250_gen3x16_xdma_shell_4_1",     // optional: the name XRT
+//                                                               // reports for the card
+//         "target":   "hw",                                     // hw | hw_emu | sw_emu
+//         "xclbin":   "xilinx_u250_gen3x16_xdma_4_1_202210_1/hw/accel.xclbin",
+//                                                               // relative to <dir>, or absolute
+//         "kernels":  ["kmeans_assign"]                          // top functions inside
+//       }
+//     ]
+//   }
+// A card takes the entries of the wanted target ($XCL_EMULATION_MODE, else
+// "hw") that hold kmeans_assign, trying first those whose "device" or
+// "platform" equals the card's name (xrt::info::device::name), then those
+// whose platform starts with that name less "_shell" (XRT reports the shell's
+// VBNV, e.g. xilinx_u250_gen3x16_xdma_shell_4_1, for platform
+// xilinx_u250_gen3x16_xdma_4_1_202210_1). The first that loads wins; XRT
+// itself refuses an xclbin built for another shell.
+#include <xrt/xrt_bo.h>
+#include <xrt/xrt_device.h>
+#include <xrt/xrt_kernel.h>
+#include <experimental/xrt_system.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "accel/backends.hpp"
+#include "accel/error.hpp"
+#include "accel/work_queue.hpp"
+#include "kmeans_assign.hpp"
+
+#ifndef ACCEL_BITSTREAMS_DIR
+#define ACCEL_BITSTREAMS_DIR "bitstreams"
+#endif
+
+namespace accel {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kKernel = "kmeans_assign";
+// Argument positions of kmeans_assign(x, centroids, n, d, k, labels, sums, counts, inertia).
+enum Arg { kX = 0, kCentroids = 1, kLabels = 5, kSums = 6, kCounts = 7, kInertia = 8 };
+
+class XrtBuffer final : public Buffer {
+ public:
+  XrtBuffer(xrt::device dev, std::size_t bytes, const void* owner)
+      : dev_(std::move(dev)), bytes_(bytes), staging_(bytes), owner_(owner) {}
+
+  std::size_t size() const override { return bytes_; }
+  void write(const void* src, std::size_t bytes, std::size_t offset = 0) override {
+    check_range(bytes, offset);
+    if (bytes == 0) return;
+    std::lock_guard lock(mu_);
+    if (!bound_) {
+      std::memcpy(staging_.data() + offset, src, bytes);
+      return;
+    }
+    guarded("write", [&] {
+      std::memcpy(bo_.map<char*>() + offset, src, bytes);
+      bo_.sync(XCL_BO_SYNC_BO_TO_DEVICE, bytes, offset);
+    });
+  }
+  void read(void* dst, std::size_t bytes, std::size_t offset = 0) const override {
+    check_range(bytes, offset);
+    if (bytes == 0) return;
+    std::lock_guard lock(mu_);
+    if (!bound_) {
+      std::memcpy(dst, staging_.data() + offset, bytes);
+      return;
+    }
+    guarded("read", [&] {
+      bo_.sync(XCL_BO_SYNC_BO_FROM_DEVICE, bytes, offset);
+      std::memcpy(dst, bo_.map<const char*>() + offset, bytes);
+    });
+  }
+
+  // The bo in memory group `group`, made on first use and filled with the
+  // buffer's contents (moved over if an earlier launch put it elsewhere).
+  xrt::bo bind(xrt::memory_group group) {
+    std::lock_guard lock(mu_);
+    if (bound_ && group_ == group) return bo_;
+    xrt::bo fresh(dev_, bytes_ == 0 ? 64 : bytes_, group);  // XRT refuses empty bos
+    char* m = fresh.map<char*>();
+    if (bound_) {
+      bo_.sync(XCL_BO_SYNC_BO_FROM_DEVICE);
+      std::memcpy(m, bo_.map<const char*>(), bytes_);
+    } else {
+      std::memcpy(m, staging_.data(), bytes_);
+      std::vector<char>().swap(staging_);  // the bo holds the contents from now on
+    }
+    fresh.sync(XCL_BO_SYNC_BO_TO_DEVICE);
+    bo_ = std::move(fresh);
+    group_ = group;
+    bound_ = true;
+    return bo_;
+  }
+  const void* owner() const { return owner_; }
+
+ private:
+  void check_range(std::size_t bytes, std::size_t offset) const {
+    if (offset > bytes_ || bytes > bytes_ - offset)
+      throw std::out_of_range("buffer access [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                              ") beyond its " + std::to_string(bytes_) + " bytes");
+  }
+  template <class F>
+  static void guarded(const char* what, F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      throw DeviceError(std::string("xrt buffer ") + what + ": " + e.what());
+    }
+  }
+
+  mutable std::mutex mu_;
+  xrt::device dev_;
+  std::size_t bytes_;
+  std::vector<char> staging_;
+  mutable xrt::bo bo_;  // sync() is not const; the handle is
+  xrt::memory_group group_ = 0;
+  bool bound_ = false;
+  const void* owner_;
+};
+
+class XrtDevice final : public Device {
+ public:
+  // `kernel` is empty when no bitstream could be loaded: the device is
+  // listed (with the reason in its description) but runs nothing.
+  XrtDevice(xrt::device dev, std::optional<xrt::kernel> kernel, DeviceInfo info)
+      : dev_(std::move(dev)), kernel_(std::move(kernel)), info_(std::move(info)) {}
+
+  const DeviceInfo& info() const override { return info_; }
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
+    return std::make_unique<XrtBuffer>(dev_, bytes, this);
+  }
+  Event launch(const KernelArgs& args) override {
+    return queue_.submit([this, args] { std::visit([this](const auto& a) { run(a); }, args); });
+  }
+
+ private:
+  void run(const KMeansAssignArgs& a) {
+    const std::string where = info_.name + " kmeans_assign";
+    if (!kernel_) throw DeviceError(where + ": no bitstream loaded on this card");
+    if (a.k < 1 || a.k > KMEANS_MAX_K || a.d < 1 || a.d > KMEANS_MAX_D || a.n < 0 || a.n > INT_MAX)
+      throw DeviceError(where + ": n=" + std::to_string(a.n) + " d=" + std::to_string(a.d) +
+                        " k=" + std::to_string(a.k) + " outside the kernel's bounds (k <= " +
+                        std::to_string(KMEANS_MAX_K) + ", d <= " + std::to_string(KMEANS_MAX_D) + ")");
+    const auto n = static_cast<std::size_t>(a.n), d = static_cast<std::size_t>(a.d),
+               k = static_cast<std::size_t>(a.k);
+    auto* x = mine(a.x, n * d * sizeof(float), "x", where);
+    auto* c = mine(a.centroids, k * d * sizeof(float), "centroids", where);
+    auto* labels = mine(a.labels, n * sizeof(std::int32_t), "labels", where);
+    auto* sums = mine(a.sums, k * d * sizeof(double), "sums", where);
+    auto* counts = mine(a.counts, k * sizeof(std::int64_t), "counts", where);
+    auto* inertia = mine(a.inertia, sizeof(double), "inertia", where);
+    try {
+      xrt::kernel& kernel = *kernel_;
+      auto bank = [&kernel](int arg) { return static_cast<xrt::memory_group>(kernel.group_id(arg)); };
+      xrt::run r = kernel(x->bind(bank(kX)), c->bind(bank(kCentroids)), static_cast<int>(a.n),
+                           static_cast<int>(a.d), static_cast<int>(a.k), labels->bind(bank(kLabels)),
+                           sums->bind(bank(kSums)), counts->bind(bank(kCounts)), inertia->bind(bank(kInertia)));
+      const ert_cmd_state state = r.wait();
+      if (state != ERT_CMD_STATE_COMPLETED)
+        throw DeviceError(where + ": run ended in ERT state " + std::to_string(static_cast<int>(state)));
+      // Results stay on the card until read() syncs them back.
+    } catch (const DeviceError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw DeviceError(where + ": " + e.what());
+    }
+  }
+
+  XrtBuffer* mine(Buffer* b, std::size_t bytes, const char* arg, const std::string& where) const {
+    auto* xb = dynamic_cast<XrtBuffer*>(b);
+    if (xb == nullptr || xb->owner() != this)
+      throw DeviceError(where + ": buffer '" + arg + "' was not allocated on " + info_.name);
+    if (xb->size() < bytes)
+      throw DeviceError(where + ": buffer '" + arg + "' holds " + std::to_string(xb->size()) + " bytes, needs " +
+                        std::to_string(bytes));
+    return xb;
+  }
+
+  xrt::device dev_;
+  std::optional<xrt::kernel> kernel_;  // 2.13's xrt::kernel has no operator bool
+  DeviceInfo info_;
+  WorkQueue queue_;  // declared last: destroyed (drained) before the handles above
+};
+
+struct ManifestEntry {
+  std::string platform, device, target;
+  fs::path xclbin;
+  std::vector<std::string> kernels;
+};
+
+fs::path bitstreams_dir() {
+  if (const char* env = std::getenv("ACCEL_BITSTREAMS"); env != nullptr && *env != '\0') return env;
+  return ACCEL_BITSTREAMS_DIR;
+}
+
+// The manifest's entries; throws with a readable message on a missing or malformed file.
+std::vector<ManifestEntry> read_manifest(const fs::path& dir) {
+  const fs::path file = dir / "manifest.json";
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error("no bitstream manifest at " + file.string());
+  std::vector<ManifestEntry> out;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const auto& b : j.at("bitstreams")) {
+      ManifestEntry e;
+      e.platform = b.at("platform").get<std::string>();
+      e.device = b.value("device", std::string());
+      e.target = b.value("target", std::string("hw"));
+      e.xclbin = b.at("xclbin").get<std::string>();
+      if (e.xclbin.is_relative()) e.xclbin = dir / e.xclbin;
+      e.kernels = b.value("kernels", std::vector<std::string>());
+      out.push_back(std::move(e));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(file.string() + ": " + e.what());
+  }
+  return out;
+}
+
+// Entries worth trying on a card named `name`, best match first.
+std::vector<const ManifestEntry*> candidates(const std::vector<ManifestEntry>& all, const std::string& name,
+                                             const std::string& target) {
+  std::string stem = name;  // shell VBNV -> platform prefix
+  if (auto p = stem.find("_shell"); p != std::string::npos) stem.erase(p, 6);
+  std::vector<const ManifestEntry*> exact, prefix;
+  for (const auto& e : all) {
+    if (e.target != target) continue;
+    if (std::find(e.kernels.begin(), e.kernels.end(), kKernel) == e.kernels.end()) continue;
+    if (e.device == name || e.platform == name)
+      exact.push_back(&e);
+    else if (!stem.empty() && e.platform.rfind(stem, 0) == 0)
+      prefix.push_back(&e);
+  }
+  exact.insert(exact.end(), prefix.begin(), prefix.end());
+  return exact;
+}
+
+class XrtBackend final : public Backend {
+ public:
+  std::string name() const override { return "xrt"; }
+  std::vector<std::unique_ptr<Device>> discover() override {
+    std::vector<std::unique_ptr<Device>> out;
+    why_.clear();
+    unsigned count = 0;
+    try {
+      count = xrt::system::enumerate_devices();
+    } catch (const std::exception& e) {
+      why_ = std::string("xrt: ") + e.what() +
+             " (set XILINX_XRT to an XRT install whose lib/ holds libxrt_core.so.2)";
+      return out;
+    } catch (...) {
+      why_ = "xrt: device enumeration failed";
+      return out;
+    }
+    if (count == 0) {
+      why_ = "xrt: no FPGA found";
+      return out;
+    }
+
+    const char* mode = std::getenv("XCL_EMULATION_MODE");
+    const std::string target = mode != nullptr && *mode != '\0' ? mode : "hw";
+    std::vector<ManifestEntry> manifest;
+    std::string manifest_error;
+    try {
+      manifest = read_manifest(bitstreams_dir());
+    } catch (const std::exception& e) {
+      manifest_error = e.what();
+    }
+
+    std::vector<std::string> notes;
+    for (unsigned i = 0; i < count; ++i) {
+      const std::string label = "fpga:" + std::to_string(i);
+      try {
+        xrt::device dev(i);
+        const auto name = dev.get_info<xrt::info::device::name>();
+        const auto bdf = dev.get_info<xrt::info::device::bdf>();
+        DeviceInfo info;
+        info.name = label;
+        info.kind = DeviceKind::Fpga;
+        info.description = name + " at " + bdf;
+        info.compute_units = 1;
+        info.max_k = KMEANS_MAX_K;
+        info.max_d = KMEANS_MAX_D;
+        std::optional<xrt::kernel> kernel;
+        std::string why_not = manifest_error;
+        if (manifest_error.empty()) {
+          auto cands = candidates(manifest, name, target);
+          if (cands.empty())
+            why_not = "no " + target + " xclbin with " + kKernel + " for platform " + name + " in " +
+                      (bitstreams_dir() / "manifest.json").string();
+          for (const ManifestEntry* e : cands) {
+            try {
+              const xrt::uuid id = dev.load_xclbin(e->xclbin.string());
+              kernel.emplace(dev, id, kKernel);
+              info.description += ", " + e->xclbin.filename().string() + " (" + e->platform + ")";
+              why_not.clear();
+              break;
+            } catch (const std::exception& ex) {
+              why_not += (why_not.empty() ? "" : "; ") + e->xclbin.string() + ": " + ex.what();
+            }
+          }
+        }
+        if (kernel) {
+          info.kernels = {KernelId::KMeansAssign};
+        } else {
+          info.description += " (no bitstream: " + why_not + ")";
+          notes.push_back(label + ": " + why_not);
+        }
+        out.push_back(std::make_unique<XrtDevice>(std::move(dev), std::move(kernel), std::move(info)));
+      } catch (const std::exception& e) {
+        notes.push_back(label + ": " + e.what());
+      }
+    }
+    for (const auto& n : notes) why_ += (why_.empty() ? "xrt: " : "; ") + n;
+    return out;
+  }
+  std::string why_none() const override { return why_; }
+
+ private:
+  std::string why_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_xrt_backend() { return std::make_unique<XrtBackend>(); }
+
+}  // namespace accel
