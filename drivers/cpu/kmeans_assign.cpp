@@ -89,6 +89,147 @@ void direct_block(const float* x, std::int64_t rows, std::int64_t d_rt, const fl
   }
 }
 
+// Few centroids and dimensions (k*d <= kMaskedMaxKD, the blobs benchmark's
+// k = 4, d = 2): memory-bound, so every cycle per point counts. Eight points
+// per vector (GCC vector extensions: AVX where the CPU has it, SSE pairs
+// elsewhere), centroids in registers, and the update done with masked vector
+// adds instead of a scatter, so points of one cluster never form a
+// dependency chain through memory. Lanes accumulate in float for at most
+// kFlushSteps vectors (64 values per lane: relative error below 4e-6), then
+// flush into double accumulators.
+constexpr std::int64_t kMaskedMaxKD = 64;
+constexpr int kFlushSteps = 64;
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef std::int32_t v8i __attribute__((vector_size(32)));
+
+template <int D>
+inline void load_transposed(const float* x, v8f (&xs)[D]) {
+  if constexpr (D == 2) {
+    v8f a, b;
+    std::memcpy(&a, x, sizeof a);
+    std::memcpy(&b, x + 8, sizeof b);
+    xs[0] = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+    xs[1] = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+  } else {
+    for (int j = 0; j < D; ++j)
+      for (int q = 0; q < 8; ++q) xs[j][q] = x[q * D + j];
+  }
+}
+
+// Per-thread state of the masked kernel. With K known at compile time the
+// float lanes are plain locals the compiler keeps in registers; K = 0 means
+// k is only known at run time (up to kMaskedMaxKD / D) and they live in memory.
+template <int D, int K>
+struct MaskedLanes {
+  static constexpr int kCap = K > 0 ? K : kMaskedMaxKD;
+  v8f sum[kCap * D];
+  v8f count[kCap];
+  v8f inertia;
+};
+
+// Eight points; lanes at or past `valid` are padding and count nowhere.
+template <int D, int K>
+inline void masked_step(const v8f (&xs)[D], const float* c, std::int64_t k_rt, int valid, std::int32_t* labels,
+                        MaskedLanes<D, K>& L) {
+  const std::int32_t k = K > 0 ? K : static_cast<std::int32_t>(k_rt);
+  v8f best = v8f{} + std::numeric_limits<float>::infinity();
+  v8i arg = v8i{};
+  for (std::int32_t kk = 0; kk < k; ++kk) {
+    v8f dist = v8f{};
+    for (int j = 0; j < D; ++j) {
+      const v8f t = xs[j] - c[kk * D + j];
+      dist += t * t;
+    }
+    const v8i better = dist < best;  // strict: ties stay with the lower index
+    best = better ? dist : best;
+    arg = better ? (v8i{} + kk) : arg;
+  }
+  if (valid < 8) {
+    const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    const v8i live = lane < valid;
+    arg = live ? arg : (v8i{} - 1);
+    best = live ? best : v8f{};
+    for (int q = 0; q < valid; ++q) labels[q] = arg[q];
+  } else {
+    std::memcpy(labels, &arg, sizeof arg);
+  }
+  L.inertia += best;
+  const v8f one = v8f{} + 1.0f;
+  for (std::int32_t kk = 0; kk < k; ++kk) {
+    const v8i mine = arg == kk;
+    L.count[kk] += mine ? one : v8f{};
+    for (int j = 0; j < D; ++j) L.sum[kk * D + j] += mine ? xs[j] : v8f{};
+  }
+}
+
+template <int D, int K>
+void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::int64_t k_rt, std::int32_t* labels,
+                          double* sums, std::int64_t* counts, double* inertia) {
+  const std::int64_t k = K > 0 ? K : k_rt;
+  const std::int64_t steps = n / 8;
+  std::fill(sums, sums + k * D, 0.0);
+  std::fill(counts, counts + k, 0);
+  double total = 0;
+  std::vector<double> csum(k * D * omp_get_max_threads()), ccount(k * omp_get_max_threads());
+#pragma omp parallel reduction(+ : total)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    double* my_sum = csum.data() + t * k * D;
+    double* my_count = ccount.data() + t * k;
+    MaskedLanes<D, K> L{};
+    auto flush = [&] {
+      for (std::int64_t e = 0; e < k * D; ++e) {
+        for (int q = 0; q < 8; ++q) my_sum[e] += L.sum[e][q];
+        L.sum[e] = v8f{};
+      }
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        for (int q = 0; q < 8; ++q) my_count[kk] += L.count[kk][q];
+        L.count[kk] = v8f{};
+      }
+      for (int q = 0; q < 8; ++q) total += L.inertia[q];
+      L.inertia = v8f{};
+    };
+    const std::int64_t s0 = steps * t / nt, s1 = steps * (t + 1) / nt;
+    for (std::int64_t f0 = s0; f0 < s1; f0 += kFlushSteps) {
+      const std::int64_t f1 = std::min<std::int64_t>(s1, f0 + kFlushSteps);
+      for (std::int64_t s = f0; s < f1; ++s) {
+        v8f xs[D];
+        load_transposed<D>(x + s * 8 * D, xs);
+        masked_step<D, K>(xs, c, k, 8, labels + s * 8, L);
+      }
+      flush();
+    }
+    if (t == nt - 1 && steps * 8 < n) {  // the last partial vector, zero-padded
+      alignas(32) float tail[8 * D] = {};
+      const int valid = static_cast<int>(n - steps * 8);
+      std::memcpy(tail, x + steps * 8 * D, sizeof(float) * valid * D);
+      v8f xs[D];
+      load_transposed<D>(tail, xs);
+      masked_step<D, K>(xs, c, k, valid, labels + steps * 8, L);
+      flush();
+    }
+  }
+  for (int t = 0; t < omp_get_max_threads(); ++t) {
+    for (std::int64_t e = 0; e < k * D; ++e) sums[e] += csum[t * k * D + e];
+    for (std::int64_t kk = 0; kk < k; ++kk) counts[kk] += static_cast<std::int64_t>(ccount[t * k + kk]);
+  }
+  *inertia = total;
+}
+
+// Compile-time k for the common small cases, run-time k otherwise.
+template <int D>
+void masked_dispatch(const float* x, std::int64_t n, const float* c, std::int64_t k, std::int32_t* labels,
+                     double* sums, std::int64_t* counts, double* inertia) {
+  switch (k) {
+    case 2: return kmeans_assign_masked<D, 2>(x, n, c, k, labels, sums, counts, inertia);
+    case 3: return kmeans_assign_masked<D, 3>(x, n, c, k, labels, sums, counts, inertia);
+    case 4: return kmeans_assign_masked<D, 4>(x, n, c, k, labels, sums, counts, inertia);
+    case 8: return kmeans_assign_masked<D, 8>(x, n, c, k, labels, sums, counts, inertia);
+    default: return kmeans_assign_masked<D, 0>(x, n, c, k, labels, sums, counts, inertia);
+  }
+}
+
 using DirectFn = void (*)(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, std::int32_t*,
                           Partial&);
 
@@ -108,6 +249,15 @@ DirectFn pick_direct(std::int64_t d) {
 void kmeans_assign_direct(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
                           std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
   if (d > 16) return kmeans_assign_gemm(x, n, d, c, k, labels, sums, counts, inertia);  // block holds <= 16 dims
+  if (k * d <= kMaskedMaxKD) {
+    switch (d) {
+      case 1: return masked_dispatch<1>(x, n, c, k, labels, sums, counts, inertia);
+      case 2: return masked_dispatch<2>(x, n, c, k, labels, sums, counts, inertia);
+      case 3: return masked_dispatch<3>(x, n, c, k, labels, sums, counts, inertia);
+      case 4: return masked_dispatch<4>(x, n, c, k, labels, sums, counts, inertia);
+      default: break;
+    }
+  }
   const DirectFn fn = pick_direct(d);
   std::vector<Partial> parts(omp_get_max_threads(), Partial(k, d));
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
@@ -135,10 +285,14 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   // 1 MiB, large enough for sgemm to run at full rate.
   const std::int64_t rows = std::clamp<std::int64_t>(262144 / std::max<std::int64_t>(k, 1), 256, 4096);
   std::vector<float> dot(std::min(rows, n) * k);
-  std::vector<Partial> parts(omp_get_max_threads(), Partial(k, d));
-  // sgemm runs on OpenBLAS's own threads, one call per block: the pthread
-  // build serialises concurrent calls from several OpenMP threads (measured
-  // here: 2 threads x 1-thread sgemm ran at 0.25-0.4x of one 2-thread sgemm).
+  std::vector<Partial> parts(1, Partial(k, d));
+  Partial& p = parts[0];
+  // sgemm runs on OpenBLAS's own threads, one call per block, and the fused
+  // argmin after it runs on this thread alone. Measured here (2 cores,
+  // Debian's pthread OpenBLAS): 2 OpenMP threads each calling a 1-thread
+  // sgemm reach 0.25-0.4x of one 2-thread sgemm (the pthread build
+  // serialises them), and an OpenMP argmin between sgemm calls halves the
+  // rate (each pool spins while the other works); a serial argmin costs ~3%.
   const int blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(omp_get_max_threads());
   for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
@@ -148,33 +302,28 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
                 static_cast<int>(d), 1.0f, xb, static_cast<int>(d), c, static_cast<int>(d), 0.0f, dot.data(),
                 static_cast<int>(k));
     // Fused argmin, exact distance and accumulation: ~1/K of the gemm's work.
-#pragma omp parallel
-    {
-      Partial& p = parts[omp_get_thread_num()];
-#pragma omp for schedule(static)
-      for (std::int64_t q = 0; q < m; ++q) {
-        const float* g = dot.data() + q * k;
-        float best = std::numeric_limits<float>::infinity();
-        std::int32_t arg = 0;
-        for (std::int64_t kk = 0; kk < k; ++kk) {
-          const float dist = cnorm[kk] - 2.0f * g[kk];
-          if (dist < best) {
-            best = dist;
-            arg = static_cast<std::int32_t>(kk);
-          }
+    for (std::int64_t q = 0; q < m; ++q) {
+      const float* g = dot.data() + q * k;
+      float best = std::numeric_limits<float>::infinity();
+      std::int32_t arg = 0;
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        const float dist = cnorm[kk] - 2.0f * g[kk];
+        if (dist < best) {
+          best = dist;
+          arg = static_cast<std::int32_t>(kk);
         }
-        const float* xi = xb + q * d;
-        const float* ci = c + static_cast<std::int64_t>(arg) * d;
-        float exact = 0;
-#pragma omp simd reduction(+ : exact)
-        for (std::int64_t j = 0; j < d; ++j) {
-          const float t = xi[j] - ci[j];
-          exact += t * t;
-        }
-        labels[i0 + q] = arg;
-        p.inertia += exact;
-        accumulate_row(xi, d, arg, p);
       }
+      const float* xi = xb + q * d;
+      const float* ci = c + static_cast<std::int64_t>(arg) * d;
+      float exact = 0;
+#pragma omp simd reduction(+ : exact)
+      for (std::int64_t j = 0; j < d; ++j) {
+        const float t = xi[j] - ci[j];
+        exact += t * t;
+      }
+      labels[i0 + q] = arg;
+      p.inertia += exact;
+      accumulate_row(xi, d, arg, p);
     }
   }
   openblas_set_num_threads(blas_threads);

@@ -91,6 +91,8 @@ const std::vector<Case> kCases = {
     {"empty_cluster", 300, 3, 4, true, 0, true},
     {"wide_int", 300, 64, 40, true},
     {"float_smalld", 4099, 2, 4, false},
+    {"masked_k8", 1003, 2, 8, true},
+    {"masked_d4_k3", 1001, 4, 3, true},
     {"float_wide", 1031, 100, 70, false},
     {"float_mnist_like", 700, 784, 256, false},
 };
