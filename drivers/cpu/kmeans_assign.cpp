@@ -275,55 +275,61 @@ void kmeans_assign_direct(const float* x, std::int64_t n, std::int64_t d, const 
 
 void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
-  std::vector<float> cnorm(k);
+  // argmin_k ||x||^2 - 2 x.c_k + ||c_k||^2 = argmax_k x.c_k - ||c_k||^2 / 2.
+  // The block's score matrix starts as -||c_k||^2 / 2 in every row and sgemm
+  // adds x.c with beta = 1: no separate pass for beta = 0 (4% of the time
+  // when measured), and the argmin pass refills each row as it leaves it.
+  std::vector<float> half_norm(k);
   for (std::int64_t kk = 0; kk < k; ++kk) {
     float s = 0;
     for (std::int64_t j = 0; j < d; ++j) s += c[kk * d + j] * c[kk * d + j];
-    cnorm[kk] = s;
+    half_norm[kk] = -0.5f * s;
   }
-  // Rows per block: the block's dot products (rows x k floats) stay near
-  // 1 MiB, large enough for sgemm to run at full rate.
+  // Rows per block: the block's scores (rows x k floats) stay near 1 MiB,
+  // large enough for sgemm to run at full rate.
   const std::int64_t rows = std::clamp<std::int64_t>(262144 / std::max<std::int64_t>(k, 1), 256, 4096);
-  std::vector<float> dot(std::min(rows, n) * k);
-  std::vector<Partial> parts(1, Partial(k, d));
-  Partial& p = parts[0];
-  // sgemm runs on OpenBLAS's own threads, one call per block, and the fused
-  // argmin after it runs on this thread alone. Measured here (2 cores,
-  // Debian's pthread OpenBLAS): 2 OpenMP threads each calling a 1-thread
-  // sgemm reach 0.25-0.4x of one 2-thread sgemm (the pthread build
-  // serialises them), and an OpenMP argmin between sgemm calls halves the
-  // rate (each pool spins while the other works); a serial argmin costs ~3%.
+  const std::int64_t cap = std::min(rows, n);
+  std::vector<float> score(cap * k);
+  for (std::int64_t q = 0; q < cap; ++q) std::copy(half_norm.begin(), half_norm.end(), score.begin() + q * k);
+  std::vector<Partial> parts(omp_get_max_threads(), Partial(k, d));
+  // One sgemm per block on OpenBLAS's threads, then the fused argmin on
+  // OpenMP's. This needs the OpenMP build of OpenBLAS (CMakeLists.txt): with
+  // the pthread build the two thread pools spin against each other and the
+  // rate halves; per-thread 1-thread sgemm calls are serialised by it too.
   const int blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(omp_get_max_threads());
   for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
     const std::int64_t m = std::min(rows, n - i0);
     const float* xb = x + i0 * d;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(k),
-                static_cast<int>(d), 1.0f, xb, static_cast<int>(d), c, static_cast<int>(d), 0.0f, dot.data(),
+                static_cast<int>(d), 1.0f, xb, static_cast<int>(d), c, static_cast<int>(d), 1.0f, score.data(),
                 static_cast<int>(k));
-    // Fused argmin, exact distance and accumulation: ~1/K of the gemm's work.
-    for (std::int64_t q = 0; q < m; ++q) {
-      const float* g = dot.data() + q * k;
-      float best = std::numeric_limits<float>::infinity();
-      std::int32_t arg = 0;
-      for (std::int64_t kk = 0; kk < k; ++kk) {
-        const float dist = cnorm[kk] - 2.0f * g[kk];
-        if (dist < best) {
-          best = dist;
-          arg = static_cast<std::int32_t>(kk);
-        }
-      }
-      const float* xi = xb + q * d;
-      const float* ci = c + static_cast<std::int64_t>(arg) * d;
-      float exact = 0;
+    // Fused argmax, exact distance and accumulation: ~1/K of the gemm's work.
+#pragma omp parallel
+    {
+      Partial& p = parts[omp_get_thread_num()];
+#pragma omp for schedule(static)
+      for (std::int64_t q = 0; q < m; ++q) {
+        float* g = score.data() + q * k;
+        // Vectorised max, then the first index holding it: ties go low.
+        float top = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : top)
+        for (std::int64_t kk = 0; kk < k; ++kk) top = std::max(top, g[kk]);
+        std::int64_t arg = 0;
+        while (arg < k - 1 && g[arg] != top) ++arg;
+        std::copy(half_norm.begin(), half_norm.end(), g);  // ready for the next block
+        const float* xi = xb + q * d;
+        const float* ci = c + arg * d;
+        float exact = 0;
 #pragma omp simd reduction(+ : exact)
-      for (std::int64_t j = 0; j < d; ++j) {
-        const float t = xi[j] - ci[j];
-        exact += t * t;
+        for (std::int64_t j = 0; j < d; ++j) {
+          const float t = xi[j] - ci[j];
+          exact += t * t;
+        }
+        labels[i0 + q] = static_cast<std::int32_t>(arg);
+        p.inertia += exact;
+        accumulate_row(xi, d, static_cast<std::int32_t>(arg), p);
       }
-      labels[i0 + q] = arg;
-      p.inertia += exact;
-      accumulate_row(xi, d, arg, p);
     }
   }
   openblas_set_num_threads(blas_threads);
