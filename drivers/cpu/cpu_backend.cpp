@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "accel/backends.hpp"
+#include "accel/error.hpp"
 #include "accel/host_buffer.hpp"
 #include "accel/work_queue.hpp"
 #include "kmeans_assign.hpp"
@@ -61,6 +62,10 @@ class CpuDevice final : public Device {
   }
 
  private:
+  template <class Args>
+  static void run(const Args& a) {
+    throw_unsupported("cpu", a);
+  }
   static void run(const KMeansAssignArgs& a) {
     cpu::kmeans_assign(device_ptr<const float>(a.x), a.n, a.d, device_ptr<const float>(a.centroids), a.k,
                        device_ptr<std::int32_t>(a.labels), device_ptr<double>(a.sums),

@@ -91,6 +91,10 @@ class CudaDevice final : public Device {
 
  private:
   // Runs on the queue's thread: the CUDA current device is per thread.
+  template <class Args>
+  void run(const Args& a) {
+    throw_unsupported(info_.name, a);
+  }
   void run(const KMeansAssignArgs& a) {
     const std::string where = info_.name + " kmeans_assign";
     if (a.n < 0 || a.d < 1 || a.k < 1 || a.d > cuda::kMaxDim || a.k > cuda::kMaxDim || a.n > INT64_MAX / 8 / a.d ||

@@ -36,6 +36,10 @@ class FpgaEmuDevice final : public Device {
   }
 
  private:
+  template <class Args>
+  static void run(const Args& a) {
+    throw_unsupported("fpga-emu", a);
+  }
   static void run(const KMeansAssignArgs& a) {
     if (a.k < 1 || a.k > KMEANS_MAX_K || a.d < 1 || a.d > KMEANS_MAX_D || a.n < 0 || a.n > INT_MAX)
       throw DeviceError("fpga-emu kmeans_assign: n=" + std::to_string(a.n) + " d=" + std::to_string(a.d) +

@@ -170,6 +170,10 @@ class XrtDevice final : public Device {
   }
 
  private:
+  template <class Args>
+  void run(const Args& a) {
+    throw_unsupported(info_.name, a);
+  }
   void run(const KMeansAssignArgs& a) {
     const std::string where = info_.name + " kmeans_assign";
     if (!kernel_) throw DeviceError(where + ": no bitstream loaded on this card");

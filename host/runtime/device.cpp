@@ -17,6 +17,8 @@ std::string to_string(DeviceKind kind) {
 std::string to_string(KernelId id) {
   switch (id) {
     case KernelId::KMeansAssign: return "kmeans_assign";
+    case KernelId::CsrKernelRows: return "csr_kernel_rows";
+    case KernelId::TopKHistogram: return "topk_histogram";
   }
   return "unknown";
 }

@@ -158,3 +158,33 @@ TEST(KMeans, DuplicatePointsCauseReseedingNotCrash) {
 
 }  // namespace
 }  // namespace accel
+
+namespace accel {
+namespace {
+
+TEST(KMeans, DeviceAllSplitsRowsByMeasuredThroughput) {
+  // The model says the cpu is 3x the emulator: rows follow 3:1 from the first
+  // iteration, and every iteration's measurement lands in the model.
+  const Matrix x = blobs(20000, 16, 4, 9);
+  KMeansOptions o;
+  o.k = 16;
+  o.tol = 0;
+  o.max_iter = 2;
+  o.init = "random";
+  const std::vector<Device*> devs = {registry().select("cpu", KernelId::KMeansAssign)[0],
+                                    registry().select("fpga-emu", KernelId::KMeansAssign)[0]};
+  PerfModel model;
+  for (auto* d : devs) model.record({d->info().name, KernelId::KMeansAssign, x.cols, o.k}, d->info().kind == DeviceKind::Cpu ? 3000 : 1000, 1.0);
+  std::vector<std::vector<std::int64_t>> rows;
+  kmeans(x, kmeans_init(x, o), o, devs, model, [&](const KMeansIteration& it) { rows.push_back(it.rows_per_device); });
+  ASSERT_EQ(rows.size(), 2u);
+  for (std::size_t i = 0; i < devs.size(); ++i) {
+    EXPECT_NEAR(static_cast<double>(rows[0][i]) / x.rows, i == 0 ? 0.75 : 0.25, 0.03);
+    const auto rate = model.rows_per_second({devs[i]->info().name, KernelId::KMeansAssign, x.cols, o.k});
+    ASSERT_TRUE(rate);
+    EXPECT_NE(*rate, devs[i]->info().kind == DeviceKind::Cpu ? 3000.0 : 1000.0) << "measurement recorded";
+  }
+}
+
+}  // namespace
+}  // namespace accel

@@ -18,4 +18,11 @@ class DeviceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What a driver throws for a kernel its device does not list in
+// DeviceInfo::kernels (callers check Device::supports first).
+template <class Args>
+[[noreturn]] void throw_unsupported(const std::string& device, const Args&) {
+  throw DeviceError(device + ": kernel not implemented on this device");
+}
+
 }  // namespace accel

@@ -10,7 +10,7 @@ namespace accel {
 
 class Buffer;
 
-enum class KernelId { KMeansAssign };
+enum class KernelId { KMeansAssign, CsrKernelRows, TopKHistogram };
 
 std::string to_string(KernelId id);
 
@@ -28,7 +28,47 @@ struct KMeansAssignArgs {
   std::int64_t n = 0, d = 0, k = 0;
 };
 
-using KernelArgs = std::variant<KMeansAssignArgs>;
+
+// Kernel functions exactly as LIBSVM defines them.
+enum class KernelType { Linear = 0, Polynomial = 1, Rbf = 2, Sigmoid = 3 };
+
+// K(x_q, x_i) for every query row q and every active row i of a CSR matrix:
+// out[a * m + b] = K(x_{queries[a]}, x_{active[b]}). Column indices within a
+// row are sorted ascending (readers sort on load). sq_norms[i] = ||x_i||^2,
+// used by the RBF kernel as ||u||^2 + ||v||^2 - 2 u.v.
+struct CsrKernelRowsArgs {
+  Buffer* row_ptr = nullptr;   // int64[n + 1]
+  Buffer* col_idx = nullptr;   // int32[nnz]
+  Buffer* values = nullptr;    // float[nnz]
+  Buffer* sq_norms = nullptr;  // double[n]
+  Buffer* queries = nullptr;   // int32[q]
+  Buffer* active = nullptr;    // int32[m]
+  Buffer* out = nullptr;       // float[q * m]
+  std::int64_t n = 0, nnz = 0, q = 0, m = 0;
+  std::int64_t cols = 0;       // number of features (dense scatter width)
+  KernelType type = KernelType::Rbf;
+  double gamma = 0, coef0 = 0;
+  int degree = 3;
+};
+
+// One pass of the histogram top-k threshold: over the n floats of data,
+// counts |x| by its IEEE-754 bits (order-preserving for non-negative
+// floats): a value with lo <= bits(|x|) < hi lands in bin (bits - lo) >> shift
+// of hist[bins]; values outside [lo, hi) are only counted in below/above.
+// In the same pass: moments[0] = sum x, moments[1] = sum x^2 (double),
+// moments[2] = max |x|, and nonfinite[0] = count of NaN/Inf (never binned).
+struct TopKHistogramArgs {
+  Buffer* data = nullptr;       // float[n]
+  Buffer* hist = nullptr;       // uint64[bins]
+  Buffer* moments = nullptr;    // double[3]
+  Buffer* outside = nullptr;    // uint64[3]: below lo, at or above hi, nonfinite
+  std::int64_t n = 0;
+  std::uint32_t lo = 0, hi = 0x7f800000u;
+  int shift = 0;
+  std::int64_t bins = 0;
+};
+
+using KernelArgs = std::variant<KMeansAssignArgs, CsrKernelRowsArgs, TopKHistogramArgs>;
 
 inline KernelId kernel_of(const KernelArgs& args) {
   return static_cast<KernelId>(args.index());
