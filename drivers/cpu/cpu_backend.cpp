@@ -10,6 +10,7 @@
 #include "accel/host_buffer.hpp"
 #include "accel/work_queue.hpp"
 #include "kmeans_assign.hpp"
+#include "topk_histogram.hpp"
 
 namespace accel {
 namespace {
@@ -27,7 +28,7 @@ DeviceInfo probe() {
   DeviceInfo info;
   info.name = "cpu";
   info.kind = DeviceKind::Cpu;
-  info.kernels = {KernelId::KMeansAssign};
+  info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram};
   hwloc_topology_t topo;
   int cores = 0, pus = 0;
   std::string model;
@@ -70,6 +71,13 @@ class CpuDevice final : public Device {
     cpu::kmeans_assign(device_ptr<const float>(a.x), a.n, a.d, device_ptr<const float>(a.centroids), a.k,
                        device_ptr<std::int32_t>(a.labels), device_ptr<double>(a.sums),
                        device_ptr<std::int64_t>(a.counts), device_ptr<double>(a.inertia));
+  }
+  static void run(const TopKHistogramArgs& a) {
+    if (auto why = check_histogram_args(a, 0); !why.empty()) throw DeviceError("cpu topk_histogram: " + why);
+    cpu::topk_histogram(device_ptr<const float>(a.data), a.n, a.lo, a.hi, a.shift, a.bins,
+                        device_ptr<std::uint64_t>(a.hist), device_ptr<double>(a.moments),
+                        device_ptr<std::uint64_t>(a.outside), device_ptr<std::int64_t>(a.candidates),
+                        device_ptr<std::uint64_t>(a.candidate_count), a.capacity);
   }
   DeviceInfo info_;
   WorkQueue queue_;

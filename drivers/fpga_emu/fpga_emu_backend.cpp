@@ -11,6 +11,7 @@
 #include "accel/host_buffer.hpp"
 #include "accel/work_queue.hpp"
 #include "kmeans_assign.hpp"
+#include "topk_histogram.hpp"
 
 namespace accel {
 namespace {
@@ -23,7 +24,7 @@ class FpgaEmuDevice final : public Device {
     info_.description = "kernels_hls compiled natively (emulation of an XRT device)";
     info_.memory_bytes = 0;  // host memory, no fixed card size
     info_.compute_units = 1;
-    info_.kernels = {KernelId::KMeansAssign};
+    info_.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram};
     info_.max_k = KMEANS_MAX_K;
     info_.max_d = KMEANS_MAX_D;
   }
@@ -53,6 +54,20 @@ class FpgaEmuDevice final : public Device {
                     static_cast<int>(a.d), static_cast<int>(a.k), device_ptr<int>(a.labels),
                     device_ptr<double>(a.sums), reinterpret_cast<long long*>(device_ptr<std::int64_t>(a.counts)),
                     device_ptr<double>(a.inertia));
+  }
+  static void run(const TopKHistogramArgs& a) {
+    if (auto why = check_histogram_args(a, TOPK_MAX_BINS); !why.empty())
+      throw DeviceError("fpga-emu topk_histogram: " + why);
+    static_assert(sizeof(unsigned long long) == sizeof(std::uint64_t));
+    static std::mutex compute_unit;  // static on-chip histogram: one launch at a time
+    std::lock_guard lock(compute_unit);
+    ::topk_histogram(device_ptr<const float>(a.data), a.n, a.lo, a.hi, a.shift, static_cast<int>(a.bins),
+                     reinterpret_cast<unsigned long long*>(device_ptr<std::uint64_t>(a.hist)),
+                     device_ptr<double>(a.moments),
+                     reinterpret_cast<unsigned long long*>(device_ptr<std::uint64_t>(a.outside)),
+                     a.candidates != nullptr ? 1 : 0,
+                     reinterpret_cast<long long*>(device_ptr<std::int64_t>(a.candidates)),
+                     reinterpret_cast<unsigned long long*>(device_ptr<std::uint64_t>(a.candidate_count)), a.capacity);
   }
   DeviceInfo info_;
   WorkQueue queue_;

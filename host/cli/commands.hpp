@@ -9,5 +9,6 @@ namespace accel::cli {
 int devices_main(const std::vector<std::string>& args);
 int kmeans_main(const std::vector<std::string>& args);
 int calibrate_main(const std::vector<std::string>& args);
+int topk_main(const std::vector<std::string>& args);
 
 }  // namespace accel::cli

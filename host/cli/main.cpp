@@ -16,6 +16,7 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
     {"devices", {accel::cli::devices_main, "list the devices and the backends that found none"}},
     {"kmeans", {accel::cli::kmeans_main, "k-means clustering (Lloyd) on one node's devices"}},
     {"calibrate", {accel::cli::calibrate_main, "measure this machine's sgemm rate and read bandwidth"}},
+    {"topk", {accel::cli::topk_main, "top-k magnitude threshold for gradient sparsification"}},
 };
 
 void usage(std::ostream& out) {

@@ -19,7 +19,7 @@ std::string header_field(const std::string& header, const std::string& key, cons
 
 }  // namespace
 
-Matrix read_npy(const std::string& path) {
+static Matrix read_npy_any(const std::string& path, bool allow_1d) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
   char magic[8];
@@ -55,8 +55,9 @@ Matrix read_npy(const std::string& path) {
   const std::regex num("\\d+");
   for (auto it = std::sregex_iterator(shape.begin(), shape.end(), num); it != std::sregex_iterator(); ++it)
     dims.push_back(std::stoll(it->str()));
+  if (allow_1d && dims.size() == 1) dims.push_back(1);
   if (dims.size() != 2)
-    throw InputError(path + ": shape " + shape + " is not 2-D (need rows x features)");
+    throw InputError(path + ": shape " + shape + (allow_1d ? " is not 1-D or 2-D" : " is not 2-D (need rows x features)"));
 
   Matrix m;
   m.rows = dims[0];
@@ -74,6 +75,10 @@ Matrix read_npy(const std::string& path) {
   }
   return m;
 }
+
+Matrix read_npy(const std::string& path) { return read_npy_any(path, false); }
+
+std::vector<float> read_npy_vector(const std::string& path) { return read_npy_any(path, true).data; }
 
 namespace {
 
@@ -110,6 +115,9 @@ void write_npy(const std::string& path, const float* data, const std::vector<std
 }
 void write_npy(const std::string& path, const std::int32_t* data, const std::vector<std::int64_t>& shape) {
   write_npy_impl(path, data, shape, "<i4");
+}
+void write_npy(const std::string& path, const std::int64_t* data, const std::vector<std::int64_t>& shape) {
+  write_npy_impl(path, data, shape, "<i8");
 }
 
 }  // namespace accel

@@ -23,6 +23,19 @@ std::string to_string(KernelId id) {
   return "unknown";
 }
 
+std::string check_histogram_args(const TopKHistogramArgs& a, std::int64_t max_bins) {
+  if (a.n < 0) return "n < 0";
+  if (a.bins < 1 || (max_bins > 0 && a.bins > max_bins))
+    return "bins = " + std::to_string(a.bins) + " outside [1, " + std::to_string(max_bins) + "]";
+  if (a.shift < 0 || a.shift > 31) return "shift = " + std::to_string(a.shift) + " outside [0, 31]";
+  if (a.lo > a.hi || a.hi > 0x7f800000u) return "bit range [lo, hi) is not within [0, +inf)";
+  if (a.hi > a.lo && static_cast<std::int64_t>((a.hi - 1 - a.lo) >> a.shift) >= a.bins)
+    return "range [lo, hi) >> shift needs more than " + std::to_string(a.bins) + " bins";
+  if ((a.candidates == nullptr) != (a.candidate_count == nullptr) || a.capacity < 0)
+    return "candidates and candidate_count go together, with capacity >= 0";
+  return {};
+}
+
 bool Device::supports(KernelId id) const {
   const auto& ks = info().kernels;
   return std::find(ks.begin(), ks.end(), id) != ks.end();

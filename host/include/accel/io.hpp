@@ -34,6 +34,10 @@ void check_finite(const Matrix& m, const std::string& path);
 // .npy writers (little-endian, C order).
 void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape);
 void write_npy(const std::string& path, const std::int32_t* data, const std::vector<std::int64_t>& shape);
+void write_npy(const std::string& path, const std::int64_t* data, const std::vector<std::int64_t>& shape);
+
+// A 1-D float32 .npy (or a 2-D one, flattened), e.g. a gradient tensor.
+std::vector<float> read_npy_vector(const std::string& path);
 
 // Writes through `path.tmp.<pid>` then renames over path; removes the
 // temporary file when fill throws.

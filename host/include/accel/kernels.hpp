@@ -56,17 +56,29 @@ struct CsrKernelRowsArgs {
 // floats): a value with lo <= bits(|x|) < hi lands in bin (bits - lo) >> shift
 // of hist[bins]; values outside [lo, hi) are only counted in below/above.
 // In the same pass: moments[0] = sum x, moments[1] = sum x^2 (double),
-// moments[2] = max |x|, and nonfinite[0] = count of NaN/Inf (never binned).
+// moments[2] = max |x| over the finite values, and outside[] the counts
+// below lo, at or above hi, and non-finite (NaN/Inf are never binned).
+// When candidates is set, the indices of the finite values with
+// bits(|x|) >= lo are also written there (in any order) up to `capacity`;
+// candidate_count[0] is how many there were, even beyond capacity. This
+// lets one pass both histogram the upper tail and find its members.
 struct TopKHistogramArgs {
-  Buffer* data = nullptr;       // float[n]
-  Buffer* hist = nullptr;       // uint64[bins]
-  Buffer* moments = nullptr;    // double[3]
-  Buffer* outside = nullptr;    // uint64[3]: below lo, at or above hi, nonfinite
+  Buffer* data = nullptr;             // float[n]
+  Buffer* hist = nullptr;             // uint64[bins]
+  Buffer* moments = nullptr;          // double[3]
+  Buffer* outside = nullptr;          // uint64[3]: below lo, at or above hi, nonfinite
   std::int64_t n = 0;
   std::uint32_t lo = 0, hi = 0x7f800000u;
   int shift = 0;
   std::int64_t bins = 0;
+  Buffer* candidates = nullptr;       // int64[capacity], optional
+  Buffer* candidate_count = nullptr;  // uint64[1], with candidates
+  std::int64_t capacity = 0;
 };
+
+// Empty when the histogram arguments are consistent: lo <= hi, every value
+// in [lo, hi) maps to a bin below `bins`, and bins within max_bins.
+std::string check_histogram_args(const TopKHistogramArgs& a, std::int64_t max_bins);
 
 using KernelArgs = std::variant<KMeansAssignArgs, CsrKernelRowsArgs, TopKHistogramArgs>;
 

@@ -1,0 +1,185 @@
+// CPU topk_histogram. Each thread walks L1-sized blocks: a vectorised loop
+// accumulates the moments of the block, then a scalar loop bins the same
+// (cache-hot) values, so DRAM is read once. Counters are 32-bit per thread
+// (n <= 2^31 per thread) to keep the histogram small enough for L2, merged
+// into the 64-bit output once.
+#include "topk_histogram.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace accel::cpu {
+namespace {
+
+constexpr std::int64_t kBlock = 2048;  // 8 KiB of floats
+constexpr std::uint32_t kInfBits = 0x7f800000u;
+
+inline std::uint32_t abs_bits(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u & 0x7fffffffu;
+}
+
+// Copies of the histogram, used round-robin: runs of values in one hot bin
+// (most of a Laplacian sits in a few bins) then update different counters
+// instead of waiting on one read-modify-write chain.
+constexpr int kCopies = 4;
+
+struct Local {
+  std::vector<std::uint32_t> hist;  // kCopies x bins
+  std::vector<std::int64_t> cand;   // indices >= lo, ascending within the thread
+  double sum = 0, sumsq = 0;
+  float maxabs = 0;
+  std::uint64_t below = 0, above = 0, nonfinite = 0;
+};
+
+// FullRange: lo = 0 and hi = +inf bits, so only the non-finite test remains.
+typedef std::uint32_t v8u __attribute__((vector_size(32)));
+
+// lo > 0: the caller histograms a window (the upper tail around an
+// estimate), and most values fall below it. Eight at a time are compared
+// with lo in a vector; only lanes at or above lo go through the scalar
+// classification, the rest just add to `below`.
+template <bool Collect>
+void bin_block_window(const float* x, std::int64_t base, std::int64_t m, std::uint32_t lo, std::uint32_t hi,
+                      int shift, std::int64_t bins, Local& L) {
+  std::int64_t i = 0;
+  std::uint64_t below = 0;
+  std::uint32_t* h = L.hist.data();
+  auto classify = [&](std::uint32_t u, std::int64_t j) {
+    if (u >= kInfBits) {
+      ++L.nonfinite;
+      return;
+    }
+    if (u < lo) {
+      ++below;
+      return;
+    }
+    if (Collect) L.cand.push_back(base + j);
+    if (u >= hi) ++L.above;
+    else ++h[(j % kCopies) * bins + ((u - lo) >> shift)];
+  };
+  for (; i + 8 <= m; i += 8) {
+    v8u u;
+    std::memcpy(&u, x + i, sizeof u);
+    u &= 0x7fffffffu;
+    const v8u hit = u >= lo;
+    std::uint32_t mask = 0;
+    for (int q = 0; q < 8; ++q) mask |= (hit[q] & 1u) << q;
+    below += 8 - static_cast<unsigned>(__builtin_popcount(mask));
+    while (mask) {
+      const int q = __builtin_ctz(mask);
+      mask &= mask - 1;
+      classify(u[q], i + q);
+    }
+  }
+  for (; i < m; ++i) classify(abs_bits(x[i]), i);
+  L.below += below;
+}
+
+template <bool FullRange>
+void bin_block(const float* x, std::int64_t m, std::uint32_t lo, std::uint32_t hi, int shift, std::int64_t bins,
+               Local& L) {
+  for (std::int64_t i = 0; i < m; ++i) {
+    std::uint32_t* h = L.hist.data() + (i % kCopies) * bins;
+    const std::uint32_t u = abs_bits(x[i]);
+    if (u >= kInfBits) {
+      ++L.nonfinite;
+    } else if (FullRange) {
+      ++h[u >> shift];
+    } else if (u < lo) {
+      ++L.below;
+    } else if (u >= hi) {
+      ++L.above;
+    } else {
+      ++h[(u - lo) >> shift];
+    }
+  }
+}
+
+}  // namespace
+
+void topk_histogram(const float* x, std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
+                    std::int64_t bins, std::uint64_t* hist, double* moments, std::uint64_t* outside,
+                    std::int64_t* candidates, std::uint64_t* candidate_count, std::int64_t capacity) {
+  const bool collect = candidates != nullptr;
+  const bool full = lo == 0 && hi == kInfBits;
+  std::vector<Local> locals(omp_get_max_threads());
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel
+  {
+    Local& L = locals[omp_get_thread_num()];
+    L.hist.assign(kCopies * bins, 0);
+#pragma omp for schedule(static)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const float* xb = x + b * kBlock;
+      const std::int64_t m = std::min(kBlock, n - b * kBlock);
+      // Moments: float partial sums over one block (<= 2048 terms), added
+      // into double. NaN/Inf (or float overflow) poison the block sums, and
+      // only then is the block redone in double, skipping non-finite values.
+      float s = 0, s2 = 0, mx = 0;
+#pragma omp simd reduction(+ : s, s2) reduction(max : mx)
+      for (std::int64_t i = 0; i < m; ++i) {
+        const float v = xb[i];
+        s += v;
+        s2 += v * v;
+        mx = std::max(mx, std::fabs(v));
+      }
+      if (std::isfinite(s2) && std::isfinite(s) && std::isfinite(mx)) {
+        L.sum += s;
+        L.sumsq += s2;
+        L.maxabs = std::max(L.maxabs, mx);
+      } else {
+        for (std::int64_t i = 0; i < m; ++i)
+          if (std::isfinite(xb[i])) {
+            L.sum += xb[i];
+            L.sumsq += static_cast<double>(xb[i]) * xb[i];
+            L.maxabs = std::max(L.maxabs, std::fabs(xb[i]));
+          }
+      }
+      // Collecting with lo = 0 would list every finite value: allowed, but
+      // it goes through the window loop, which handles collection.
+      if (collect) bin_block_window<true>(xb, b * kBlock, m, lo, hi, shift, bins, L);
+      else if (lo > 0) bin_block_window<false>(xb, b * kBlock, m, lo, hi, shift, bins, L);
+      else if (full) bin_block<true>(xb, m, lo, hi, shift, bins, L);
+      else bin_block<false>(xb, m, lo, hi, shift, bins, L);
+    }
+  }
+  std::fill(hist, hist + bins, 0);
+  double sum = 0, sumsq = 0;
+  float maxabs = 0;
+  std::uint64_t below = 0, above = 0, nonfinite = 0;
+  for (auto& L : locals) {
+    if (L.hist.empty()) continue;
+    for (int c = 0; c < kCopies; ++c)
+      for (std::int64_t i = 0; i < bins; ++i) hist[i] += L.hist[c * bins + i];
+    sum += L.sum;
+    sumsq += L.sumsq;
+    maxabs = std::max(maxabs, L.maxabs);
+    below += L.below;
+    above += L.above;
+    nonfinite += L.nonfinite;
+  }
+  if (collect) {
+    // Threads own ascending, contiguous slices: concatenating keeps order.
+    std::uint64_t total = 0;
+    for (auto& L : locals)
+      for (auto i : L.cand) {
+        if (static_cast<std::int64_t>(total) < capacity) candidates[total] = i;
+        ++total;
+      }
+    candidate_count[0] = total;
+  }
+  moments[0] = sum;
+  moments[1] = sumsq;
+  moments[2] = maxabs;
+  outside[0] = below;
+  outside[1] = above;
+  outside[2] = nonfinite;
+}
+
+}  // namespace accel::cpu

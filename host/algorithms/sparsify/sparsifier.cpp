@@ -1,0 +1,54 @@
+#include <algorithm>
+#include <cmath>
+
+#include "accel/error.hpp"
+#include "accel/topk.hpp"
+
+namespace accel {
+
+Sparsifier::Sparsifier(std::int64_t n, const SparsifierOptions& opts, TopKSelector& selector)
+    : opts_(opts), selector_(selector), residual_(n, 0.0f), velocity_(opts.momentum > 0 ? n : 0, 0.0f) {
+  if (!(opts.momentum >= 0 && opts.momentum < 1))
+    throw InputError("momentum " + std::to_string(opts.momentum) + ": must be within [0, 1)");
+}
+
+double Sparsifier::ratio() const {
+  if (!opts_.warmup) return opts_.topk.ratio;
+  // seeds/004's warm-up: 25%, 6.25%, 1.5625%, 0.4%, ... (a factor 4 per
+  // epoch) until the target ratio is reached.
+  return std::max(opts_.topk.ratio, 0.25 * std::pow(0.25, epoch_));
+}
+
+SparseGradient Sparsifier::step(const float* g) {
+  const std::int64_t n = static_cast<std::int64_t>(residual_.size());
+  float* r = residual_.data();
+  if (opts_.momentum > 0) {
+    // Momentum correction: accumulate the velocity, not the raw gradient,
+    // so delayed coordinates carry the momentum they would have had.
+    float* u = velocity_.data();
+    const auto m = static_cast<float>(opts_.momentum);
+#pragma omp parallel for simd schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      u[i] = m * u[i] + g[i];
+      r[i] += u[i];
+    }
+  } else {
+#pragma omp parallel for simd schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) r[i] += g[i];
+  }
+  TopKOptions t = opts_.topk;
+  t.ratio = ratio();
+  SparseGradient out;
+  out.stats = selector_.select(r, n, t);
+  out.indices = out.stats.indices;
+  out.values.resize(out.indices.size());
+  for (std::size_t j = 0; j < out.indices.size(); ++j) {
+    const std::int64_t i = out.indices[j];
+    out.values[j] = r[i];
+    r[i] = 0.0f;
+    if (opts_.momentum > 0 && opts_.masking) velocity_[i] = 0.0f;  // momentum-factor masking
+  }
+  return out;
+}
+
+}  // namespace accel

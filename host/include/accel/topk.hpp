@@ -1,0 +1,103 @@
+// Top-k threshold selection for gradient sparsification (seeds/004): find
+// tau such that S = {i : |R_i| >= tau} holds (about) the k = ceil(ratio * n)
+// largest magnitudes, and return S.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace accel {
+
+class Device;
+class Buffer;
+
+enum class TopKMethod {
+  Exact,       // histogram select on the float bits: exact k-th largest
+  LdteBs,      // seeds/004 Algorithm 2: Laplacian estimate, bisection on counting passes
+  LdteHist,    // the Laplacian estimate corrected on one histogram pass (ours)
+  NthElement,  // baseline: std::nth_element on |R|
+  Sample,      // baseline (DGC): exact top-k of a 1% strided sample gives tau
+};
+TopKMethod parse_topk_method(const std::string& name);  // InputError for unknown names
+std::string to_string(TopKMethod m);
+
+enum class NonFinitePolicy { Error, Exclude };
+
+struct TopKOptions {
+  double ratio = 0.001;
+  TopKMethod method = TopKMethod::LdteHist;
+  NonFinitePolicy nonfinite = NonFinitePolicy::Error;
+  double upper = 1.5;  // LDTE methods stop once k <= |S| <= upper * k
+};
+
+struct TopKResult {
+  std::int64_t n = 0, k = 0;
+  float tau = 0;                     // selected: finite |R_i| >= tau
+  double estimate = 0;               // LDTE methods: the Laplacian estimate before correction
+  std::vector<std::int64_t> indices;  // ascending
+  std::int64_t ties = 0;             // exact methods: |S| - k (values equal to tau beyond k)
+  std::int64_t nonfinite = 0;        // NaN/Inf seen (excluded from S)
+  int passes = 0;                    // full passes over the n values, selection included
+  double seconds = 0;
+};
+
+// Runs threshold searches on one device that has the topk_histogram kernel;
+// the final selection of S runs on the host. Buffers are kept between calls
+// of the same size (the per-iteration use of a Sparsifier).
+class TopKSelector {
+ public:
+  explicit TopKSelector(Device* device);
+  ~TopKSelector();
+  TopKSelector(const TopKSelector&) = delete;
+  TopKSelector& operator=(const TopKSelector&) = delete;
+
+  // Throws InputError for a ratio outside [0, 1] or, under NonFinitePolicy::Error,
+  // for the first NaN/Inf (naming its index).
+  TopKResult select(const float* r, std::int64_t n, const TopKOptions& opts);
+
+  const Device* device() const { return device_; }
+
+ private:
+  struct Histogram;
+  Histogram run_histogram(std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift, std::int64_t bins,
+                          std::int64_t capacity = 0);
+  void bind(const float* r, std::int64_t n);
+
+  Device* device_;
+  struct Buffers;
+  Buffers* buf_;
+};
+
+// Residual gradient compression around the selector: R <- R + G (or with
+// momentum correction U <- m U + G, R <- R + U), select S on R, emit
+// (index, R_i) for S, zero R[S] (and U[S] with momentum-factor masking).
+struct SparsifierOptions {
+  TopKOptions topk;
+  double momentum = 0;     // 0 disables momentum correction
+  bool masking = true;     // momentum-factor masking (with momentum only)
+  bool warmup = false;     // ratio 25%, 6.25%, 1.5625%, 0.4%, ... down to topk.ratio, one step per epoch
+};
+
+struct SparseGradient {
+  std::vector<std::int64_t> indices;
+  std::vector<float> values;
+  TopKResult stats;
+};
+
+class Sparsifier {
+ public:
+  Sparsifier(std::int64_t n, const SparsifierOptions& opts, TopKSelector& selector);
+  void set_epoch(int epoch) { epoch_ = epoch; }
+  double ratio() const;  // this epoch's ratio (warm-up applied)
+  SparseGradient step(const float* gradient);
+  const std::vector<float>& residual() const { return residual_; }
+
+ private:
+  SparsifierOptions opts_;
+  TopKSelector& selector_;
+  std::vector<float> residual_, velocity_;
+  int epoch_ = 0;
+};
+
+}  // namespace accel

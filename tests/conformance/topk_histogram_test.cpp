@@ -1,0 +1,137 @@
+// topk_histogram on every device that runs it, against the reference:
+// identical counts and candidate lists, moments within rounding.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "accel/registry.hpp"
+#include "accel/error.hpp"
+#include "reference/topk_ref.hpp"
+
+namespace accel {
+namespace {
+
+struct Case {
+  std::string name;
+  std::vector<float> x;
+  std::uint32_t lo, hi;
+  int shift;
+  std::int64_t bins;
+  bool collect;
+};
+
+std::vector<float> laplace(std::int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::exponential_distribution<float> e(200.0f);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> x(n);
+  for (auto& v : x) v = (sign(rng) ? 1 : -1) * e(rng) + 5e-4f;
+  return x;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  const std::uint32_t inf = 0x7f800000u;
+  c.push_back({"full_range", laplace(100003, 1), 0, inf, 18, inf >> 18, false});
+  c.push_back({"window_collect", laplace(100003, 2), 0x3c000000u, inf, 18, (inf - 0x3c000000u) >> 18, true});
+  c.push_back({"fine_slice", laplace(50000, 3), 0x3c000000u, 0x3c000000u + 65536, 0, 65536, true});
+  c.push_back({"one_bin_count", laplace(4097, 4), 0x3c800000u, inf, 31, 1, false});
+  auto special = laplace(3000, 5);
+  special[7] = std::numeric_limits<float>::quiet_NaN();
+  special[100] = std::numeric_limits<float>::infinity();
+  special[101] = -std::numeric_limits<float>::infinity();
+  special[2000] = 3e38f;
+  c.push_back({"nonfinite_and_huge", special, 0x3c000000u, inf, 18, (inf - 0x3c000000u) >> 18, true});
+  c.push_back({"smaller_than_a_block", {0.5f, -0.25f, 0.0f, -0.0f, 1e-30f}, 0, inf, 18, inf >> 18, true});
+  c.push_back({"empty", {}, 0, inf, 18, inf >> 18, true});
+  c.push_back({"all_zero", std::vector<float>(5000, 0.0f), 0, inf, 20, inf >> 20, true});
+  return c;
+}
+
+class TopKHistogramConformance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TopKHistogramConformance, EveryDeviceMatchesReference) {
+  const Case& c = GetParam();
+  const auto want = ref::topk_histogram(c.x, c.lo, c.hi, c.shift, c.bins);
+  static const Registry reg = Registry::discover_all();
+  int ran = 0;
+  for (const auto& dev : reg.devices()) {
+    if (!dev->supports(KernelId::TopKHistogram)) continue;
+    SCOPED_TRACE(dev->info().name);
+    const std::int64_t n = static_cast<std::int64_t>(c.x.size());
+    auto data = dev->allocate(std::max<std::size_t>(n * 4, 4));
+    auto hist = dev->allocate(c.bins * 8), mom = dev->allocate(24), out = dev->allocate(24);
+    auto cand = dev->allocate(std::max<std::size_t>(n * 8, 8)), cnt = dev->allocate(8);
+    if (n) data->write(c.x.data(), n * 4);
+    TopKHistogramArgs a{data.get(), hist.get(), mom.get(), out.get(), n, c.lo, c.hi, c.shift, c.bins};
+    if (c.collect) {
+      a.candidates = cand.get();
+      a.candidate_count = cnt.get();
+      a.capacity = n;
+    }
+    dev->launch(a).wait();
+    std::vector<std::uint64_t> h(c.bins);
+    hist->read(h.data(), c.bins * 8);
+    EXPECT_EQ(h, want.hist);
+    double m[3];
+    std::uint64_t o[3];
+    mom->read(m, 24);
+    out->read(o, 24);
+    EXPECT_NEAR(m[0], want.sum, 1e-5 * (1 + std::abs(want.sumsq)));
+    EXPECT_NEAR(m[1], want.sumsq, 1e-5 * (1 + want.sumsq));
+    EXPECT_EQ(m[2], want.maxabs);
+    EXPECT_EQ(o[0], want.below);
+    EXPECT_EQ(o[1], want.above);
+    EXPECT_EQ(o[2], want.nonfinite);
+    if (c.collect) {
+      std::uint64_t found = 0;
+      cnt->read(&found, 8);
+      ASSERT_EQ(found, want.candidates.size());
+      std::vector<std::int64_t> got(found);
+      if (found) cand->read(got.data(), found * 8);
+      std::sort(got.begin(), got.end());  // any order is allowed
+      EXPECT_EQ(got, want.candidates);
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, TopKHistogramConformance, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(TopKHistogramConformance, CandidatesBeyondCapacityAreCountedNotWritten) {
+  static const Registry reg = Registry::discover_all();
+  const auto x = laplace(10000, 9);
+  const auto want = ref::topk_histogram(x, 0x3c000000u, 0x7f800000u, 31, 1);
+  ASSERT_GT(want.candidates.size(), 10u);
+  for (const auto& dev : reg.devices()) {
+    if (!dev->supports(KernelId::TopKHistogram)) continue;
+    auto data = dev->allocate(x.size() * 4), hist = dev->allocate(8), mom = dev->allocate(24),
+         out = dev->allocate(24), cand = dev->allocate(10 * 8), cnt = dev->allocate(8);
+    data->write(x.data(), x.size() * 4);
+    TopKHistogramArgs a{data.get(), hist.get(), mom.get(), out.get(), static_cast<std::int64_t>(x.size()),
+                        0x3c000000u, 0x7f800000u, 31, 1, cand.get(), cnt.get(), 10};
+    dev->launch(a).wait();
+    std::uint64_t found = 0;
+    cnt->read(&found, 8);
+    EXPECT_EQ(found, want.candidates.size()) << dev->info().name;
+  }
+}
+
+TEST(TopKHistogramConformance, InconsistentArgumentsAreDeviceErrors) {
+  static const Registry reg = Registry::discover_all();
+  for (const auto& dev : reg.devices()) {
+    if (!dev->supports(KernelId::TopKHistogram)) continue;
+    auto data = dev->allocate(16), hist = dev->allocate(8), mom = dev->allocate(24), out = dev->allocate(24);
+    // 2 bins cannot hold the whole float range at shift 18.
+    TopKHistogramArgs a{data.get(), hist.get(), mom.get(), out.get(), 4, 0, 0x7f800000u, 18, 2};
+    EXPECT_THROW(dev->launch(a).wait(), DeviceError) << dev->info().name;
+  }
+}
+
+}  // namespace
+}  // namespace accel

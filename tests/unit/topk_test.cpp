@@ -1,0 +1,228 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "accel/error.hpp"
+#include "accel/registry.hpp"
+#include "accel/topk.hpp"
+#include "reference/topk_ref.hpp"
+
+namespace accel {
+namespace {
+
+const Registry& registry() {
+  static const Registry reg = Registry::discover_all();
+  return reg;
+}
+
+std::vector<float> laplace(std::int64_t n, unsigned seed, float mean = 5e-4f, float stddev = 5e-3f) {
+  std::mt19937 rng(seed);
+  std::exponential_distribution<float> e(std::sqrt(2.0f) / stddev);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> x(n);
+  for (auto& v : x) v = mean + (sign(rng) ? 1 : -1) * e(rng);
+  return x;
+}
+
+const std::vector<TopKMethod> kAll = {TopKMethod::Exact, TopKMethod::LdteBs, TopKMethod::LdteHist,
+                                      TopKMethod::NthElement, TopKMethod::Sample};
+
+// S must be exactly {i : |x_i| >= tau, finite}, ascending.
+void expect_consistent(const std::vector<float>& x, const TopKResult& r) {
+  std::vector<std::int64_t> want;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (std::isfinite(x[i]) && std::fabs(x[i]) >= r.tau) want.push_back(static_cast<std::int64_t>(i));
+  EXPECT_EQ(r.indices, want);
+}
+
+class TopKMethods : public ::testing::TestWithParam<std::tuple<TopKMethod, std::string>> {
+ protected:
+  TopKSelector selector() { return TopKSelector(registry().select(std::get<1>(GetParam()), KernelId::TopKHistogram)[0]); }
+  TopKOptions opts(double ratio) {
+    TopKOptions o;
+    o.ratio = ratio;
+    o.method = std::get<0>(GetParam());
+    return o;
+  }
+};
+
+TEST_P(TopKMethods, LaplaceAtTheSeedsSetting) {
+  // Large enough (2^21) that exact and ldte-hist take the sampled-window path.
+  const auto x = laplace(1 << 21, 11);
+  auto sel = selector();
+  const auto r = sel.select(x.data(), static_cast<std::int64_t>(x.size()), opts(0.001));
+  EXPECT_EQ(r.k, static_cast<std::int64_t>(std::ceil(0.001 * x.size())));
+  expect_consistent(x, r);
+  const auto s = static_cast<std::int64_t>(r.indices.size());
+  switch (std::get<0>(GetParam())) {
+    case TopKMethod::Exact:
+    case TopKMethod::NthElement:
+      EXPECT_EQ(r.tau, ref::kth_largest_magnitude(x, r.k));
+      EXPECT_EQ(s, r.k);  // distinct values
+      break;
+    case TopKMethod::LdteBs:
+    case TopKMethod::LdteHist:
+      EXPECT_GE(s, r.k);
+      EXPECT_LE(s, static_cast<std::int64_t>(1.5 * r.k));
+      EXPECT_GT(r.estimate, 0);
+      break;
+    case TopKMethod::Sample:
+      EXPECT_NEAR(static_cast<double>(s) / r.k, 1.0, 0.5);
+      break;
+  }
+  if (std::get<0>(GetParam()) == TopKMethod::Exact || std::get<0>(GetParam()) == TopKMethod::LdteHist)
+    EXPECT_LE(r.passes, 2);
+}
+
+TEST_P(TopKMethods, GaussAndUniformStillMeetTheBounds) {
+  // Not Laplacian: the estimate is off and the methods must correct it.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0, 1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int dist = 0; dist < 2; ++dist) {
+    std::vector<float> x(1 << 20);
+    for (auto& v : x) v = dist == 0 ? g(rng) : u(rng);
+    auto sel = selector();
+    const auto r = sel.select(x.data(), static_cast<std::int64_t>(x.size()), opts(0.01));
+    expect_consistent(x, r);
+    const auto s = static_cast<std::int64_t>(r.indices.size());
+    if (std::get<0>(GetParam()) != TopKMethod::Sample) {
+      EXPECT_GE(s, r.k) << dist;
+      EXPECT_LE(s, static_cast<std::int64_t>(1.5 * r.k)) << dist;
+    }
+  }
+}
+
+TEST_P(TopKMethods, EdgeCases) {
+  auto sel = selector();
+  auto run = [&](const std::vector<float>& x, double ratio) {
+    auto r = sel.select(x.data(), static_cast<std::int64_t>(x.size()), opts(ratio));
+    expect_consistent(x, r);
+    return r;
+  };
+  const auto x = laplace(1000, 3);
+  auto r = run(x, 0.0);  // k = 0
+  EXPECT_EQ(r.k, 0);
+  EXPECT_TRUE(r.indices.empty());
+  r = run(x, 1.0);  // k >= n
+  EXPECT_EQ(r.indices.size(), x.size());
+  r = run(std::vector<float>(777, 0.0f), 0.01);  // all zeros: every value ties
+  EXPECT_EQ(r.indices.size(), 777u);
+  r = run(std::vector<float>(500, -2.5f), 0.1);  // all equal
+  EXPECT_EQ(r.indices.size(), 500u);
+  auto spike = laplace(5000, 4);
+  spike[1234] = 1e30f;  // a single huge value
+  r = run(spike, 1.0 / 5000);
+  EXPECT_EQ(r.k, 1);
+  if (std::get<0>(GetParam()) != TopKMethod::Sample) {
+    ASSERT_FALSE(r.indices.empty());
+    EXPECT_EQ(r.indices.back(), 1234);
+  }
+  r = run({0.5f, -3.0f, 2.0f}, 0.34);  // n smaller than any block
+  EXPECT_EQ(r.k, 2);
+  if (std::get<0>(GetParam()) != TopKMethod::Sample) EXPECT_EQ(r.indices, (std::vector<std::int64_t>{1, 2}));
+  r = run({}, 0.5);
+  EXPECT_EQ(r.k, 0);
+}
+
+TEST_P(TopKMethods, NonFiniteIsAnErrorNamingTheIndexOrExcluded) {
+  auto sel = selector();
+  auto x = laplace(4000, 6);
+  x[2718] = std::numeric_limits<float>::quiet_NaN();
+  x[3000] = -std::numeric_limits<float>::infinity();
+  auto o = opts(0.01);
+  try {
+    sel.select(x.data(), static_cast<std::int64_t>(x.size()), o);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("R[2718] is NaN"), std::string::npos) << e.what();
+  }
+  o.nonfinite = NonFinitePolicy::Exclude;
+  const auto r = sel.select(x.data(), static_cast<std::int64_t>(x.size()), o);
+  expect_consistent(x, r);
+  if (std::get<0>(GetParam()) != TopKMethod::Sample) EXPECT_EQ(r.nonfinite, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Methods, TopKMethods,
+    ::testing::Combine(::testing::ValuesIn(kAll), ::testing::Values(std::string("cpu"), std::string("fpga-emu"))),
+    [](const auto& info) {
+      std::string s = to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+      std::replace(s.begin(), s.end(), '-', '_');
+      return s;
+    });
+
+TEST(TopK, BadRatioAndMethod) {
+  TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
+  std::vector<float> x(10, 1.0f);
+  TopKOptions o;
+  o.ratio = 1.5;
+  EXPECT_THROW(sel.select(x.data(), 10, o), InputError);
+  EXPECT_THROW(parse_topk_method("quickselect"), InputError);
+}
+
+TEST(Sparsifier, ConservesEverythingFedIn) {
+  // Gradients are multiples of 1/64 within +-4: every float sum is exact,
+  // so emitted + residual must equal the sum of the gradients exactly.
+  TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
+  SparsifierOptions so;
+  so.topk.ratio = 0.01;
+  so.topk.method = TopKMethod::LdteHist;
+  const std::int64_t n = 20000;
+  Sparsifier sp(n, so, sel);
+  std::mt19937 rng(8);
+  std::uniform_int_distribution<int> v(-256, 256);
+  std::vector<double> fed(n, 0.0), emitted(n, 0.0);
+  std::vector<float> g(n);
+  for (int step = 0; step < 30; ++step) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      g[i] = v(rng) / 64.0f;
+      fed[i] += g[i];
+    }
+    const auto out = sp.step(g.data());
+    EXPECT_GE(out.indices.size(), static_cast<std::size_t>(so.topk.ratio * n));
+    for (std::size_t j = 0; j < out.indices.size(); ++j) {
+      emitted[out.indices[j]] += out.values[j];
+      EXPECT_EQ(sp.residual()[out.indices[j]], 0.0f);
+    }
+  }
+  for (std::int64_t i = 0; i < n; ++i) EXPECT_EQ(emitted[i] + sp.residual()[i], fed[i]) << i;
+}
+
+TEST(Sparsifier, MomentumCorrectionAndMasking) {
+  TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
+  SparsifierOptions so;
+  so.topk.ratio = 0.25;
+  so.topk.method = TopKMethod::Exact;
+  so.momentum = 0.5;
+  Sparsifier sp(4, so, sel);
+  // Step 1: u = g, r = g; top 1 of 4 is index 3, zeroed in r and u.
+  std::vector<float> g = {1, 2, 3, 10};
+  auto out = sp.step(g.data());
+  ASSERT_EQ(out.indices, (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(out.values[0], 10.0f);
+  // Step 2: u = 0.5 u + g = {1.5, 3, 4.5, 1}; r = {1, 2, 3, 0} + u = {2.5, 5, 7.5, 1}.
+  g = {1, 2, 3, 1};
+  out = sp.step(g.data());
+  ASSERT_EQ(out.indices, (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(out.values[0], 7.5f);
+  EXPECT_EQ(sp.residual(), (std::vector<float>{2.5f, 5.0f, 0.0f, 1.0f}));
+}
+
+TEST(Sparsifier, WarmupSchedule) {
+  TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
+  SparsifierOptions so;
+  so.topk.ratio = 0.001;
+  so.warmup = true;
+  Sparsifier sp(10, so, sel);
+  const double want[] = {0.25, 0.0625, 0.015625, 0.00390625, 0.001, 0.001};
+  for (int e = 0; e < 6; ++e) {
+    sp.set_epoch(e);
+    EXPECT_DOUBLE_EQ(sp.ratio(), want[e]) << e;
+  }
+}
+
+}  // namespace
+}  // namespace accel
