@@ -19,6 +19,7 @@
 #include "accel/error.hpp"
 #include "accel/work_queue.hpp"
 #include "kmeans_assign.cuh"
+#include "topk_histogram.cuh"
 
 namespace accel {
 namespace {
@@ -128,6 +129,27 @@ class CudaDevice final : public Device {
     check(cudaStreamSynchronize(stream_), where);
   }
 
+  void run(const TopKHistogramArgs& a) {
+    const std::string where = info_.name + " topk_histogram";
+    if (auto why = check_histogram_args(a, 0); !why.empty()) throw DeviceError(where + ": " + why);
+    const auto n = static_cast<std::size_t>(a.n);
+    auto* data = mine(a.data, n * sizeof(float), "data", where);
+    auto* hist = mine(a.hist, a.bins * sizeof(std::uint64_t), "hist", where);
+    auto* moments = mine(a.moments, 3 * sizeof(double), "moments", where);
+    auto* outside = mine(a.outside, 3 * sizeof(std::uint64_t), "outside", where);
+    void* cand = a.candidates ? mine(a.candidates, a.capacity * sizeof(std::int64_t), "candidates", where) : nullptr;
+    void* count = a.candidates ? mine(a.candidate_count, sizeof(std::uint64_t), "candidate_count", where) : nullptr;
+    check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
+    ensure_context(where);
+    if (const char* err = cuda::launch_topk_histogram(
+            static_cast<const float*>(data), a.n, a.lo, a.hi, a.shift, a.bins,
+            static_cast<unsigned long long*>(hist), static_cast<double*>(moments),
+            static_cast<unsigned long long*>(outside), static_cast<long long*>(cand),
+            static_cast<unsigned long long*>(count), a.capacity, stream_))
+      throw DeviceError(where + ": " + err);
+    check(cudaStreamSynchronize(stream_), where);
+  }
+
   // The device pointer of one of this device's buffers, at least `bytes` long.
   void* mine(Buffer* b, std::size_t bytes, const char* arg, const std::string& where) const {
     auto* cb = dynamic_cast<CudaBuffer*>(b);
@@ -200,7 +222,7 @@ class CudaBackend final : public Backend {
       // (the fatbin's architectures, double atomicAdd needs sm_60+).
       const char* no_image = cudaSetDevice(i) == cudaSuccess ? cuda::kmeans_assign_probe() : "cudaSetDevice failed";
       if (no_image == nullptr)
-        info.kernels = {KernelId::KMeansAssign};
+        info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram};
       else
         info.description += std::string(" (kernels unavailable: ") + no_image + ")";
       info.max_k = 0;

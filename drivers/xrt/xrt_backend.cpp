@@ -60,6 +60,7 @@
 #include "accel/error.hpp"
 #include "accel/work_queue.hpp"
 #include "kmeans_assign.hpp"
+#include "topk_histogram.hpp"
 
 #ifndef ACCEL_BITSTREAMS_DIR
 #define ACCEL_BITSTREAMS_DIR "bitstreams"
@@ -158,8 +159,8 @@ class XrtDevice final : public Device {
  public:
   // `kernel` is empty when no bitstream could be loaded: the device is
   // listed (with the reason in its description) but runs nothing.
-  XrtDevice(xrt::device dev, std::optional<xrt::kernel> kernel, DeviceInfo info)
-      : dev_(std::move(dev)), kernel_(std::move(kernel)), info_(std::move(info)) {}
+  XrtDevice(xrt::device dev, std::optional<xrt::kernel> kernel, std::optional<xrt::kernel> topk, DeviceInfo info)
+      : dev_(std::move(dev)), kernel_(std::move(kernel)), topk_(std::move(topk)), info_(std::move(info)) {}
 
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
@@ -206,6 +207,39 @@ class XrtDevice final : public Device {
     }
   }
 
+  // topk_histogram(data, n, lo, hi, shift, bins, hist, moments, outside, collect, candidates,
+  //                candidate_count, capacity): argument positions of its buffers.
+  enum TopKArg { kData = 0, kHist = 6, kMoments = 7, kOutside = 8, kCand = 10, kCandCount = 11 };
+
+  void run(const TopKHistogramArgs& a) {
+    const std::string where = info_.name + " topk_histogram";
+    if (!topk_) throw DeviceError(where + ": the loaded bitstream has no topk_histogram");
+    if (auto why = check_histogram_args(a, TOPK_MAX_BINS); !why.empty()) throw DeviceError(where + ": " + why);
+    auto* data = mine(a.data, a.n * sizeof(float), "data", where);
+    auto* hist = mine(a.hist, a.bins * sizeof(std::uint64_t), "hist", where);
+    auto* moments = mine(a.moments, 3 * sizeof(double), "moments", where);
+    auto* outside = mine(a.outside, 3 * sizeof(std::uint64_t), "outside", where);
+    try {
+      xrt::kernel& kernel = *topk_;
+      auto bank = [&kernel](int arg) { return static_cast<xrt::memory_group>(kernel.group_id(arg)); };
+      // Without candidates the kernel never touches its candidate ports; they
+      // still need a bo, so the histogram buffer stands in (collect = 0).
+      XrtBuffer* cand = a.candidates ? mine(a.candidates, a.capacity * sizeof(std::int64_t), "candidates", where) : hist;
+      XrtBuffer* count = a.candidates ? mine(a.candidate_count, sizeof(std::uint64_t), "candidate_count", where) : outside;
+      xrt::run r = kernel(data->bind(bank(kData)), static_cast<long long>(a.n), a.lo, a.hi, a.shift,
+                          static_cast<int>(a.bins), hist->bind(bank(kHist)), moments->bind(bank(kMoments)),
+                          outside->bind(bank(kOutside)), a.candidates ? 1 : 0, cand->bind(bank(kCand)),
+                          count->bind(bank(kCandCount)), static_cast<long long>(a.capacity));
+      const ert_cmd_state state = r.wait();
+      if (state != ERT_CMD_STATE_COMPLETED)
+        throw DeviceError(where + ": run ended in ERT state " + std::to_string(static_cast<int>(state)));
+    } catch (const DeviceError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw DeviceError(where + ": " + e.what());
+    }
+  }
+
   XrtBuffer* mine(Buffer* b, std::size_t bytes, const char* arg, const std::string& where) const {
     auto* xb = dynamic_cast<XrtBuffer*>(b);
     if (xb == nullptr || xb->owner() != this)
@@ -218,6 +252,7 @@ class XrtDevice final : public Device {
 
   xrt::device dev_;
   std::optional<xrt::kernel> kernel_;  // 2.13's xrt::kernel has no operator bool
+  std::optional<xrt::kernel> topk_;    // when the xclbin holds topk_histogram
   DeviceInfo info_;
   WorkQueue queue_;  // declared last: destroyed (drained) before the handles above
 };
@@ -321,7 +356,7 @@ class XrtBackend final : public Backend {
         info.compute_units = 1;
         info.max_k = KMEANS_MAX_K;
         info.max_d = KMEANS_MAX_D;
-        std::optional<xrt::kernel> kernel;
+        std::optional<xrt::kernel> kernel, topk;
         std::string why_not = manifest_error;
         if (manifest_error.empty()) {
           auto cands = candidates(manifest, name, target);
@@ -332,6 +367,8 @@ class XrtBackend final : public Backend {
             try {
               const xrt::uuid id = dev.load_xclbin(e->xclbin.string());
               kernel.emplace(dev, id, kKernel);
+              if (std::find(e->kernels.begin(), e->kernels.end(), "topk_histogram") != e->kernels.end())
+                topk.emplace(dev, id, "topk_histogram");
               info.description += ", " + e->xclbin.filename().string() + " (" + e->platform + ")";
               why_not.clear();
               break;
@@ -342,11 +379,12 @@ class XrtBackend final : public Backend {
         }
         if (kernel) {
           info.kernels = {KernelId::KMeansAssign};
+          if (topk) info.kernels.push_back(KernelId::TopKHistogram);
         } else {
           info.description += " (no bitstream: " + why_not + ")";
           notes.push_back(label + ": " + why_not);
         }
-        out.push_back(std::make_unique<XrtDevice>(std::move(dev), std::move(kernel), std::move(info)));
+        out.push_back(std::make_unique<XrtDevice>(std::move(dev), std::move(kernel), std::move(topk), std::move(info)));
       } catch (const std::exception& e) {
         notes.push_back(label + ": " + e.what());
       }

@@ -1,0 +1,22 @@
+// topk_histogram on NVIDIA GPUs (contract in host/include/accel/kernels.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace accel::cuda {
+
+// Bins that fit one block's shared-memory histogram (32-bit counters);
+// larger histograms count with global atomics.
+inline constexpr std::int64_t kSharedHistBins = 12288;
+
+// Enqueues the pass on `stream`; returns nullptr or a static error text.
+// candidates may be null (then candidate_count is ignored). Candidates are
+// written in no particular order (global atomic slots).
+const char* launch_topk_histogram(const float* data, std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
+                                  std::int64_t bins, unsigned long long* hist, double* moments,
+                                  unsigned long long* outside, long long* candidates,
+                                  unsigned long long* candidate_count, std::int64_t capacity, cudaStream_t stream);
+
+}  // namespace accel::cuda
