@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -143,6 +144,45 @@ TEST_F(Cli, BitstreamDryRunPrintsTheVitisCommands) {
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("v++ not found"), std::string::npos) << r.err;
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(Cli, TopKSyntheticJsonAndOutput) {
+  const Proc r = accel("topk --synthetic laplace --n 100000 --ratio 0.01 --method exact --json --output " + path("s.npy"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["k"], 1000);
+  EXPECT_EQ(j["selected"], 1000);
+  EXPECT_GE(j["passes"].get<int>(), 1);
+  EXPECT_TRUE(fs::exists(path("s.npy")));
+  for (const char* m : {"ldte-bs", "ldte-hist", "nth_element", "sample"})
+    EXPECT_EQ(accel(std::string("topk --synthetic gauss --n 5000 --ratio 0.1 --method ") + m).code, 0) << m;
+}
+
+TEST_F(Cli, TopKInputNonFinite) {
+  std::vector<float> v = {1, 2, 3, 4, 5, 6, 7, 8};
+  v[5] = std::numeric_limits<float>::quiet_NaN();
+  accel::write_npy(path("r.npy"), v.data(), {8});
+  Proc r = accel("topk --input " + path("r.npy") + " --ratio 0.25 --output " + path("o.npy"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("R[5] is NaN"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+  r = accel("topk --input " + path("r.npy") + " --ratio 0.25 --nonfinite exclude --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["nonfinite"], 1);
+}
+
+TEST_F(Cli, TopKBadArguments) {
+  EXPECT_EQ(accel("topk --synthetic laplace --n 10 --ratio 2").code, 2);
+  EXPECT_EQ(accel("topk --synthetic cauchy --n 10 --ratio 0.1").code, 2);
+  EXPECT_EQ(accel("topk --ratio 0.1").code, 2);
+  EXPECT_EQ(accel("topk --synthetic laplace --n 10 --ratio 0.1 --method bogus").code, 2);
+  const Proc r = accel("topk --input " + file("x.npy", "not numpy") + " --ratio 0.1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bad magic"), std::string::npos);
 }
 
 }  // namespace

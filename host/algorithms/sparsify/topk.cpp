@@ -223,7 +223,9 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
   // Baselines that never use the device.
   if (opts.method == TopKMethod::NthElement || opts.method == TopKMethod::Sample) {
     const bool sample = opts.method == TopKMethod::Sample;
-    const std::int64_t stride = sample ? 100 : 1;
+    // DGC's sample: 1% of R, but at least ~16Ki values so a small tensor's
+    // top 0.1% is still a few samples.
+    const std::int64_t stride = sample ? std::clamp<std::int64_t>(n / 16384, 1, 100) : 1;
     std::vector<float> mag;
     mag.reserve(n / stride + 1);
     std::int64_t nonfinite = 0;
