@@ -1,6 +1,7 @@
 // The CPU backend: always present. Memory is the host's, so buffers are
 // shared (host_ptr() works) and wrap_host() avoids copying the input.
 #include <hwloc.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include <variant>
@@ -35,12 +36,13 @@ DeviceInfo probe() {
   if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
     cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
-    hwloc_obj_t root = hwloc_get_root_obj(topo);
-    info.memory_bytes = root->total_memory;
     if (hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0))
       if (const char* m = hwloc_obj_get_info_by_name(pkg, "CPUModel")) model = m;
     hwloc_topology_destroy(topo);
   }
+  // The kernel's view of RAM: hwloc sums NUMA nodes, which some VMs report
+  // only partly (seen here: 5-7 GiB of 24).
+  info.memory_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   info.compute_units = omp_get_max_threads();
   info.description = (model.empty() ? std::string("host CPU") : model) + ", " + std::to_string(cores) +
                      " cores / " + std::to_string(pus) + " threads, " + simd_level() + ", OpenMP " +
