@@ -310,8 +310,8 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
   }
 
   // exact and ldte-hist. A sample of 128 spread blocks (<= 1% of R) gives a
-  // first estimate of tau; the histogram pass then covers only the window
-  // [estimate / 2, inf) -- the few percent of values near and above the
+  // first estimate of tau; the histogram pass then covers only a window
+  // [floor * estimate, inf) -- the few percent of values near and above the
   // threshold -- while still taking the moments of everything. If the window
   // misses (fewer than k values in it), a full-range pass follows.
   res.k = static_cast<std::int64_t>(std::ceil(opts.ratio * n));
@@ -340,7 +340,12 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
       std::nth_element(sample.begin(), sample.begin() + (kk - 1), sample.end(), std::greater<float>());
       est = sample[kk - 1];
     }
-    lo = std::min(bits_of(static_cast<float>(est / 2)) & 0x7fffffffu, kInfBits - 1);
+    // Window floor below the estimate: the sample's own quantile (exact) is
+    // distribution-free and within ~10%, so 3/4 of it is safe; the Laplacian
+    // estimate overshoots a Gaussian's threshold by up to 1.5x, so ldte-hist
+    // keeps 0.6 (a Laplacian then lists ~1.6% of R, a Gaussian still fits).
+    const double floor = opts.method == TopKMethod::LdteHist ? 0.6 : 0.75;
+    lo = std::min(bits_of(static_cast<float>(est * floor)) & 0x7fffffffu, kInfBits - 1);
     lo &= ~((std::uint32_t{1} << kCoarseShift) - 1);  // bin edges stay on the global grid
   }
   // With a window, the same pass lists its members (a Laplacian puts ~3% of
