@@ -158,13 +158,13 @@ Transport::~Transport() {
   using clock = std::chrono::steady_clock;
   // Let pending bulk sends finish, flush every endpoint, then force-close
   // what is left; each step bounded, so a silent peer cannot hold us here.
-  auto deadline = clock::now() + std::chrono::seconds(2);
+  auto deadline = clock::now() + m.opt.shutdown_timeout;
   while (!m.sends.empty() && clock::now() < deadline) progress();
   for (auto& [id, rec] : m.eps) m.close_ep(*rec, !rec->error.empty() && rec->error != "endpoint closed");
   auto all_closed = [&] {
     return std::all_of(m.eps.begin(), m.eps.end(), [](const auto& kv) { return kv.second->ep == nullptr; });
   };
-  deadline = clock::now() + std::chrono::seconds(2);
+  deadline = clock::now() + m.opt.shutdown_timeout;
   while (!all_closed() && clock::now() < deadline) progress();
   for (auto& [id, rec] : m.eps) m.close_ep(*rec, true);
   deadline = clock::now() + std::chrono::seconds(2);
@@ -228,7 +228,7 @@ EndpointId Transport::Impl::create_ep(ucp_ep_params_t& params) {
   rec->impl = this;
   rec->id = next_ep_id++;
   params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_mode = opt.peer_failure_detection ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.cb = ep_error;
   params.err_handler.arg = rec.get();
   const ucs_status_t s = ucp_ep_create(worker, &params, &rec->ep);

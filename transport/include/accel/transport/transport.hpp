@@ -41,6 +41,14 @@ struct Options {
   std::string tls;
   // UCX_KEEPALIVE_INTERVAL: how soon an idle dead peer is noticed (UCX default 20 s).
   std::optional<std::chrono::milliseconds> keepalive_interval;
+  // UCP_ERR_HANDLING_MODE_PEER: every request to a dead peer completes with
+  // an error. UCX 1.13 offers it only on transports with peer-failure support
+  // (tcp, rdma, cma for RMA), so with it on, processes of one host talk over
+  // tcp loopback: posix/sysv shared memory has no peer-failure handler (UCX
+  // says "no active messages transport ... no peer failure handler"). Turn it
+  // off to use shared memory; a dead peer is then only noticed by our
+  // timeouts (every wait here is bounded) and its requests never complete.
+  bool peer_failure_detection = true;
   // Any other UCP configuration (name without the UCX_ prefix, value).
   std::vector<std::pair<std::string, std::string>> ucx_config;
   std::uint32_t max_control_payload = kDefaultMaxControlPayload;
@@ -50,6 +58,9 @@ struct Options {
   std::size_t block_bytes = 64u << 20;
   std::size_t max_blocks_in_flight = 4;
   BulkProtocol protocol = BulkProtocol::Auto;
+  // How long the destructor waits for pending sends, then for flushes of the
+  // endpoints, before it force-closes them (each step bounded by this).
+  std::chrono::milliseconds shutdown_timeout{2000};
 };
 
 // State of an asynchronous operation, updated by progress().
