@@ -63,6 +63,7 @@ struct BulkRecv {
   MemoryType memory = MemoryType::Host;
   EndpointId from = kNoEndpoint;
   ucp_mem_h memh = nullptr;
+  bool owns_memh = false;      // false: memh belongs to an allocate()d region
   std::map<std::uint64_t, std::uint64_t> ranges;  // offset -> end of blocks accepted
   std::size_t landed = 0;      // bytes of completed block receives
   std::size_t in_flight = 0;   // block receives not yet completed
@@ -96,6 +97,25 @@ struct Transport::Impl {
   std::uint64_t next_transfer = 1;
   std::map<std::uint64_t, std::unique_ptr<BulkRecv>> recvs;
   std::vector<std::unique_ptr<BulkSend>> sends;
+
+  struct Region {
+    ucp_mem_h memh;
+    std::size_t bytes;
+  };
+  std::map<std::uintptr_t, Region> regions;   // allocate()d memory by start address
+
+  // Unpacked remote keys by (endpoint, packed key). Tickets for the same
+  // remote region carry the same packed key; unpacking it again would map a
+  // peer's shared-memory segment again (page faults on every transfer).
+  struct CachedRkey {
+    ucp_rkey_h rkey = nullptr;
+    std::size_t users = 0;   // bulk sends using it now
+  };
+  std::map<std::pair<EndpointId, std::string>, CachedRkey> rkeys;   // key bytes as a string
+  static constexpr std::size_t kMaxCachedRkeys = 256;
+  ucp_rkey_h acquire_rkey(EndpointRec& rec, const std::vector<std::byte>& packed);
+  void release_rkey(EndpointId ep, const std::vector<std::byte>& packed);
+  void drop_rkeys(EndpointId ep);   // the endpoint is closing: destroy unused keys
 
   std::size_t outstanding = 0;      // UCX requests whose callback has not run
   Stats stats;

@@ -74,17 +74,27 @@ BulkReceiveHandle Transport::expect(void* dst, std::size_t bytes, MemoryType mem
   t.transfer_id = r->id;
   t.bytes = bytes;
   t.memory = memory;
-  // Register for put as well; when that fails the sender still has am.
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                  UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
-  mp.address = dst;
-  mp.length = bytes;
-  mp.memory_type = mt;
-  if (ucs_status_t s = ucp_mem_map(m.context, &mp, &r->memh); s != UCS_OK) {
-    log("memory registration failed (" + status_text(s) + "); transfer offers am only");
-    r->memh = nullptr;
+  // Register for put as well (or reuse an allocate()d region's
+  // registration); when that fails the sender still has am.
+  const auto start = reinterpret_cast<std::uintptr_t>(dst);
+  if (auto it = m.regions.upper_bound(start); it != m.regions.begin() &&
+                                             start + bytes <= std::prev(it)->first + std::prev(it)->second.bytes) {
+    r->memh = std::prev(it)->second.memh;
   } else {
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                    UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    mp.address = dst;
+    mp.length = bytes;
+    mp.memory_type = mt;
+    if (ucs_status_t s = ucp_mem_map(m.context, &mp, &r->memh); s != UCS_OK) {
+      log("memory registration failed (" + status_text(s) + "); transfer offers am only");
+      r->memh = nullptr;
+    } else {
+      r->owns_memh = true;
+    }
+  }
+  if (r->memh) {
     void* packed = nullptr;
     std::size_t packed_len = 0;
     if (ucs_status_t ps = ucp_rkey_pack(m.context, r->memh, &packed, &packed_len); ps == UCS_OK) {
@@ -103,6 +113,38 @@ BulkReceiveHandle Transport::expect(void* dst, std::size_t bytes, MemoryType mem
   BulkReceiveHandle h{r->id, encode_ticket(t), r->completion};
   m.recvs[r->id] = std::move(r);
   return h;
+}
+
+void* Transport::allocate(std::size_t bytes, MemoryType memory) {
+  if (bytes == 0 || bytes > kMaxTransferBytes) throw std::invalid_argument("allocate: size out of range");
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS |
+                  UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+  mp.address = nullptr;
+  mp.length = bytes;
+  mp.flags = UCP_MEM_MAP_ALLOCATE;
+  mp.memory_type = ucs_memory(memory);
+  ucp_mem_h memh = nullptr;
+  if (ucs_status_t s = ucp_mem_map(impl_->context, &mp, &memh); s != UCS_OK)
+    throw std::runtime_error("ucp_mem_map(ALLOCATE): " + status_text(s));
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  if (ucs_status_t s = ucp_mem_query(memh, &attr); s != UCS_OK || attr.length < bytes) {
+    ucp_mem_unmap(impl_->context, memh);
+    throw std::runtime_error("ucp_mem_query failed");
+  }
+  impl_->regions[reinterpret_cast<std::uintptr_t>(attr.address)] = {memh, bytes};
+  return attr.address;
+}
+
+void Transport::deallocate(void* p) {
+  auto it = impl_->regions.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == impl_->regions.end()) throw std::invalid_argument("deallocate: not from allocate()");
+  for (const auto& [id, r] : impl_->recvs)
+    if (r->memh == it->second.memh && !r->completion->done)
+      throw std::logic_error("deallocate: a transfer into this memory is still expected");
+  ucp_mem_unmap(impl_->context, it->second.memh);
+  impl_->regions.erase(it);
 }
 
 void Transport::forget(std::uint64_t transfer_id) {
@@ -158,14 +200,56 @@ CompletionRef Transport::push(EndpointId ep, std::span<const std::byte> ticket_b
   s->protocol = protocol;
   s->completion->protocol = protocol;
   s->ticket = std::move(*ticket);
-  if (rec.ep && rec.error.empty() && protocol == BulkProtocol::Put) {
-    if (ucs_status_t us = ucp_ep_rkey_unpack(rec.ep, s->ticket.rkey.data(), &s->rkey); us != UCS_OK)
-      throw InputError("bulk ticket rkey rejected by UCX: " + status_text(us));
-  }
+  if (rec.ep && rec.error.empty() && protocol == BulkProtocol::Put) s->rkey = m.acquire_rkey(rec, s->ticket.rkey);
   CompletionRef c = s->completion;
   m.sends.push_back(std::move(s));
   m.advance_send(*m.sends.back());
   return c;
+}
+
+ucp_rkey_h Transport::Impl::acquire_rkey(EndpointRec& rec, const std::vector<std::byte>& packed) {
+  auto key = std::make_pair(rec.id, std::string(reinterpret_cast<const char*>(packed.data()), packed.size()));
+  if (auto it = rkeys.find(key); it != rkeys.end()) {
+    ++it->second.users;
+    return it->second.rkey;
+  }
+  if (rkeys.size() >= kMaxCachedRkeys) {
+    for (auto it = rkeys.begin(); it != rkeys.end();) {
+      if (it->second.users == 0) {
+        ucp_rkey_destroy(it->second.rkey);
+        it = rkeys.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  ucp_rkey_h rkey = nullptr;
+  if (ucs_status_t us = ucp_ep_rkey_unpack(rec.ep, packed.data(), &rkey); us != UCS_OK)
+    throw InputError("bulk ticket rkey rejected by UCX: " + status_text(us));
+  rkeys[std::move(key)] = {rkey, 1};
+  return rkey;
+}
+
+void Transport::Impl::release_rkey(EndpointId ep, const std::vector<std::byte>& packed) {
+  auto it = rkeys.find(std::make_pair(ep, std::string(reinterpret_cast<const char*>(packed.data()), packed.size())));
+  if (it == rkeys.end()) return;
+  --it->second.users;
+  const EndpointRec* rec = find(ep);
+  if (it->second.users == 0 && (rec == nullptr || rec->ep == nullptr)) {
+    ucp_rkey_destroy(it->second.rkey);
+    rkeys.erase(it);
+  }
+}
+
+void Transport::Impl::drop_rkeys(EndpointId ep) {
+  for (auto it = rkeys.lower_bound({ep, std::string()}); it != rkeys.end() && it->first.first == ep;) {
+    if (it->second.users == 0) {
+      ucp_rkey_destroy(it->second.rkey);
+      it = rkeys.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Transport::Impl::advance_bulk() {
@@ -189,7 +273,7 @@ void Transport::Impl::advance_send(BulkSend& s) {
   if (!s.error.empty()) {
     // Report only once UCX has released every request: the caller may free src then.
     if (s.in_flight == 0) {
-      if (s.rkey) ucp_rkey_destroy(s.rkey);
+      if (s.rkey) release_rkey(s.ep, s.ticket.rkey);
       s.rkey = nullptr;
       s.completion->error = s.error;
       s.completion->done = true;
@@ -205,7 +289,9 @@ void Transport::Impl::advance_send(BulkSend& s) {
   };
   const ucs_memory_type_t mt = ucs_memory(s.memory);
   if (s.phase == BulkSend::Phase::Blocks) {
-    while (s.next < s.bytes && s.in_flight < opt.max_blocks_in_flight && s.error.empty()) {
+    const std::size_t window =
+        std::clamp<std::size_t>(opt.max_bytes_in_flight / opt.block_bytes, 1, opt.max_blocks_in_flight);
+    while (s.next < s.bytes && s.in_flight < window && s.error.empty()) {
       const std::size_t off = s.next;
       const std::size_t len = std::min(opt.block_bytes, s.bytes - off);
       s.next += len;
@@ -253,7 +339,7 @@ void Transport::Impl::advance_send(BulkSend& s) {
       track(r, ucp_am_send_nbx(rec->ep, kAmControl, nullptr, 0, r->keep.data(), r->keep.size(), &p));
     }
     if (s.in_flight == 0 && s.error.empty()) {
-      if (s.rkey) ucp_rkey_destroy(s.rkey);
+      if (s.rkey) release_rkey(s.ep, s.ticket.rkey);
       s.rkey = nullptr;
       s.completion->done = true;
       s.phase = BulkSend::Phase::Finished;
@@ -302,7 +388,7 @@ void Transport::Impl::finish_recv_if_ready(BulkRecv& r) {
     finish = true;
   }
   if (!finish) return;
-  if (r.memh) ucp_mem_unmap(context, r.memh);
+  if (r.memh && r.owns_memh) ucp_mem_unmap(context, r.memh);
   r.memh = nullptr;
   r.completion->protocol = r.protocol;
   r.completion->error = r.error;

@@ -170,9 +170,9 @@ Transport::~Transport() {
   deadline = clock::now() + std::chrono::seconds(2);
   while (m.outstanding > 0 && clock::now() < deadline) ucp_worker_progress(m.worker);
   for (auto& [id, r] : m.recvs)
-    if (r->memh) ucp_mem_unmap(m.context, r->memh);
-  for (auto& s : m.sends)
-    if (s->rkey) ucp_rkey_destroy(s->rkey);
+    if (r->memh && r->owns_memh) ucp_mem_unmap(m.context, r->memh);
+  for (auto& [addr, region] : m.regions) ucp_mem_unmap(m.context, region.memh);
+  for (auto& [key, cached] : m.rkeys) ucp_rkey_destroy(cached.rkey);
   for (auto req : m.conn_requests) ucp_listener_reject(m.listener, req);
   if (m.listener) ucp_listener_destroy(m.listener);
   if (m.outstanding > 0) {
@@ -256,6 +256,7 @@ void Transport::Impl::close_ep(EndpointRec& rec, bool force) {
   p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
   by_handle.erase(rec.ep);
+  drop_rkeys(rec.id);  // keys still in use go when their send finishes
   ucp_ep_h ep = rec.ep;
   rec.ep = nullptr;
   track(r, ucp_ep_close_nbx(ep, &p));

@@ -54,9 +54,12 @@ struct Options {
   std::uint32_t max_control_payload = kDefaultMaxControlPayload;
   std::size_t max_queued_messages = 4096;   // received, not yet taken; more are dropped
   std::size_t max_endpoints = 1024;         // further connection requests are rejected
-  // Bulk push: block size (the seed's 64 MiB) and blocks in flight at once.
+  // Bulk push: block size (the seed's 64 MiB); blocks in flight at once are
+  // bounded by both a count and bytes (small blocks need a deeper pipeline:
+  // measured 0.37x of ucx_perftest at 1 MiB blocks with only 4 in flight).
   std::size_t block_bytes = 64u << 20;
-  std::size_t max_blocks_in_flight = 4;
+  std::size_t max_blocks_in_flight = 64;
+  std::size_t max_bytes_in_flight = 256u << 20;
   BulkProtocol protocol = BulkProtocol::Auto;
   // How long the destructor waits for pending sends, then for flushes of the
   // endpoints, before it force-closes them (each step bounded by this).
@@ -147,6 +150,14 @@ class Transport {
   std::optional<Received> receive(std::chrono::milliseconds timeout);
 
   // --- bulk transfers ------------------------------------------------------
+  // Memory that UCX allocates and registers (ucp_mem_map with ALLOCATE).
+  // Peers on this host can map it (posix shared memory), so a put into it
+  // is one memcpy by the sender instead of a cross-process copy through the
+  // kernel (cma): measured ~2.7x faster for 64 MiB blocks. expect() into
+  // it reuses the registration. Valid until deallocate() or ~Transport.
+  void* allocate(std::size_t bytes, MemoryType memory = MemoryType::Host);
+  void deallocate(void* p);
+
   // Receiver side: prepares `bytes` at dst (host or CUDA memory) for one
   // transfer. It registers the memory for put and accepts rendezvous blocks,
   // so the sender may use either protocol. If `from` is given, a failure of
