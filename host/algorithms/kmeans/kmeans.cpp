@@ -25,64 +25,108 @@ ShapeKey key_of(const Device* dev, std::int64_t d, std::int64_t k) {
   return {dev->info().name, KernelId::KMeansAssign, d, k};
 }
 
-// (Re)binds shard buffers to rows [begin, begin + rows); returns transfer seconds.
-double bind_rows(Shard& s, const Matrix& x, std::int64_t k, std::int64_t begin, std::int64_t rows) {
-  const auto t0 = Clock::now();
-  const std::int64_t d = x.cols;
-  s.begin = begin;
-  s.rows = rows;
-  const std::size_t xbytes = std::max<std::size_t>(rows * d * sizeof(float), 1);
-  auto* src = const_cast<float*>(x.data.data() + begin * d);  // kernels only read x
-  s.x = s.dev->wrap_host(src, xbytes);
-  if (!s.x) {
-    s.x = s.dev->allocate(xbytes);
-    if (rows > 0) s.x->write(src, rows * d * sizeof(float));
-  }
-  s.labels = s.dev->allocate(std::max<std::size_t>(rows * sizeof(std::int32_t), 1));
-  if (!s.centroids) {
-    s.centroids = s.dev->allocate(k * d * sizeof(float));
-    s.sums = s.dev->allocate(k * d * sizeof(double));
-    s.counts = s.dev->allocate(k * sizeof(std::int64_t));
-    s.inertia = s.dev->allocate(sizeof(double));
-  }
-  return since(t0);
-}
+}  // namespace
 
-struct StepTotals {
-  std::vector<double> sums;
-  std::vector<std::int64_t> counts;
-  double inertia = 0, compute = 0, transfer = 0;
+struct PartialAssigner::Impl {
+  const float* x;
+  std::int64_t n, d, k;
+  PerfModel& model;
+  std::vector<Shard> shards;
+  std::vector<std::int64_t> rows;
+
+  // (Re)binds a shard to rows [begin, begin + count); returns transfer seconds.
+  double bind(Shard& s, std::int64_t begin, std::int64_t count) {
+    const auto t0 = Clock::now();
+    s.begin = begin;
+    s.rows = count;
+    const std::size_t xbytes = std::max<std::size_t>(count * d * sizeof(float), 1);
+    auto* src = const_cast<float*>(x + begin * d);  // kernels only read x
+    s.x = s.dev->wrap_host(src, xbytes);
+    if (!s.x) {
+      s.x = s.dev->allocate(xbytes);
+      if (count > 0) s.x->write(src, count * d * sizeof(float));
+    }
+    s.labels = s.dev->allocate(std::max<std::size_t>(count * sizeof(std::int32_t), 1));
+    if (!s.centroids) {
+      s.centroids = s.dev->allocate(k * d * sizeof(float));
+      s.sums = s.dev->allocate(k * d * sizeof(double));
+      s.counts = s.dev->allocate(k * sizeof(std::int64_t));
+      s.inertia = s.dev->allocate(sizeof(double));
+    }
+    return since(t0);
+  }
+
+  double bind_all() {
+    double t = 0;
+    std::int64_t begin = 0;
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      if (!shards[i].x || shards[i].begin != begin || shards[i].rows != rows[i]) t += bind(shards[i], begin, rows[i]);
+      begin += rows[i];
+    }
+    return t;
+  }
+
+  // Rows per shard from measured throughput; devices without a measurement
+  // yet keep their share (the next step measures them).
+  std::vector<std::int64_t> plan() const {
+    std::vector<double> capability(shards.size(), 0.0);
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      auto r = model.rows_per_second(key_of(shards[i].dev, d, k));
+      if (!r) return rows;
+      capability[i] = *r;
+    }
+    return accel::rebalance(rows, capability, 0.05);
+  }
 };
 
-// One assignment step on every shard, partial results summed on the host.
-StepTotals assign_step(std::vector<Shard>& shards, const std::vector<float>& c, std::int64_t k, std::int64_t d,
-                       PerfModel& model) {
-  StepTotals t;
+PartialAssigner::PartialAssigner(const float* rows, std::int64_t n, std::int64_t d, std::int64_t k,
+                                 std::vector<Device*> devices, PerfModel& model)
+    : impl_(new Impl{rows, n, d, k, model, {}, {}}) {
+  if (devices.empty()) {
+    delete impl_;
+    throw InputError("no device to run kmeans_assign on");
+  }
+  auto& I = *impl_;
+  I.shards.resize(devices.size());
+  for (std::size_t i = 0; i < devices.size(); ++i) I.shards[i].dev = devices[i];
+  // An even split, or the measured one when the model already knows the devices.
+  I.rows.assign(devices.size(), n / static_cast<std::int64_t>(devices.size()));
+  I.rows.back() += n - std::accumulate(I.rows.begin(), I.rows.end(), std::int64_t{0});
+  I.rows = I.plan();
+  I.bind_all();
+}
+
+PartialAssigner::~PartialAssigner() { delete impl_; }
+
+PartialStep PartialAssigner::step(const std::vector<float>& c) {
+  auto& I = *impl_;
+  const std::int64_t k = I.k, d = I.d;
+  PartialStep t;
   t.sums.assign(k * d, 0.0);
   t.counts.assign(k, 0);
   auto t0 = Clock::now();
-  for (auto& s : shards)
+  for (auto& s : I.shards)
     if (s.rows > 0) s.centroids->write(c.data(), c.size() * sizeof(float));
-  t.transfer += since(t0);
+  t.transfer_seconds += since(t0);
 
   t0 = Clock::now();
-  std::vector<Event> events(shards.size());
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    auto& s = shards[i];
+  std::vector<Event> events(I.shards.size());
+  for (std::size_t i = 0; i < I.shards.size(); ++i) {
+    auto& s = I.shards[i];
     if (s.rows == 0) continue;
     events[i] = s.dev->launch(KMeansAssignArgs{s.x.get(), s.centroids.get(), s.labels.get(), s.sums.get(),
                                                s.counts.get(), s.inertia.get(), s.rows, d, k});
   }
   for (auto& e : events) e.wait();
-  t.compute += since(t0);
+  t.compute_seconds += since(t0);
 
   t0 = Clock::now();
   std::vector<double> sums(k * d);
   std::vector<std::int64_t> counts(k);
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    auto& s = shards[i];
+  for (std::size_t i = 0; i < I.shards.size(); ++i) {
+    auto& s = I.shards[i];
     if (s.rows == 0) continue;
-    model.record(key_of(s.dev, d, k), s.rows, events[i].seconds());
+    I.model.record(key_of(s.dev, d, k), s.rows, events[i].seconds());
     s.sums->read(sums.data(), sums.size() * sizeof(double));
     s.counts->read(counts.data(), counts.size() * sizeof(std::int64_t));
     double inertia = 0;
@@ -91,26 +135,52 @@ StepTotals assign_step(std::vector<Shard>& shards, const std::vector<float>& c, 
     for (std::int64_t j = 0; j < k; ++j) t.counts[j] += counts[j];
     t.inertia += inertia;
   }
-  t.transfer += since(t0);
+  t.transfer_seconds += since(t0);
   return t;
 }
 
-// Rows per shard from measured throughput; devices without a measurement
-// yet get an even share (the first iteration measures them).
-std::vector<std::int64_t> plan_rows(const std::vector<Shard>& shards, const std::vector<std::int64_t>& current,
-                                    std::int64_t d, std::int64_t k, const PerfModel& model) {
-  std::vector<double> capability(shards.size(), 0.0);
-  bool all_known = true;
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    auto r = model.rows_per_second(key_of(shards[i].dev, d, k));
-    if (r) capability[i] = *r;
-    else all_known = false;
-  }
-  if (!all_known) return current;
-  return rebalance(current, capability, 0.05);
+double PartialAssigner::rebalance() {
+  auto& I = *impl_;
+  if (I.shards.size() < 2) return 0;
+  const auto next = I.plan();
+  if (next == I.rows) return 0;
+  I.rows = next;
+  return I.bind_all();
 }
 
-}  // namespace
+std::vector<std::int64_t> PartialAssigner::rows_per_device() const { return impl_->rows; }
+
+void PartialAssigner::labels(std::int32_t* out) const {
+  for (const auto& s : impl_->shards)
+    if (s.rows > 0) s.labels->read(out + s.begin, s.rows * sizeof(std::int32_t));
+}
+
+std::vector<std::string> PartialAssigner::device_names() const {
+  std::vector<std::string> out;
+  for (const auto& s : impl_->shards) out.push_back(s.dev->info().name);
+  return out;
+}
+
+double update_centroids(const std::vector<double>& sums, std::vector<std::int64_t> counts, std::vector<float>& c,
+                        std::int64_t k, std::int64_t d, std::int64_t* reseeded) {
+  std::vector<double> next(k * d);
+  for (std::int64_t kk = 0; kk < k; ++kk)
+    for (std::int64_t j = 0; j < d; ++j)
+      next[kk * d + j] = counts[kk] > 0 ? sums[kk * d + j] / counts[kk] : c[kk * d + j];
+  const std::int64_t r = reseed_empty(next, counts, k, d);
+  if (reseeded) *reseeded = r;
+  double max_shift2 = 0;
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    double s2 = 0;
+    for (std::int64_t j = 0; j < d; ++j) {
+      const double t = next[kk * d + j] - c[kk * d + j];
+      s2 += t * t;
+    }
+    max_shift2 = std::max(max_shift2, s2);
+  }
+  for (std::size_t j = 0; j < c.size(); ++j) c[j] = static_cast<float>(next[j]);
+  return std::sqrt(max_shift2);
+}
 
 std::vector<Device*> kmeans_capable(const std::vector<Device*>& candidates, std::int64_t k, std::int64_t d) {
   std::vector<Device*> out;
@@ -153,66 +223,26 @@ KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions&
   const auto start = Clock::now();
   const std::int64_t n = x.rows, d = x.cols, k = opts.k;
   if (initial.rows != k || initial.cols != d) throw InputError("initial centroids do not match k x d");
-  if (devices.empty()) throw InputError("no device to run kmeans_assign on");
-
+  const auto t_bind = Clock::now();
+  PartialAssigner assigner(x.data.data(), n, d, k, devices, model);
   KMeansResult res;
-  for (auto* dev : devices) res.devices.push_back(dev->info().name);
-
-  // Start with an even split, or the measured one when the model knows the devices.
-  std::vector<Shard> shards(devices.size());
-  std::vector<std::int64_t> rows(devices.size(), n / static_cast<std::int64_t>(devices.size()));
-  rows.back() += n - std::accumulate(rows.begin(), rows.end(), std::int64_t{0});
-  for (std::size_t i = 0; i < devices.size(); ++i) shards[i].dev = devices[i];
-  rows = plan_rows(shards, rows, d, k, model);
-  auto bind_all = [&](const std::vector<std::int64_t>& plan) {
-    double t = 0;
-    std::int64_t begin = 0;
-    for (std::size_t i = 0; i < shards.size(); ++i) {
-      if (!shards[i].x || shards[i].begin != begin || shards[i].rows != plan[i]) t += bind_rows(shards[i], x, k, begin, plan[i]);
-      begin += plan[i];
-    }
-    return t;
-  };
-  res.transfer_seconds += bind_all(rows);
+  res.devices = assigner.device_names();
+  res.transfer_seconds += since(t_bind);
 
   std::vector<float> c(initial.data);
-  std::vector<double> next(k * d);
   for (int it = 1; it <= opts.max_iter; ++it) {
     const auto t_iter = Clock::now();
-    StepTotals step = assign_step(shards, c, k, d, model);
     KMeansIteration log;
     log.iteration = it;
+    log.rows_per_device = assigner.rows_per_device();
+    const PartialStep step = assigner.step(c);
     log.inertia = step.inertia;
-    log.compute_seconds = step.compute;
-    log.transfer_seconds = step.transfer;
-    for (auto& s : shards) log.rows_per_device.push_back(s.rows);
-
-    // Update: c_k = sum_k / count_k; empty clusters keep their centroid until re-seeded.
-    for (std::int64_t kk = 0; kk < k; ++kk)
-      for (std::int64_t j = 0; j < d; ++j)
-        next[kk * d + j] = step.counts[kk] > 0 ? step.sums[kk * d + j] / step.counts[kk] : c[kk * d + j];
-    log.reseeded = reseed_empty(next, step.counts, k, d);
+    log.compute_seconds = step.compute_seconds;
+    log.transfer_seconds = step.transfer_seconds;
+    log.max_shift = update_centroids(step.sums, step.counts, c, k, d, &log.reseeded);
     res.reseeded += log.reseeded;
-    double max_shift2 = 0;
-    for (std::int64_t kk = 0; kk < k; ++kk) {
-      double s2 = 0;
-      for (std::int64_t j = 0; j < d; ++j) {
-        const double t = next[kk * d + j] - c[kk * d + j];
-        s2 += t * t;
-      }
-      max_shift2 = std::max(max_shift2, s2);
-    }
-    for (std::size_t j = 0; j < c.size(); ++j) c[j] = static_cast<float>(next[j]);
-    log.max_shift = std::sqrt(max_shift2);
-
     // Re-divide rows when the measured speeds drift (devices of different kinds).
-    if (shards.size() > 1) {
-      const auto plan = plan_rows(shards, rows, d, k, model);
-      if (plan != rows) {
-        rows = plan;
-        log.transfer_seconds += bind_all(rows);
-      }
-    }
+    log.transfer_seconds += assigner.rebalance();
     log.seconds = since(t_iter);
     res.compute_seconds += log.compute_seconds;
     res.transfer_seconds += log.transfer_seconds;
@@ -226,14 +256,13 @@ KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions&
   }
 
   // Final assignment with the returned centroids: labels and inertia match them.
-  StepTotals last = assign_step(shards, c, k, d, model);
+  const PartialStep last = assigner.step(c);
   res.inertia = last.inertia;
-  res.compute_seconds += last.compute;
-  res.transfer_seconds += last.transfer;
+  res.compute_seconds += last.compute_seconds;
+  res.transfer_seconds += last.transfer_seconds;
   const auto t0 = Clock::now();
   res.labels.resize(n);
-  for (auto& s : shards)
-    if (s.rows > 0) s.labels->read(res.labels.data() + s.begin, s.rows * sizeof(std::int32_t));
+  assigner.labels(res.labels.data());
   res.transfer_seconds += since(t0);
   res.centroids.rows = k;
   res.centroids.cols = d;

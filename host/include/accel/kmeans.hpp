@@ -43,6 +43,46 @@ struct KMeansResult {
   std::vector<std::string> devices;
 };
 
+// One node's half of a Lloyd iteration: its rows split across its devices
+// in proportion to measured throughput (seeds/003 Algorithm 1 when the
+// measurements drift), partial sums added on the host. kmeans() runs one; a
+// distributed job runs one per node and sums the nodes' partials.
+struct PartialStep {
+  std::vector<double> sums;          // k x d
+  std::vector<std::int64_t> counts;  // k
+  double inertia = 0;
+  double compute_seconds = 0, transfer_seconds = 0;
+};
+
+class PartialAssigner {
+ public:
+  // rows (n x d, row-major) must outlive the assigner; devices must accept k and d.
+  PartialAssigner(const float* rows, std::int64_t n, std::int64_t d, std::int64_t k, std::vector<Device*> devices,
+                  PerfModel& model);
+  ~PartialAssigner();
+  PartialAssigner(const PartialAssigner&) = delete;
+  PartialAssigner& operator=(const PartialAssigner&) = delete;
+
+  PartialStep step(const std::vector<float>& centroids);
+  // Re-divides rows among the devices from the measured rates; returns the
+  // transfer seconds it cost (0 when nothing moved).
+  double rebalance();
+  std::vector<std::int64_t> rows_per_device() const;
+  // Labels of the last step, n of them.
+  void labels(std::int32_t* out) const;
+  std::vector<std::string> device_names() const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// The host-side update every participant runs identically: c = sums / counts
+// (empty clusters keep their centroid, then are re-seeded by splitting the
+// largest). Returns the largest centroid move; *reseeded counts re-seeds.
+double update_centroids(const std::vector<double>& sums, std::vector<std::int64_t> counts, std::vector<float>& c,
+                        std::int64_t k, std::int64_t d, std::int64_t* reseeded);
+
 // Initial centroids by opts.init. Throws InputError for a bad file or shape.
 Matrix kmeans_init(const Matrix& x, const KMeansOptions& opts);
 
