@@ -10,5 +10,7 @@ int devices_main(const std::vector<std::string>& args);
 int kmeans_main(const std::vector<std::string>& args);
 int calibrate_main(const std::vector<std::string>& args);
 int topk_main(const std::vector<std::string>& args);
+int coordinator_main(const std::vector<std::string>& args);
+int worker_main(const std::vector<std::string>& args);
 
 }  // namespace accel::cli

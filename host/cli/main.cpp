@@ -17,6 +17,10 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
     {"kmeans", {accel::cli::kmeans_main, "k-means clustering (Lloyd) on one node's devices"}},
     {"calibrate", {accel::cli::calibrate_main, "measure this machine's sgemm rate and read bandwidth"}},
     {"topk", {accel::cli::topk_main, "top-k magnitude threshold for gradient sparsification"}},
+#if ACCEL_HAVE_UCX
+    {"coordinator", {accel::cli::coordinator_main, "distributed k-means: the coordinator (also computes)"}},
+    {"worker", {accel::cli::worker_main, "distributed k-means: a worker"}},
+#endif
 };
 
 void usage(std::ostream& out) {

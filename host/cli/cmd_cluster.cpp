@@ -1,0 +1,84 @@
+// `accel coordinator` and `accel worker`: the distributed k-means job.
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "accel/error.hpp"
+#include "commands.hpp"
+#include "job.hpp"
+
+namespace po = boost::program_options;
+
+namespace accel::cli {
+namespace {
+
+void common_options(po::options_description& d, cluster::Common& c) {
+  d.add_options()("job", po::value(&c.job)->default_value(1), "job token: every message must carry it")
+      ("device", po::value(&c.device)->default_value("all"), "this node's devices: all | cpu | fpga-emu | cuda | <name>")
+      ("timeout-ms", po::value(&c.timeout_ms)->default_value(2000), "barrier wait before a silent member is evicted")
+      ("tls", po::value(&c.tls), "UCX transports (UCX_TLS), e.g. tcp")
+      ("keepalive-ms", po::value(&c.keepalive_ms)->default_value(500), "UCX keepalive interval")
+      ("log-json", po::value(&c.log_json), "append one JSON line per iteration and per transfer to this file");
+}
+
+// Rank and size from the user's launcher (mpirun, srun), when present.
+int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) return std::atoi(v);
+  return fallback;
+}
+
+}  // namespace
+
+int coordinator_main(const std::vector<std::string>& args) {
+  cluster::CoordinatorOptions o;
+  po::options_description d("accel coordinator --input FILE --k K --workers N [options]");
+  d.add_options()("help,h", "this help")
+      ("input", po::value(&o.input)->required(), "input rows (.npy, CSV, LIBSVM, IDX)")
+      ("k", po::value(&o.k)->required(), "clusters")
+      ("max-iter", po::value(&o.max_iter)->default_value(100), "iteration limit")
+      ("tol", po::value(&o.tol)->default_value(1e-4), "stop when no centroid moves this far; 0 runs max-iter")
+      ("init", po::value(&o.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy")
+      ("seed", po::value(&o.seed)->default_value(0), "random seed")
+      ("workers", po::value(&o.workers), "number of workers (default: launcher size - 1)")
+      ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
+      ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")
+      ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
+      ("pull", "workers read their rows from the input file (shared storage) instead of receiving them")
+      ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join")
+      ("output-centroids", po::value(&o.output_centroids), "write the centroids (.npy)")
+      ("json", "print the summary as JSON");
+  common_options(d, o);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(d).run(), vm);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  po::notify(vm);
+  if (!vm.count("workers")) o.workers = env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, 0) - 1;
+  o.pull = vm.count("pull") > 0;
+  o.json = vm.count("json") > 0;
+  return cluster::run_coordinator(o);
+}
+
+int worker_main(const std::vector<std::string>& args) {
+  cluster::WorkerOptions o;
+  po::options_description d("accel worker --coordinator ADDR:PORT [--id I] [options]");
+  d.add_options()("help,h", "this help")
+      ("coordinator", po::value(&o.coordinator)->required(), "the coordinator's ADDR:PORT")
+      ("id", po::value(&o.id), "worker id 1..N (default: the launcher's rank)")
+      ("snapshot-dir", po::value(&o.snapshot_dir), "keep the task here and resume from it after a restart");
+  common_options(d, o);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(d).run(), vm);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  po::notify(vm);
+  if (!vm.count("id")) o.id = static_cast<std::uint32_t>(env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}, 0));
+  return cluster::run_worker(o);
+}
+
+}  // namespace accel::cli

@@ -1,0 +1,527 @@
+#include "job.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "accel/error.hpp"
+#include "accel/io.hpp"
+#include "accel/kmeans.hpp"
+#include "accel/registry.hpp"
+#include "node.hpp"
+#include "snapshot.hpp"
+
+namespace accel::cluster {
+namespace {
+
+using transport::EndpointId;
+using transport::Received;
+
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// JSON lines, appended as they happen (a crash keeps what was logged).
+class Log {
+ public:
+  explicit Log(const std::string& path) {
+    if (!path.empty()) {
+      out_.open(path, std::ios::app);
+      if (!out_) throw InputError(path + ": cannot write the log");
+    }
+  }
+  void write(const nlohmann::json& j) {
+    if (out_) out_ << j.dump() << "\n" << std::flush;
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+std::pair<std::string, std::uint16_t> split_addr(const std::string& s) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos) throw InputError("address '" + s + "': expected ADDR:PORT");
+  int port = -1;
+  try {
+    port = std::stoi(s.substr(colon + 1));
+  } catch (...) {
+  }
+  if (port < 0 || port > 65535) throw InputError("address '" + s + "': bad port");
+  return {s.substr(0, colon), static_cast<std::uint16_t>(port)};
+}
+
+transport::Options transport_options(const Common& c, std::uint32_t id, std::uint32_t incarnation) {
+  transport::Options o;
+  o.job_token = c.job;
+  o.self_id = id;
+  o.incarnation = incarnation;
+  o.tls = c.tls;
+  o.keepalive_interval = Ms(c.keepalive_ms);
+  o.peer_failure_detection = true;  // a dead peer must fail its requests (DESIGN.md §5)
+  return o;
+}
+
+std::vector<Device*> local_devices(const std::string& spec, std::int64_t k, std::int64_t d, const Registry& reg) {
+  return kmeans_capable(reg.select(spec, KernelId::KMeansAssign), k, d);
+}
+
+// Rows per second of this node's devices for the job's shape (seeds/003's
+// processor of measured speed): one assignment step on random rows.
+double measure_capability(std::int64_t d, std::int64_t k, const std::vector<Device*>& devs) {
+  const std::int64_t n = std::clamp<std::int64_t>(20000000 / std::max<std::int64_t>(d * k, 1), 2048, 65536);
+  std::vector<float> x(n * d), c(k * d);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g;
+  for (auto& v : x) v = g(rng);
+  for (auto& v : c) v = g(rng);
+  PerfModel model;
+  PartialAssigner a(x.data(), n, d, k, devs, model);
+  a.step(c);  // warm-up (allocations, thread pools)
+  const auto s = a.step(c);
+  return n / std::max(s.compute_seconds, 1e-6);
+}
+
+Partial to_partial(const PartialStep& s, std::int64_t rows) {
+  Partial p;
+  p.sums = s.sums;
+  p.counts = s.counts;
+  p.inertia = s.inertia;
+  p.rows = rows;
+  return p;
+}
+
+// Sum of the members' partials: every participant runs the same update.
+PartialStep aggregate(const std::map<std::uint32_t, Partial>& members, std::int64_t k, std::int64_t d) {
+  PartialStep s;
+  s.sums.assign(k * d, 0.0);
+  s.counts.assign(k, 0);
+  for (const auto& [id, p] : members) {
+    for (std::int64_t j = 0; j < k * d; ++j) s.sums[j] += p.sums[j];
+    for (std::int64_t j = 0; j < k; ++j) s.counts[j] += p.counts[j];
+    s.inertia += p.inertia;
+  }
+  return s;
+}
+
+nlohmann::json view_json(const Membership& v) {
+  return {{"active", v.active}, {"inactive", v.inactive}, {"recovering", v.recovering}};
+}
+
+// Waits for one message of `type` (others go to `other`); throws on timeout.
+Received expect_msg(Node& node, std::uint16_t type, Ms timeout, const std::string& what,
+                    const std::function<void(const Received&)>& other = {}) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    if (left.count() <= 0) throw InputError("timed out waiting for " + what);
+    auto r = node.receive(left);
+    if (!r) continue;
+    if (r->message.header.type == type) return *r;
+    if (r->message.header.type == kReject && !node.coordinator())
+      throw InputError("the coordinator rejected this worker (job over or unknown id)");
+    if (r->message.header.type == kDone && !node.coordinator()) throw Evicted("done");
+    if (other) other(*r);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- coordinator
+
+int run_coordinator(const CoordinatorOptions& o) {
+  if (o.workers < 1) throw InputError("--workers must be at least 1");
+  if (o.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+  const auto t_start = Clock::now();
+  Log log(o.log_json);
+  const Matrix x = load_matrix(o.input);
+  KMeansOptions ko;
+  ko.k = o.k;
+  ko.max_iter = o.max_iter;
+  ko.tol = o.tol;
+  ko.init = o.init;
+  ko.seed = o.seed;
+  const Matrix init = kmeans_init(x, ko);
+  const std::int64_t n = x.rows, d = x.cols, k = o.k;
+  const Registry reg = Registry::discover_all();
+  const auto devs = local_devices(o.device, k, d, reg);
+  const int N = o.workers;
+
+  auto topts = transport_options(o, 0, 1);
+  topts.block_bytes = o.block_size;
+  topts.protocol = transport::parse_bulk_protocol(o.protocol);
+  Node node(topts, Ms(o.timeout_ms), Limits{});
+  auto& net = node.net();
+  const auto [ip, port] = split_addr(o.listen);
+  const auto bound = net.listen(ip, port);
+  std::cerr << "accel coordinator: listening on " << ip << ":" << bound << " for " << N << " workers\n";
+  log.write({{"event", "listening"}, {"address", ip + ":" + std::to_string(bound)}});
+
+  // Join: every worker says hello and measures its throughput for this shape.
+  std::map<std::uint32_t, std::vector<std::byte>> address;
+  std::map<std::uint32_t, double> capability;
+  capability[0] = measure_capability(d, k, devs);
+  address[0] = net.worker_address();
+  const auto join_deadline = Clock::now() + Ms(o.join_timeout_ms);
+  while (static_cast<int>(capability.size()) < N + 1) {
+    const auto left = std::chrono::duration_cast<Ms>(join_deadline - Clock::now());
+    if (left.count() <= 0)
+      throw InputError("only " + std::to_string(capability.size() - 1) + " of " + std::to_string(N) +
+                       " workers joined within " + std::to_string(o.join_timeout_ms) + " ms");
+    auto r = node.receive(left);
+    if (!r) continue;
+    const auto& h = r->message.header;
+    if (h.type == kHello) {
+      bool resume = false;
+      std::int64_t it = 0;
+      std::vector<std::byte> addr;
+      try {
+        decode_hello(r->message.payload, resume, it, addr, node.limits());
+      } catch (const InputError& e) {
+        std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
+        continue;
+      }
+      if (h.sender < 1 || h.sender > static_cast<std::uint32_t>(N) || address.count(h.sender) || r->from == transport::kNoEndpoint) {
+        std::cerr << "accel coordinator: rejected hello from id " << h.sender << "\n";
+        if (r->from != transport::kNoEndpoint) net.send(r->from, kReject, 0, {});
+        continue;
+      }
+      node.set_endpoint(h.sender, r->from);
+      address[h.sender] = addr;
+      node.send(h.sender, kProbe, 0, encode_i64s({d, k}));
+    } else if (h.type == kCapability) {
+      try {
+        capability[h.sender] = decode_f64(r->message.payload);
+      } catch (const InputError& e) {
+        std::cerr << "accel coordinator: dropped capability from " << h.sender << ": " << e.what() << "\n";
+      }
+    }
+  }
+
+  // Partition sizes follow measured capability (seeds/003 Algorithm 1,
+  // starting from the uniform split the seed uses).
+  std::vector<std::int64_t> loads(N + 1, n / (N + 1));
+  loads.back() += n - std::accumulate(loads.begin(), loads.end(), std::int64_t{0});
+  std::vector<double> caps;
+  for (int i = 0; i <= N; ++i) caps.push_back(capability[i]);
+  loads = rebalance(loads, caps, 0.0);
+  std::vector<std::int64_t> begin(N + 1, 0);
+  for (int i = 1; i <= N; ++i) begin[i] = begin[i - 1] + loads[i - 1];
+  log.write({{"event", "partition"}, {"rows", loads}, {"capability_rows_per_s", caps}});
+
+  // Distribute: the task, then the rows pushed into the worker's buffer (or
+  // read by the worker itself with --pull).
+  const auto t_share = Clock::now();
+  for (int w = 1; w <= N; ++w) {
+    Task task;
+    task.n_total = n;
+    task.d = d;
+    task.k = k;
+    task.max_iter = o.max_iter;
+    task.tol = o.tol;
+    task.row_begin = begin[w];
+    task.rows = loads[w];
+    task.input = std::filesystem::absolute(o.input).string();
+    task.pull = o.pull;
+    task.centroids = init.data;
+    for (const auto& [id, a] : address)
+      if (id != static_cast<std::uint32_t>(w)) task.peers.push_back({id, a});
+    if (!node.send(w, kTask, 0, encode(task))) throw InputError("worker " + std::to_string(w) + " is unreachable");
+    if (o.pull || loads[w] == 0) continue;
+    const Received t = expect_msg(node, kTicket, Ms(o.join_timeout_ms), "worker " + std::to_string(w) + "'s ticket");
+    const std::size_t bytes = loads[w] * d * sizeof(float);
+    const auto t0 = Clock::now();
+    auto c = net.push(node.endpoint(w), t.message.payload, x.row(begin[w]), bytes);
+    if (!net.wait(c, Ms(o.join_timeout_ms)) || !c->ok())
+      throw InputError("sending rows to worker " + std::to_string(w) + " failed: " + c->error);
+    const double s = secs(t0, Clock::now());
+    log.write({{"event", "transfer"}, {"worker", w}, {"bytes", bytes}, {"block_size", o.block_size},
+               {"protocol", transport::to_string(c->protocol)}, {"seconds", s}, {"mib_per_s", bytes / s / (1 << 20)}});
+  }
+  std::set<std::uint32_t> ready;
+  while (static_cast<int>(ready.size()) < N)
+    ready.insert(expect_msg(node, kReady, Ms(o.join_timeout_ms), "workers to be ready").message.header.sender);
+  const double sharing = secs(t_share, Clock::now());
+  for (int w = 1; w <= N; ++w) node.send(w, kStart, 0, {});
+
+  // Iterations.
+  PerfModel model;
+  PartialAssigner assigner(x.row(begin[0]), loads[0], d, k, devs, model);
+  std::vector<float> c = init.data;
+  std::set<std::uint32_t> active, inactive, recovering, resynced;
+  for (int i = 0; i <= N; ++i) active.insert(i);
+  std::set<std::uint32_t> need_current;  // returned, not yet told the current iteration
+  double last_inertia = 0;
+  int iterations = 0;
+  bool converged = false;
+  auto handle = [&](const Received& r) {
+    const auto& h = r.message.header;
+    if (h.type == kHello) {
+      bool resume = false;
+      std::int64_t it = 0;
+      std::vector<std::byte> addr;
+      try {
+        decode_hello(r.message.payload, resume, it, addr, node.limits());
+      } catch (const InputError& e) {
+        std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
+        return;
+      }
+      if (!resume || h.sender < 1 || h.sender > static_cast<std::uint32_t>(N) || r.from == transport::kNoEndpoint) {
+        if (r.from != transport::kNoEndpoint) net.send(r.from, kReject, 0, {});
+        return;
+      }
+      // A returning worker (seeds/000 recovery): the next iteration tells it
+      // where the job is; it becomes active once it resynchronized.
+      node.set_endpoint(h.sender, r.from);
+      address[h.sender] = addr;
+      active.erase(h.sender);
+      inactive.erase(h.sender);
+      recovering.insert(h.sender);
+      need_current.insert(h.sender);
+      log.write({{"event", "rejoin"}, {"worker", h.sender}, {"incarnation", h.incarnation}});
+    } else if (h.type == kResync) {
+      if (recovering.count(h.sender)) resynced.insert(h.sender);
+    }
+  };
+  for (int t = 1; t <= o.max_iter; ++t) {
+    const auto t_iter = Clock::now();
+    for (auto w : resynced) {
+      recovering.erase(w);
+      active.insert(w);
+    }
+    resynced.clear();
+    Membership view{{active.begin(), active.end()}, {inactive.begin(), inactive.end()},
+                    {recovering.begin(), recovering.end()}};
+    for (auto w : need_current) {
+      Current cur;
+      cur.iteration = t;
+      cur.centroids = c;
+      cur.view = view;
+      for (const auto& [id, a] : address)
+        if (id != w) cur.peers.push_back({id, a});
+      node.send(w, kCurrent, t, encode(cur));
+    }
+    need_current.clear();
+    const PartialStep mine_step = assigner.step(c);
+    const auto t_computed = Clock::now();
+    Partial mine = to_partial(mine_step, loads[0]);
+    mine.has_view = true;
+    mine.view = view;
+    SyncStats st;
+    Membership v = view;
+    const auto members = node.sync(t, mine, v, k, d, handle, st);
+    for (auto q : st.evicted) {
+      active.erase(q);
+      recovering.erase(q);
+      inactive.insert(q);
+    }
+    const PartialStep total = aggregate(members, k, d);
+    std::int64_t reseeded = 0;
+    const double shift = update_centroids(total.sums, total.counts, c, k, d, &reseeded);
+    last_inertia = total.inertia;
+    iterations = t;
+    log.write({{"iteration", t}, {"participant", 0}, {"sharing_s", t == 1 ? sharing : 0.0},
+               {"computing_s", secs(t_iter, t_computed)}, {"synchronizing_s", st.notify_seconds + st.wait_seconds},
+               {"barrier_wait_s", st.wait_seconds}, {"members", view_json(view)}, {"evicted", st.evicted},
+               {"inertia", total.inertia}, {"max_shift", shift}});
+    if (o.tol > 0 && shift < o.tol) {
+      converged = true;
+      break;
+    }
+  }
+  for (int w = 1; w <= N; ++w) node.send(w, kDone, iterations, {});
+  net.progress_until([] { return false; }, Ms(50));  // let the done messages leave
+  if (!o.output_centroids.empty()) write_npy(o.output_centroids, c.data(), {k, d});
+  const nlohmann::json summary = {{"n", n},
+                                  {"d", d},
+                                  {"k", k},
+                                  {"workers", N},
+                                  {"iterations", iterations},
+                                  {"converged", converged},
+                                  {"inertia", last_inertia},
+                                  {"rows", loads},
+                                  {"seconds", {{"total", secs(t_start, Clock::now())}, {"sharing", sharing}}},
+                                  {"members", view_json({{active.begin(), active.end()},
+                                                         {inactive.begin(), inactive.end()},
+                                                         {recovering.begin(), recovering.end()}})}};
+  if (o.json) std::cout << summary.dump() << "\n";
+  else
+    std::cout << "distributed k-means: " << n << " rows, k=" << k << ", " << N << " workers, " << iterations
+              << " iterations, inertia " << last_inertia << "\n";
+  return 0;
+}
+
+// ---------------------------------------------------------------- worker
+
+namespace {
+
+// One incarnation of a worker: join (fresh or resuming), then iterate until
+// done. Returns normally when the job is done; throws Evicted to rejoin.
+void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::optional<Snapshot>& snap, Log& log,
+                        const Registry& reg) {
+  Node node(transport_options(o, o.id, incarnation), Ms(o.timeout_ms), Limits{});
+  auto& net = node.net();
+  const auto [ip, port] = split_addr(o.coordinator);
+  node.set_endpoint(0, net.connect(ip, port));
+  const bool resume = snap.has_value();
+  node.send(0, kHello, 0, encode_hello(resume, 0, net.worker_address()));
+  const Ms join(std::max(o.timeout_ms * 10, 30000));
+
+  std::int64_t t = 1;
+  Membership view;
+  std::vector<float> c;
+  bool recovering = false;
+  if (!resume) {
+    const Received probe = expect_msg(node, kProbe, join, "the coordinator's probe");
+    const auto shape = decode_i64s(probe.message.payload, 2);
+    if (shape[0] < 1 || shape[1] < 1 || shape[0] > node.limits().max_d || shape[1] > node.limits().max_k)
+      throw InputError("probe with an impossible shape");
+    node.send(0, kCapability, 0,
+              encode_f64(measure_capability(shape[0], shape[1], local_devices(o.device, shape[1], shape[0], reg))));
+    const Received tr = expect_msg(node, kTask, join, "the task");
+    Snapshot s;
+    s.job = o.job;
+    s.id = o.id;
+    s.incarnation = incarnation;
+    s.task = decode_task(tr.message.payload, node.limits());
+    const auto& task = s.task;
+    s.rows.resize(task.rows * task.d);
+    if (task.pull) {
+      const Matrix all = load_matrix(task.input);
+      if (all.rows != task.n_total || all.cols != task.d) throw InputError(task.input + ": not the coordinator's input");
+      std::copy_n(all.row(task.row_begin), s.rows.size(), s.rows.begin());
+    } else if (task.rows > 0) {
+      auto h = net.expect(s.rows.data(), s.rows.size() * sizeof(float), transport::MemoryType::Host, node.endpoint(0));
+      node.send(0, kTicket, 0, h.ticket);
+      if (!net.wait(h.completion, join) || !h.completion->ok())
+        throw InputError("receiving rows failed: " + h.completion->error);
+    }
+    if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), s);
+    snap = std::move(s);
+    for (const auto& p : snap->task.peers)
+      if (p.id != 0) node.connect_peer(p.id, p.address);
+    node.send(0, kReady, 0, {});
+    expect_msg(node, kStart, join, "the start", [&](const Received& r) {
+      if (r.message.header.type == kPartial) node.stash(r);
+    });
+    c = snap->task.centroids;
+    view.active.push_back(0);
+    for (const auto& p : snap->task.peers) view.active.push_back(p.id);
+    view.active.push_back(o.id);
+    std::sort(view.active.begin(), view.active.end());
+  } else {
+    // seeds/000 recovery: wait to be told the current iteration.
+    const Received cr = expect_msg(node, kCurrent, join, "the coordinator's current iteration", [&](const Received& r) {
+      if (r.message.header.type == kPartial) node.stash(r);
+    });
+    const Current cur = decode_current(cr.message.payload, snap->task.k, snap->task.d, node.limits());
+    t = cur.iteration;
+    c = cur.centroids;
+    view = cur.view;
+    for (const auto& p : cur.peers)
+      if (p.id != 0) node.connect_peer(p.id, p.address);
+    recovering = true;
+    log.write({{"event", "resumed"}, {"worker", o.id}, {"incarnation", incarnation}, {"iteration", t}});
+  }
+
+  const Task& task = snap->task;
+  PerfModel model;
+  PartialAssigner assigner(snap->rows.data(), task.rows, task.d, task.k,
+                           local_devices(o.device, task.k, task.d, reg), model);
+  bool done = false;
+  auto other = [&](const Received& r) {
+    if (r.message.header.type == kDone) done = true;
+    else if (r.message.header.type == kReject) throw InputError("the coordinator rejected this worker");
+  };
+  for (; t <= task.max_iter && !done; ++t) {
+    const auto t_iter = Clock::now();
+    const PartialStep step = assigner.step(c);
+    const auto t_computed = Clock::now();
+    Partial mine = to_partial(step, task.rows);
+    const bool member = std::find(view.active.begin(), view.active.end(), o.id) != view.active.end();
+    if (!member) mine.reply_address = net.worker_address();  // returning: peers answer it
+    SyncStats st;
+    const auto members = node.sync(t, mine, view, task.k, task.d, other, st);
+    const PartialStep total = aggregate(members, task.k, task.d);
+    std::int64_t reseeded = 0;
+    const double shift = update_centroids(total.sums, total.counts, c, task.k, task.d, &reseeded);
+    if (recovering) {
+      node.send(0, kResync, t, {});
+      recovering = false;
+    }
+    log.write({{"iteration", t}, {"participant", o.id}, {"computing_s", secs(t_iter, t_computed)},
+               {"synchronizing_s", st.notify_seconds + st.wait_seconds}, {"barrier_wait_s", st.wait_seconds},
+               {"members", view_json(view)}, {"evicted", st.evicted}, {"inertia", total.inertia}});
+    if (task.tol > 0 && shift < task.tol) break;
+  }
+  // The coordinator says when it is over; wait for that (bounded), so a
+  // worker that finished on its own rule does not leave early.
+  if (!done) {
+    try {
+      expect_msg(node, kDone, Ms(o.timeout_ms * 2), "the coordinator's done");
+    } catch (const Evicted&) {
+    } catch (const InputError&) {
+    }
+  }
+}
+
+}  // namespace
+
+int run_worker(const WorkerOptions& o) {
+  if (o.id < 1) throw InputError("--id must be 1 or more (0 is the coordinator)");
+  if (o.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+  Log log(o.log_json);
+  const Registry reg = Registry::discover_all();
+  std::optional<Snapshot> snap;
+  std::uint32_t incarnation = 1;
+  if (!o.snapshot_dir.empty()) {
+    std::filesystem::create_directories(o.snapshot_dir);
+    try {
+      snap = load_snapshot(snapshot_path(o.snapshot_dir, o.id));
+    } catch (const InputError& e) {
+      std::cerr << "accel worker: discarding a damaged snapshot: " << e.what() << "\n";
+    }
+    if (snap && snap->job != o.job) snap.reset();  // another job's: stale
+    if (snap) incarnation = snap->incarnation + 1;
+  }
+  for (int attempt = 0;; ++attempt) {
+    try {
+      worker_incarnation(o, incarnation, snap, log, reg);
+      if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
+      return 0;
+    } catch (const CoordinatorGone& e) {
+      std::cerr << "accel worker " << o.id << ": " << e.what() << "; exiting\n";
+      return 3;
+    } catch (const Evicted& e) {
+      if (std::string(e.what()) == "done") return 0;
+      if (attempt >= 5) {
+        std::cerr << "accel worker " << o.id << ": could not rejoin: " << e.what() << "\n";
+        return 3;
+      }
+      std::cerr << "accel worker " << o.id << ": " << e.what() << "; rejoining as incarnation " << incarnation + 1 << "\n";
+      ++incarnation;
+      if (snap) {
+        snap->incarnation = incarnation;
+        if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap);
+      } else {
+        std::cerr << "accel worker " << o.id << ": no task to resume; exiting\n";
+        return 3;
+      }
+    } catch (const InputError& e) {
+      // A rejected resume: the snapshot belongs to a job that is over.
+      if (snap && std::string(e.what()).find("rejected") != std::string::npos && !o.snapshot_dir.empty()) {
+        std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
+        std::cerr << "accel worker " << o.id << ": stale snapshot discarded\n";
+      }
+      throw;
+    }
+  }
+}
+
+}  // namespace accel::cluster

@@ -1,0 +1,42 @@
+// The distributed k-means job (seeds/000): one coordinator, N workers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace accel::cluster {
+
+struct Common {
+  std::uint64_t job = 1;          // job token: every message must carry it
+  std::string device = "all";     // local devices of each node
+  int timeout_ms = 2000;          // barrier wait before a silent member is evicted
+  std::string tls;                // UCX_TLS for this process (empty: UCX's choice)
+  int keepalive_ms = 500;
+  std::string log_json;           // one JSON line per iteration (and per transfer)
+};
+
+struct CoordinatorOptions : Common {
+  std::string input, init = "kmeans++", output_centroids;
+  std::int64_t k = 8;
+  int max_iter = 100;
+  double tol = 1e-4;
+  std::uint64_t seed = 0;
+  int workers = 1;
+  std::string listen = "127.0.0.1:0";
+  std::size_t block_size = 64u << 20;
+  std::string protocol = "auto";  // bulk: auto | put | am
+  bool pull = false;              // workers read their rows from the input file themselves
+  int join_timeout_ms = 60000;
+  bool json = false;
+};
+
+struct WorkerOptions : Common {
+  std::string coordinator;  // ADDR:PORT
+  std::uint32_t id = 0;     // 1..N
+  std::string snapshot_dir;
+};
+
+int run_coordinator(const CoordinatorOptions& o);
+int run_worker(const WorkerOptions& o);
+
+}  // namespace accel::cluster

@@ -1,0 +1,97 @@
+// One participant of a distributed k-means job: the transport, its peers, and
+// the seeds/000 barrier (notification phase, waiting phase with a
+// liveness-checked timeout, active / inactive / recovering lists, solicited
+// and unsolicited results).
+//
+// Beyond the seed: the coordinator's notification carries its membership
+// view for the iteration, and every participant aggregates exactly the
+// partials of that view's active members -- so a worker that returns, or one
+// lost half-way through a broadcast, cannot make participants disagree on
+// the centroids (the seed aggregates unsolicited results too). Incarnation
+// numbers fence a stopped-and-resumed process: a message carrying an
+// incarnation below the highest one seen from that id is dropped.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "accel/transport/transport.hpp"
+#include "protocol.hpp"
+
+namespace accel::cluster {
+
+using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::milliseconds;
+
+// The coordinator's endpoint failed: the job is over for this worker.
+struct CoordinatorGone : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The coordinator is reachable but this worker fell out of the job (it was
+// stopped past the timeout): rejoin with a new incarnation.
+struct Evicted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct SyncStats {
+  double notify_seconds = 0, wait_seconds = 0;
+  std::vector<std::uint32_t> evicted;  // timed out or unreachable in this iteration
+};
+
+class Node {
+ public:
+  Node(transport::Options opts, Ms timeout, Limits limits);
+
+  transport::Transport& net() { return *net_; }
+  std::uint32_t id() const { return net_->options().self_id; }
+  bool coordinator() const { return id() == 0; }
+  Ms timeout() const { return timeout_; }
+  const Limits& limits() const { return limits_; }
+
+  // Peers by id. connect_peer replaces a dead or older endpoint.
+  void set_endpoint(std::uint32_t peer, transport::EndpointId ep) { eps_[peer] = ep; }
+  transport::EndpointId endpoint(std::uint32_t peer) const {
+    auto it = eps_.find(peer);
+    return it == eps_.end() ? transport::kNoEndpoint : it->second;
+  }
+  void connect_peer(std::uint32_t peer, const std::vector<std::byte>& address);
+  bool reachable(std::uint32_t peer) const;
+  bool send(std::uint32_t peer, std::uint16_t type, std::int64_t iteration, std::span<const std::byte> payload);
+
+  // Next message that passed the fences (job token by the transport; here:
+  // incarnation). Messages of the current iteration handler may be stashed
+  // for later by the caller; see sync().
+  std::optional<transport::Received> receive(Ms timeout);
+
+  // The barrier of iteration t. `mine` is this node's partial; on the
+  // coordinator it must carry the view. `view` in: the members this node
+  // believes active (it notifies them); out: the coordinator's view of t.
+  // Returns the partials of the view's active members that arrived in time,
+  // this node's own included when it is a member. `other` sees every
+  // message that is not a Partial of iteration t (the coordinator handles
+  // hello / resync there). Workers throw CoordinatorGone or Evicted.
+  std::map<std::uint32_t, Partial> sync(std::int64_t t, const Partial& mine, Membership& view, std::int64_t k,
+                                        std::int64_t d, const std::function<void(const transport::Received&)>& other,
+                                        SyncStats& stats);
+
+  // Messages that arrived early (a later iteration's partials), replayed by sync().
+  void stash(transport::Received r) { early_.push_back(std::move(r)); }
+
+ private:
+  std::unique_ptr<transport::Transport> net_;
+  Ms timeout_;
+  Limits limits_;
+  std::map<std::uint32_t, transport::EndpointId> eps_;
+  std::map<std::uint32_t, std::uint32_t> incarnation_;  // highest seen per sender
+  std::vector<transport::Received> early_;
+};
+
+}  // namespace accel::cluster
