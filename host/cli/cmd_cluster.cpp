@@ -17,7 +17,7 @@ void common_options(po::options_description& d, cluster::Common& c) {
       ("device", po::value(&c.device)->default_value("all"), "this node's devices: all | cpu | fpga-emu | cuda | <name>")
       ("timeout-ms", po::value(&c.timeout_ms)->default_value(2000), "barrier wait before a silent member is evicted")
       ("tls", po::value(&c.tls), "UCX transports (UCX_TLS), e.g. tcp")
-      ("keepalive-ms", po::value(&c.keepalive_ms)->default_value(500), "UCX keepalive interval")
+      ("keepalive-ms", po::value(&c.keepalive_ms)->default_value(5000), "UCX keepalive interval")
       ("log-json", po::value(&c.log_json), "append one JSON line per iteration and per transfer to this file");
 }
 

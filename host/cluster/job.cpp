@@ -192,7 +192,7 @@ int run_coordinator(const CoordinatorOptions& o) {
         if (r->from != transport::kNoEndpoint) net.send(r->from, kReject, 0, {});
         continue;
       }
-      node.set_endpoint(h.sender, r->from);
+      node.set_endpoint(h.sender, r->from, addr);
       address[h.sender] = addr;
       node.send(h.sender, kProbe, 0, encode_i64s({d, k}));
     } else if (h.type == kCapability) {
@@ -278,7 +278,7 @@ int run_coordinator(const CoordinatorOptions& o) {
       }
       // A returning worker (seeds/000 recovery): the next iteration tells it
       // where the job is; it becomes active once it resynchronized.
-      node.set_endpoint(h.sender, r.from);
+      node.set_endpoint(h.sender, r.from, addr);
       address[h.sender] = addr;
       active.erase(h.sender);
       inactive.erase(h.sender);

@@ -11,7 +11,7 @@ struct Common {
   std::string device = "all";     // local devices of each node
   int timeout_ms = 2000;          // barrier wait before a silent member is evicted
   std::string tls;                // UCX_TLS for this process (empty: UCX's choice)
-  int keepalive_ms = 500;
+  int keepalive_ms = 5000;  // above a long compute phase: peers only answer keepalives from progress()
   std::string log_json;           // one JSON line per iteration (and per transfer)
 };
 

@@ -14,6 +14,13 @@ void Node::connect_peer(std::uint32_t peer, const std::vector<std::byte>& addres
   auto it = eps_.find(peer);
   if (it != eps_.end() && net_->alive(it->second)) net_->disconnect(it->second);
   eps_[peer] = net_->connect(address);
+  addr_[peer] = address;
+}
+
+void Node::ensure_peer(std::uint32_t peer, const std::vector<std::byte>& address) {
+  auto a = addr_.find(peer);
+  if (reachable(peer) && a != addr_.end() && a->second == address) return;
+  connect_peer(peer, address);
 }
 
 bool Node::reachable(std::uint32_t peer) const {
@@ -52,6 +59,8 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
                                             SyncStats& stats) {
   const auto t0 = Clock::now();
   const auto payload = encode(mine);
+  sent_[t] = payload;
+  while (sent_.size() > 8) sent_.erase(sent_.begin());
   // Notification phase: everyone this node believes active; the unreachable
   // move to inactive.
   std::set<std::uint32_t> notified;
@@ -74,7 +83,6 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
     if (h.type != kPartial) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
     if (it > t) return stash(r);
-    if (it < t) return;  // stale: a stopped worker's old iteration
     Partial p;
     try {
       p = decode_partial(r.message.payload, k, d, limits_);
@@ -82,11 +90,23 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
       std::cerr << "accel cluster: dropped partial from " << h.sender << ": " << e.what() << "\n";
       return;
     }
+    if (it < t) {
+      // A returning worker a little behind: answer from the cache. Anything
+      // else older than this iteration is stale and dropped.
+      if (!p.reply_address.empty() && sent_.count(it)) {
+        ensure_peer(h.sender, p.reply_address);
+        send(h.sender, kPartial, it, sent_[it]);
+      } else {
+        std::cerr << "accel cluster: dropped stale partial of iteration " << it << " from " << h.sender
+                  << " (now " << t << ")\n";
+      }
+      return;
+    }
     if (h.sender == 0 && p.has_view) coord_view = p.view;
     if (!notified.count(h.sender) && h.sender != id()) {
       // Unsolicited: answer a returning worker so it can resynchronize.
       if (!p.reply_address.empty()) {
-        connect_peer(h.sender, p.reply_address);
+        ensure_peer(h.sender, p.reply_address);
         send(h.sender, kPartial, t, payload);
       }
     }

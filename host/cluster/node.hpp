@@ -57,7 +57,14 @@ class Node {
   const Limits& limits() const { return limits_; }
 
   // Peers by id. connect_peer replaces a dead or older endpoint.
-  void set_endpoint(std::uint32_t peer, transport::EndpointId ep) { eps_[peer] = ep; }
+  // `address`, when known, is the peer's worker address behind ep (so a
+  // reply address that differs means the peer restarted its transport).
+  void set_endpoint(std::uint32_t peer, transport::EndpointId ep, std::vector<std::byte> address = {}) {
+    eps_[peer] = ep;
+    addr_[peer] = std::move(address);
+  }
+  // Connects unless a live endpoint to that very address exists.
+  void ensure_peer(std::uint32_t peer, const std::vector<std::byte>& address);
   transport::EndpointId endpoint(std::uint32_t peer) const {
     auto it = eps_.find(peer);
     return it == eps_.end() ? transport::kNoEndpoint : it->second;
@@ -90,8 +97,13 @@ class Node {
   Ms timeout_;
   Limits limits_;
   std::map<std::uint32_t, transport::EndpointId> eps_;
+  std::map<std::uint32_t, std::vector<std::byte>> addr_;
   std::map<std::uint32_t, std::uint32_t> incarnation_;  // highest seen per sender
   std::vector<transport::Received> early_;
+  // This node's recent notifications by iteration: a returning worker that
+  // runs an iteration or two behind gets the answer it asks for even after
+  // this node has moved on (seeds/000's "wait for them to respond").
+  std::map<std::int64_t, std::vector<std::byte>> sent_;
 };
 
 }  // namespace accel::cluster
