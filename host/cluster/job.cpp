@@ -411,10 +411,10 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
       if (r.message.header.type == kPartial) node.stash(r);
     });
     c = snap->task.centroids;
-    view.active.push_back(0);
-    for (const auto& p : snap->task.peers) view.active.push_back(p.id);
-    view.active.push_back(o.id);
-    std::sort(view.active.begin(), view.active.end());
+    // Everyone starts active: the coordinator (among the peers) and this worker.
+    std::set<std::uint32_t> all{0, o.id};
+    for (const auto& p : snap->task.peers) all.insert(p.id);
+    view.active.assign(all.begin(), all.end());
   } else {
     // seeds/000 recovery: wait to be told the current iteration.
     const Received cr = expect_msg(node, kCurrent, join, "the coordinator's current iteration", [&](const Received& r) {

@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""Distributed k-means scenarios on loopback (stdlib only, bounded in time).
+
+    cluster_test.py SCENARIO --accel BIN --intruder BIN --scripts DIR
+
+Scenarios: equal, kill_restart, sigstop, coordinator_kill, intruder,
+netns_delay. Exit 0 pass, 1 fail, 77 skipped (reason printed).
+"""
+import argparse
+import array
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def skip(msg):
+    print("SKIP:", msg)
+    sys.exit(77)
+
+
+def write_npy(path, rows, cols, values):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
+    header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(values.tobytes())
+
+
+def read_npy_floats(path):
+    data = Path(path).read_bytes()
+    hlen = struct.unpack("<H", data[8:10])[0]
+    a = array.array("f")
+    a.frombytes(data[10 + hlen:])
+    return a
+
+
+def blobs(path, n, d, centers, seed):
+    rng = random.Random(seed)
+    c = [[rng.uniform(-20, 20) for _ in range(d)] for _ in range(centers)]
+    v = array.array("f", bytes(4 * n * d))
+    for i in range(n):
+        ci = c[i % centers]
+        for j in range(d):
+            v[i * d + j] = ci[j] + rng.uniform(-1.5, 1.5)
+    write_npy(path, n, d, v)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def jsonl(path):
+    out = []
+    if Path(path).exists():
+        for line in Path(path).read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a line being written
+    return out
+
+
+class Job:
+    def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=()):
+        self.a, self.tmp, self.n = a, Path(tmp), workers
+        self.port = free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.timeout_ms = timeout_ms
+        self.procs = {}
+        self.coord_log = self.tmp / "coordinator.jsonl"
+        cmd = [a.accel, "coordinator", "--input", data, "--k", str(k), "--workers", str(workers), "--listen",
+               self.addr, "--max-iter", str(iters), "--tol", "0", "--timeout-ms", str(timeout_ms), "--device", "cpu",
+               "--keepalive-ms", "2000", "--log-json", str(self.coord_log), "--json", "--init", "random",
+               "--output-centroids", str(self.tmp / "centroids.npy"), *extra]
+        self.coord = subprocess.Popen(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
+                                      stderr=open(self.tmp / "coordinator.err", "w"))
+        self.wait_for(lambda: "listening" in (self.tmp / "coordinator.err").read_text(), 20, "the coordinator to listen")
+        for i in range(1, workers + 1):
+            self.start_worker(i)
+
+    def start_worker(self, i):
+        cmd = [self.a.accel, "worker", "--coordinator", self.addr, "--id", str(i), "--device", "cpu",
+               "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--snapshot-dir",
+               str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl")]
+        self.procs[i] = subprocess.Popen(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
+                                         stderr=open(self.tmp / f"worker-{i}.err", "a"))
+
+    def iteration(self):
+        return sum(1 for j in jsonl(self.coord_log) if j.get("participant") == 0)
+
+    def wait_for(self, pred, seconds, what):
+        end = time.time() + seconds
+        while time.time() < end:
+            if pred():
+                return
+            if self.coord.poll() is not None and "coordinator" not in what:
+                break
+            time.sleep(0.01)
+        if not pred():
+            fail(f"timed out waiting for {what}")
+
+    def wait_iteration(self, t, seconds=60):
+        self.wait_for(lambda: self.iteration() >= t, seconds, f"iteration {t}")
+
+    def finish(self, seconds=120):
+        try:
+            rc = self.coord.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            fail("the coordinator did not finish in time")
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                fail("a worker did not exit after the job")
+        return rc
+
+    def kill_all(self):
+        for p in [self.coord, *self.procs.values()]:
+            if p.poll() is None:
+                p.kill()
+
+    def logs(self):
+        out = {0: jsonl(self.coord_log)}
+        for i in range(1, self.n + 1):
+            out[i] = jsonl(self.tmp / f"worker-{i}.jsonl")
+        return out
+
+    def summary(self):
+        return json.loads((self.tmp / "coordinator.out").read_text())
+
+
+def check_agreement(job, survivors):
+    """Every survivor logged the same membership lists at every iteration."""
+    views = {}
+    for pid, lines in job.logs().items():
+        if pid not in survivors:
+            continue
+        for j in lines:
+            if "members" in j and "iteration" in j:
+                views.setdefault(j["iteration"], {})[pid] = json.dumps(j["members"], sort_keys=True)
+    bad = {t: v for t, v in views.items() if len(set(v.values())) > 1}
+    if bad:
+        fail(f"membership lists disagree at iterations {sorted(bad)[:5]}: {bad[sorted(bad)[0]]}")
+
+
+def check_no_stall(job, survivors, slack=1.0):
+    limit = job.timeout_ms / 1000 + slack
+    for pid, lines in job.logs().items():
+        if pid in survivors:
+            for j in lines:
+                if j.get("barrier_wait_s", 0) > limit:
+                    fail(f"participant {pid} waited {j['barrier_wait_s']:.2f} s at iteration {j['iteration']}")
+
+
+def scenario_equal(a, tmp):
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 60000, 6, 8, 1)
+    job = Job(a, tmp, 4, data, 8, 15, 2000)
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text())
+    single = Path(tmp) / "single.npy"
+    r = subprocess.run([a.accel, "kmeans", "--input", data, "--k", "8", "--max-iter", "15", "--tol", "0", "--init",
+                        "random", "--device", "cpu", "--output-centroids", str(single)], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(r.stderr)
+    x, y = read_npy_floats(Path(tmp) / "centroids.npy"), read_npy_floats(single)
+    worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(x, y))
+    print(f"4-worker vs single-node centroids: max relative difference {worst:.2e}")
+    if worst > 1e-5:
+        fail("distributed centroids differ from the single-node run")
+    s = job.summary()
+    if s["members"]["active"] != [0, 1, 2, 3, 4]:
+        fail(f"members at the end: {s['members']}")
+
+
+def scenario_kill_restart(a, tmp):
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 600000, 8, 16, 2)
+    job = Job(a, tmp, 4, data, 16, 120, 1000)
+    job.wait_iteration(10)
+    job.procs[2].send_signal(signal.SIGKILL)
+    job.procs[2].wait()
+    print(f"killed worker 2 at iteration {job.iteration()}")
+    job.wait_iteration(20)
+    job.start_worker(2)
+    print(f"restarted worker 2 at iteration {job.iteration()}")
+    if job.finish() != 0:
+        fail("coordinator failed")
+    logs = job.logs()
+    if not any(j.get("event") == "resumed" for j in logs[2]):
+        fail("worker 2 did not resume from its snapshot")
+    s = job.summary()
+    if 2 not in s["members"]["active"]:
+        fail(f"worker 2 did not rejoin: {s['members']}")
+    rejoined_at = min(j["iteration"] for j in logs[0] if "members" in j and j["iteration"] > 20 and 2 in j["members"]["active"])
+    print(f"worker 2 active again at iteration {rejoined_at}; final members {s['members']}")
+    check_agreement(job, {0, 1, 3, 4})
+    check_no_stall(job, {0, 1, 3, 4})
+
+
+def scenario_sigstop(a, tmp):
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 300000, 8, 8, 3)
+    job = Job(a, tmp, 3, data, 8, 150, 700)
+    job.wait_iteration(5)
+    job.procs[1].send_signal(signal.SIGSTOP)
+    stopped_at = job.iteration()
+    time.sleep(2.5)  # well past the 0.7 s timeout
+    job.procs[1].send_signal(signal.SIGCONT)
+    print(f"stopped worker 1 at iteration {stopped_at} for 2.5 s")
+    if job.finish() != 0:
+        fail("coordinator failed")
+    logs = job.logs()
+    evicted = [j["iteration"] for j in logs[0] if 1 in j.get("evicted", [])]
+    if not evicted:
+        fail("worker 1 was never evicted")
+    rejoins = [j for j in logs[0] if j.get("event") == "rejoin" and j["worker"] == 1]
+    if not rejoins or rejoins[0]["incarnation"] < 2:
+        fail(f"worker 1 did not rejoin with a new incarnation: {rejoins}")
+    err = (Path(tmp) / "coordinator.err").read_text() + "".join(
+        (Path(tmp) / f"worker-{i}.err").read_text() for i in (2, 3))
+    if "dropped stale partial" not in err and "incarnation" not in err:
+        print("note: no stale message reached a survivor before the rejoin (nothing to reject)")
+    s = job.summary()
+    if 1 not in s["members"]["active"]:
+        fail(f"worker 1 is not active at the end: {s['members']}")
+    print(f"evicted at iteration {evicted[0]}, rejoined as incarnation {rejoins[0]['incarnation']}")
+    check_agreement(job, {0, 2, 3})
+    check_no_stall(job, {0, 2, 3})
+
+
+def scenario_coordinator_kill(a, tmp):
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 300000, 8, 8, 4)
+    job = Job(a, tmp, 3, data, 8, 500, 1000)
+    job.wait_iteration(5)
+    job.coord.send_signal(signal.SIGKILL)
+    t0 = time.time()
+    for i, p in job.procs.items():
+        try:
+            rc = p.wait(timeout=job.timeout_ms / 1000 + 5)
+        except subprocess.TimeoutExpired:
+            job.kill_all()
+            fail(f"worker {i} still running {time.time() - t0:.1f} s after the coordinator died")
+        err = (Path(tmp) / f"worker-{i}.err").read_text()
+        print(f"worker {i}: exit {rc} after {time.time() - t0:.2f} s: {err.strip().splitlines()[-1] if err.strip() else ''}")
+        if rc == 0:
+            fail(f"worker {i} exited 0 without a coordinator")
+        if "coordinator" not in err:
+            fail(f"worker {i} gave no clear message: {err}")
+
+
+def scenario_intruder(a, tmp):
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 300000, 8, 8, 5)
+    job = Job(a, tmp, 2, data, 8, 80, 1500)
+    job.wait_iteration(5)
+    r = subprocess.run([a.intruder, "127.0.0.1", str(job.port), "1", str(job.iteration() + 1)],
+                       capture_output=True, text=True, timeout=60)
+    print(r.stdout.strip())
+    if job.finish() != 0:
+        fail("coordinator failed after the intruder")
+    err = (Path(tmp) / "coordinator.err").read_text()
+    for needle in ("job token", "dropped"):
+        if needle not in err:
+            fail(f"coordinator log lacks '{needle}':\n{err}")
+    s = job.summary()
+    if s["members"]["active"] != [0, 1, 2] or s["iterations"] != 80:
+        fail(f"the job did not go on normally: {s}")
+    print("rejected:", *[l for l in err.splitlines() if "drop" in l or "reject" in l][:6], sep="\n  ")
+
+
+def netns_job(a, tmp, delay_ms):
+    if os.geteuid() != 0:
+        skip("needs root for network namespaces")
+    if subprocess.run(["ip", "netns", "add", "accel-probe"], capture_output=True).returncode != 0:
+        skip("ip netns is not available here")
+    try:
+        if delay_ms:
+            subprocess.run(["ip", "-n", "accel-probe", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"],
+                           capture_output=True)
+            r = subprocess.run(["ip", "netns", "exec", "accel-probe", "tc", "qdisc", "add", "dev", "probe0", "root",
+                                "netem", "delay", "1ms"], capture_output=True, text=True)
+            if r.returncode != 0:
+                skip("tc netem is not available in this kernel: " + r.stderr.strip())
+    finally:
+        subprocess.run(["ip", "netns", "del", "accel-probe"], capture_output=True)
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 100000, 8, 8, 6)
+    env = dict(os.environ, ACCEL_BIN=a.accel, ACCEL_CLUSTER_DIR=str(Path(tmp) / "run"))
+    cmd = [str(Path(a.scripts) / "cluster.sh"), "3", "--netns"]
+    if delay_ms:
+        cmd += ["--delay-ms", str(delay_ms)]
+    cmd += ["--", "--input", data, "--k", "8", "--max-iter", "30", "--tol", "0", "--timeout-ms", "1500", "--device",
+            "cpu", "--json"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+    print(r.stdout.strip()[-400:])
+    if r.returncode != 0:
+        fail("cluster.sh --netns failed: " + r.stderr[-800:])
+    coord = jsonl(Path(tmp) / "run" / "coordinator.jsonl")
+    evicted = [j for j in coord if j.get("evicted")]
+    if evicted:
+        fail(f"evictions with a {delay_ms} ms delay, below the timeout: {evicted[0]}")
+    waits = sorted(j["barrier_wait_s"] for j in coord if "barrier_wait_s" in j)
+    if len(waits) != 30:
+        fail(f"{len(waits)} iterations logged, expected 30")
+    print(f"30 iterations across 3 namespaces (UCX_TLS=tcp, {delay_ms} ms netem), no eviction; "
+          f"median barrier wait {waits[len(waits) // 2] * 1e3:.1f} ms")
+
+
+def scenario_netns(a, tmp):
+    netns_job(a, tmp, 0)
+
+
+def scenario_netns_delay(a, tmp):
+    netns_job(a, tmp, 20)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("scenario")
+    p.add_argument("--accel", required=True)
+    p.add_argument("--intruder", required=True)
+    p.add_argument("--scripts", required=True)
+    a = p.parse_args()
+    fn = globals().get("scenario_" + a.scenario)
+    if fn is None:
+        fail("unknown scenario " + a.scenario)
+    with tempfile.TemporaryDirectory(prefix=f"accel-{a.scenario}-") as tmp:
+        try:
+            fn(a, tmp)
+        except SystemExit:
+            if os.environ.get("ACCEL_KEEP_LOGS"):
+                os.system(f"cp -r {tmp} /tmp/kept-{a.scenario}")
+            raise
+        finally:
+            subprocess.run(["pkill", "-9", "-f", f"accel-{a.scenario}-"], capture_output=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
