@@ -25,3 +25,26 @@ echo "== k-means, k=10, on $DATA"
   --output-centroids "$OUT/centroids.npy" --output-labels "$OUT/labels.npy" --log-json "$OUT/iterations.jsonl"
 echo
 echo "outputs in $OUT: centroids.npy, labels.npy, iterations.jsonl"
+
+# Across nodes (here: processes on loopback): a coordinator and 4 workers;
+# worker 2 is killed with SIGKILL at iteration 10 and restarted at 20. It
+# resumes from its snapshot and rejoins while the others go on.
+if "$ACCEL" --help | grep -q coordinator; then
+  echo
+  echo "== distributed k-means: 4 workers, worker 2 killed at iteration 10 and restarted at 20"
+  ACCEL_CLUSTER_DIR="$OUT/cluster" "$ROOT/scripts/cluster.sh" 4 --kill-restart 2 -- \
+    --input "$DATA" --k 10 --init random --max-iter 60 --tol 0 --device cpu --timeout-ms 2000 --json
+  python3 - "$OUT/cluster/coordinator.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+its = [r for r in rows if "members" in r]
+for r in its:
+    m = r["members"]
+    if r["iteration"] in (1, 9, 10, 11, 12) or r.get("evicted") or m["recovering"] or r["iteration"] == its[-1]["iteration"]:
+        print(f"  iteration {r['iteration']:3d}: active {m['active']} inactive {m['inactive']} recovering {m['recovering']}"
+              + (f"  evicted {r['evicted']}" if r.get("evicted") else ""))
+for r in rows:
+    if r.get("event") == "rejoin":
+        print(f"  worker {r['worker']} came back as incarnation {r['incarnation']}")
+PY
+fi

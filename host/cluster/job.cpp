@@ -218,6 +218,11 @@ int run_coordinator(const CoordinatorOptions& o) {
   // Distribute: the task, then the rows pushed into the worker's buffer (or
   // read by the worker itself with --pull).
   const auto t_share = Clock::now();
+  // Workers that got their rows say so while later ones are still receiving.
+  std::set<std::uint32_t> ready;
+  auto note_ready = [&](const Received& r) {
+    if (r.message.header.type == kReady) ready.insert(r.message.header.sender);
+  };
   for (int w = 1; w <= N; ++w) {
     Task task;
     task.n_total = n;
@@ -234,7 +239,8 @@ int run_coordinator(const CoordinatorOptions& o) {
       if (id != static_cast<std::uint32_t>(w)) task.peers.push_back({id, a});
     if (!node.send(w, kTask, 0, encode(task))) throw InputError("worker " + std::to_string(w) + " is unreachable");
     if (o.pull || loads[w] == 0) continue;
-    const Received t = expect_msg(node, kTicket, Ms(o.join_timeout_ms), "worker " + std::to_string(w) + "'s ticket");
+    const Received t =
+        expect_msg(node, kTicket, Ms(o.join_timeout_ms), "worker " + std::to_string(w) + "'s ticket", note_ready);
     const std::size_t bytes = loads[w] * d * sizeof(float);
     const auto t0 = Clock::now();
     auto c = net.push(node.endpoint(w), t.message.payload, x.row(begin[w]), bytes);
@@ -244,7 +250,6 @@ int run_coordinator(const CoordinatorOptions& o) {
     log.write({{"event", "transfer"}, {"worker", w}, {"bytes", bytes}, {"block_size", o.block_size},
                {"protocol", transport::to_string(c->protocol)}, {"seconds", s}, {"mib_per_s", bytes / s / (1 << 20)}});
   }
-  std::set<std::uint32_t> ready;
   while (static_cast<int>(ready.size()) < N)
     ready.insert(expect_msg(node, kReady, Ms(o.join_timeout_ms), "workers to be ready").message.header.sender);
   const double sharing = secs(t_share, Clock::now());
@@ -256,10 +261,12 @@ int run_coordinator(const CoordinatorOptions& o) {
   std::vector<float> c = init.data;
   std::set<std::uint32_t> active, inactive, recovering, resynced;
   for (int i = 0; i <= N; ++i) active.insert(i);
-  std::set<std::uint32_t> need_current;  // returned, not yet told the current iteration
   double last_inertia = 0;
   int iterations = 0;
   bool converged = false;
+  std::map<std::uint32_t, Clock::time_point> returned_at;
+  std::int64_t current_t = 0;  // the iteration being synchronized
+  Membership current_view;
   auto handle = [&](const Received& r) {
     const auto& h = r.message.header;
     if (h.type == kHello) {
@@ -276,17 +283,30 @@ int run_coordinator(const CoordinatorOptions& o) {
         if (r.from != transport::kNoEndpoint) net.send(r.from, kReject, 0, {});
         return;
       }
-      // A returning worker (seeds/000 recovery): the next iteration tells it
-      // where the job is; it becomes active once it resynchronized.
+      // A returning worker (seeds/000 recovery), told the current iteration
+      // right away: it asks everyone for their results of it, resynchronizes,
+      // and becomes active from the next view on.
       node.set_endpoint(h.sender, r.from, addr);
       address[h.sender] = addr;
       active.erase(h.sender);
       inactive.erase(h.sender);
       recovering.insert(h.sender);
-      need_current.insert(h.sender);
-      log.write({{"event", "rejoin"}, {"worker", h.sender}, {"incarnation", h.incarnation}});
+      returned_at[h.sender] = Clock::now();
+      Current cur;
+      cur.iteration = current_t;
+      cur.centroids = c;
+      cur.view = current_view;
+      for (const auto& [id, a] : address)
+        if (id != h.sender) cur.peers.push_back({id, a});
+      node.send(h.sender, kCurrent, current_t, encode(cur));
+      log.write({{"event", "rejoin"}, {"worker", h.sender}, {"incarnation", h.incarnation}, {"iteration", current_t}});
     } else if (h.type == kResync) {
-      if (recovering.count(h.sender)) resynced.insert(h.sender);
+      if (recovering.count(h.sender) && returned_at.count(h.sender)) {
+        resynced.insert(h.sender);
+        log.write({{"event", "resynchronized"}, {"worker", h.sender}, {"iteration", h.iteration},
+                   {"reintegration_s", secs(returned_at[h.sender], Clock::now())}});
+        returned_at.erase(h.sender);
+      }
     }
   };
   for (int t = 1; t <= o.max_iter; ++t) {
@@ -298,16 +318,8 @@ int run_coordinator(const CoordinatorOptions& o) {
     resynced.clear();
     Membership view{{active.begin(), active.end()}, {inactive.begin(), inactive.end()},
                     {recovering.begin(), recovering.end()}};
-    for (auto w : need_current) {
-      Current cur;
-      cur.iteration = t;
-      cur.centroids = c;
-      cur.view = view;
-      for (const auto& [id, a] : address)
-        if (id != w) cur.peers.push_back({id, a});
-      node.send(w, kCurrent, t, encode(cur));
-    }
-    need_current.clear();
+    current_t = t;
+    current_view = view;
     const PartialStep mine_step = assigner.step(c);
     const auto t_computed = Clock::now();
     Partial mine = to_partial(mine_step, loads[0]);
@@ -441,9 +453,14 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
   };
   for (; t <= task.max_iter && !done; ++t) {
     const auto t_iter = Clock::now();
-    const PartialStep step = assigner.step(c);
+    // Returning: no member counts this node's result of the current
+    // iteration, so it only asks for theirs (an empty notification with its
+    // reply address) and computes from the next iteration on.
+    const PartialStep step = recovering ? PartialStep{std::vector<double>(task.k * task.d, 0.0),
+                                                      std::vector<std::int64_t>(task.k, 0), 0, 0, 0}
+                                        : assigner.step(c);
     const auto t_computed = Clock::now();
-    Partial mine = to_partial(step, task.rows);
+    Partial mine = to_partial(step, recovering ? 0 : task.rows);
     const bool member = std::find(view.active.begin(), view.active.end(), o.id) != view.active.end();
     if (!member) mine.reply_address = net.worker_address();  // returning: peers answer it
     SyncStats st;

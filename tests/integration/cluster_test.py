@@ -348,12 +348,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix=f"accel-{a.scenario}-") as tmp:
         try:
             fn(a, tmp)
-        except SystemExit:
-            if os.environ.get("ACCEL_KEEP_LOGS"):
-                os.system(f"cp -r {tmp} /tmp/kept-{a.scenario}")
-            raise
         finally:
             subprocess.run(["pkill", "-9", "-f", f"accel-{a.scenario}-"], capture_output=True)
+            if os.environ.get("ACCEL_KEEP_LOGS"):  # for debugging: keep the run's logs
+                subprocess.run(["rm", "-rf", f"/tmp/kept-{a.scenario}"])
+                subprocess.run(["cp", "-r", tmp, f"/tmp/kept-{a.scenario}"])
     print("PASS")
 
 
