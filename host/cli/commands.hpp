@@ -9,5 +9,7 @@ namespace accel::cli {
 int devices_main(const std::vector<std::string>& args);
 int kmeans_main(const std::vector<std::string>& args);
 int calibrate_main(const std::vector<std::string>& args);
+int svm_train_main(const std::vector<std::string>& args);
+int svm_predict_main(const std::vector<std::string>& args);
 
 }  // namespace accel::cli

@@ -16,6 +16,8 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
     {"devices", {accel::cli::devices_main, "list the devices and the backends that found none"}},
     {"kmeans", {accel::cli::kmeans_main, "k-means clustering (Lloyd) on one node's devices"}},
     {"calibrate", {accel::cli::calibrate_main, "measure this machine's sgemm rate and read bandwidth"}},
+    {"svm-train", {accel::cli::svm_train_main, "C-SVC training (SMO, adaptive shrinking), LIBSVM's options and model"}},
+    {"svm-predict", {accel::cli::svm_predict_main, "predict with a LIBSVM model, print the accuracy"}},
 };
 
 void usage(std::ostream& out) {

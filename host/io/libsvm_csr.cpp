@@ -68,6 +68,7 @@ LabeledCsr read_libsvm_csr(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
   LabeledCsr out;
+  out.source = path;
   std::string line;
   std::int64_t lineno = 0;
   std::vector<std::pair<std::int32_t, float>> row;
@@ -112,6 +113,7 @@ LabeledCsr read_libsvm_csr(const std::string& path) {
     }
     out.x.add_row(row);
     out.labels.push_back(label);
+    out.lines.push_back(lineno);
   }
   if (out.x.rows == 0) throw InputError(path + ": no data rows");
   out.x.cols = std::max(out.x.cols, max_index);

@@ -37,6 +37,8 @@ struct CsrMatrix {
 struct LabeledCsr {
   std::vector<double> labels;
   CsrMatrix x;
+  std::string source;               // file name, for error messages
+  std::vector<std::int64_t> lines;  // line number of each row (blank and comment lines skipped)
 };
 LabeledCsr read_libsvm_csr(const std::string& path);
 
