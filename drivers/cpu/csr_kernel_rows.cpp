@@ -12,11 +12,18 @@
 #include "csr_kernel_rows.hpp"
 
 #include <omp.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <map>
+#include <memory>
+#include <new>
 #include <mutex>
 #include <vector>
 
@@ -82,19 +89,62 @@ void rows_merge(const CsrView& x, const std::int32_t* queries, std::int64_t q, c
   }
 }
 
+// u.v for two dense query rows interleaved in d (d[2c], d[2c+1]) against one
+// sparse row: one 16-byte load serves both queries, and four independent
+// accumulators keep the FMA chain from limiting the loop.
+inline void pair_dot(const std::int32_t* ci, const float* v, std::int64_t len, const double* d, double& s0,
+                     double& s1) {
+#if defined(__SSE2__)
+  __m128d a0 = _mm_setzero_pd(), a1 = _mm_setzero_pd(), a2 = _mm_setzero_pd(), a3 = _mm_setzero_pd();
+  std::int64_t k = 0;
+  for (; k + 4 <= len; k += 4) {
+    a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_set1_pd(v[k]), _mm_load_pd(d + 2 * std::int64_t{ci[k]})));
+    a1 = _mm_add_pd(a1, _mm_mul_pd(_mm_set1_pd(v[k + 1]), _mm_load_pd(d + 2 * std::int64_t{ci[k + 1]})));
+    a2 = _mm_add_pd(a2, _mm_mul_pd(_mm_set1_pd(v[k + 2]), _mm_load_pd(d + 2 * std::int64_t{ci[k + 2]})));
+    a3 = _mm_add_pd(a3, _mm_mul_pd(_mm_set1_pd(v[k + 3]), _mm_load_pd(d + 2 * std::int64_t{ci[k + 3]})));
+  }
+  for (; k < len; ++k) a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_set1_pd(v[k]), _mm_load_pd(d + 2 * std::int64_t{ci[k]})));
+  const __m128d sum = _mm_add_pd(_mm_add_pd(a0, a1), _mm_add_pd(a2, a3));
+  alignas(16) double out[2];
+  _mm_store_pd(out, sum);
+  s0 = out[0];
+  s1 = out[1];
+#else
+  double t0 = 0, t1 = 0;
+  for (std::int64_t k = 0; k < len; ++k) {
+    t0 += double(v[k]) * d[2 * std::int64_t{ci[k]}];
+    t1 += double(v[k]) * d[2 * std::int64_t{ci[k]} + 1];
+  }
+  s0 = t0;
+  s1 = t1;
+#endif
+}
+
 // The dense query buffer lives as long as the calling thread (the device's
 // queue thread) and is kept all-zero between launches: only the entries a
 // launch scattered are cleared again, so a launch costs nothing per column.
-std::vector<double>& dense_buffer(std::int64_t cols) {
-  thread_local std::vector<double> buf;
-  if (static_cast<std::int64_t>(buf.size()) < cols * kGroup) buf.assign(cols * kGroup, 0.0);
-  return buf;
+struct AlignedFree {
+  void operator()(double* p) const { std::free(p); }
+};
+struct DenseBuffer {
+  std::unique_ptr<double[], AlignedFree> data;
+  std::int64_t size = 0;
+};
+double* dense_buffer(std::int64_t cols) {
+  thread_local DenseBuffer buf;
+  if (buf.size < cols * kGroup) {
+    const std::size_t bytes = (static_cast<std::size_t>(cols * kGroup) * sizeof(double) + 63) / 64 * 64;
+    buf.data.reset(static_cast<double*>(std::aligned_alloc(64, bytes)));
+    if (!buf.data) throw std::bad_alloc();
+    std::memset(buf.data.get(), 0, bytes);
+    buf.size = cols * kGroup;
+  }
+  return buf.data.get();
 }
 
 void rows_scatter(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                   std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out) {
-  std::vector<double>& dense = dense_buffer(x.cols);
-  double* d = dense.data();
+  double* d = dense_buffer(x.cols);
   for (std::int64_t a0 = 0; a0 < q; a0 += kGroup) {
     const int g = static_cast<int>(std::min<std::int64_t>(kGroup, q - a0));
     for (int t = 0; t < g; ++t) {
@@ -105,16 +155,8 @@ void rows_scatter(const CsrView& x, const std::int32_t* queries, std::int64_t q,
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t v = active[b];
       const std::int64_t lo = x.row_ptr[v], hi = x.row_ptr[v + 1];
-      const std::int32_t* ci = x.col_idx;
-      const float* vals = x.values;
-      double s0 = 0, s1 = 0;
-#pragma omp simd reduction(+ : s0, s1)
-      for (std::int64_t k = lo; k < hi; ++k) {
-        const double val = vals[k];
-        const std::int64_t c = std::int64_t{ci[k]} * kGroup;
-        s0 += val * d[c];
-        s1 += val * d[c + 1];
-      }
+      double s0, s1;
+      pair_dot(x.col_idx + lo, x.values + lo, hi - lo, d, s0, s1);
       const double dots[kGroup] = {s0, s1};
       for (int t = 0; t < g; ++t) {
         const std::int64_t u = queries[a0 + t];

@@ -66,6 +66,7 @@ struct KernelRows::Impl {
   std::vector<std::int32_t> active;
   std::int64_t active_version = 0;  // bumps on every set_active
   std::int64_t epoch = 0;           // bumps when rows come back: cached rows die
+  bool epoch_open = true;           // false between complete_rows and the regrow it prepares
 
   // LRU cache of full rows.
   std::int64_t capacity = 0;  // rows the cache may hold; < 2 means no caching
@@ -229,6 +230,7 @@ void KernelRows::set_active(const std::vector<std::int32_t>& active, bool grew) 
   impl_->active = active;
   ++impl_->active_version;
   if (grew) ++impl_->epoch;
+  impl_->epoch_open = true;
 }
 
 std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& queries) {
@@ -239,7 +241,7 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
   for (std::size_t a = 0; a < queries.size(); ++a) {
     const std::int32_t i = queries[a];
     const std::int32_t slot = s.slot_of[i];
-    if (caching && slot >= 0 && s.slot_epoch[slot] == s.epoch) {
+    if (caching && slot >= 0 && s.slot_epoch[slot] == s.epoch && s.epoch_open) {
       ++hits_;
       s.lru.splice(s.lru.begin(), s.lru, s.lru_pos[slot]);
       pinned.push_back(slot);
@@ -274,6 +276,21 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
     for (std::int64_t b = 0; b < m; ++b) row[act[b]] = src[b];
   }
   return out;
+}
+
+void KernelRows::complete_rows(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets,
+                               const float* values) {
+  Impl& s = *impl_;
+  const std::size_t m = targets.size();
+  for (std::size_t a = 0; a < queries.size(); ++a) {
+    const std::int32_t slot = s.slot_of[queries[a]];
+    if (slot < 0 || s.slot_epoch[slot] != s.epoch) continue;
+    float* row = s.slots[slot].data();
+    const float* src = values + a * m;
+    for (std::size_t b = 0; b < m; ++b) row[targets[b]] = src[b];
+    s.slot_epoch[slot] = s.epoch + 1;  // valid in the epoch the coming regrow starts
+  }
+  s.epoch_open = false;
 }
 
 void KernelRows::compute(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets,

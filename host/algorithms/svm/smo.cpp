@@ -128,6 +128,7 @@ void reconstruct(State& s, KernelRows& kr) {
     const std::vector<std::int32_t> q(sv.begin() + a0, sv.begin() + std::min<std::size_t>(sv.size(), a0 + chunk));
     out.resize(q.size() * m);
     kr.compute(q, shrunk, out.data());
+    kr.complete_rows(q, shrunk, out.data());
     const std::int64_t nq = static_cast<std::int64_t>(q.size());
 #pragma omp parallel for schedule(static) if (m * nq >= kParallelMin)
     for (std::int64_t b = 0; b < m; ++b) {

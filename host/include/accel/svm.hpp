@@ -110,6 +110,11 @@ class KernelRows {
   std::vector<const float*> rows(const std::vector<std::int32_t>& queries);
   // Uncached: out[a*m + b] = K(x_queries[a], x_targets[b]).
   void compute(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets, float* out);
+  // Gradient reconstruction computed K(x_q, x_t) for every shrunk t: cached
+  // rows of these queries (valid for the active rows) become complete and
+  // survive the next set_active(..., grew = true).
+  void complete_rows(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets,
+                     const float* values);
   // K(x_i, x_i)
   double diag(std::int64_t i) const { return diag_[i]; }
 
