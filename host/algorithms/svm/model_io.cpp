@@ -47,8 +47,14 @@ void write_svm_model(const std::string& path, const SvmModel& m) {
       std::string line;
       for (const auto& row : m.coef) line += g17(row[s]) + " ";
       for (std::int64_t t = m.sv.row_ptr[s]; t < m.sv.row_ptr[s + 1]; ++t) {
-        std::snprintf(buf, sizeof buf, "%d:%.8g ", m.sv.col_idx[t] + 1, static_cast<double>(m.sv.values[t]));
-        line += buf;
+        // Shortest text that reads back as the same float: the value the
+        // training file held (to float precision), not float noise like
+        // 0.56999999 for 0.57.
+        char* p = std::to_chars(buf, buf + sizeof buf, m.sv.col_idx[t] + 1).ptr;
+        *p++ = ':';
+        p = std::to_chars(p, buf + sizeof buf, m.sv.values[t]).ptr;
+        *p++ = ' ';
+        line.append(buf, p);
       }
       o << line << "\n";
     }
