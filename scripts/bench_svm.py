@@ -70,7 +70,9 @@ def load_libsvm(path):
     from sklearn.datasets import load_svmlight_file
 
     x, y = load_svmlight_file(str(path), n_features=784)
-    return x, y
+    # Dense, as scikit-learn users hold images (its sparse path also rejects
+    # the int64 indices load_svmlight_file produces here).
+    return x.toarray(), y
 
 
 def timed(cmd):
