@@ -78,7 +78,7 @@ struct Params {
 
 void rows_merge(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                 std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out) {
-#pragma omp parallel for schedule(dynamic, 64) if (b1 - b0 > 256)
+#pragma omp parallel for schedule(dynamic, 16) if ((b1 - b0) * q > 256)
   for (std::int64_t b = b0; b < b1; ++b) {
     const std::int64_t v = active[b];
     for (std::int64_t a = 0; a < q; ++a) {
@@ -142,31 +142,55 @@ double* dense_buffer(std::int64_t cols) {
   return buf.data.get();
 }
 
+// One query group against rows [b0, b1), serially, with dense buffer d.
+void scatter_group(const CsrView& x, const std::int32_t* queries, std::int64_t a0, int g, const std::int32_t* active,
+                   std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out, double* d,
+                   bool parallel) {
+  for (int t = 0; t < g; ++t) {
+    const std::int64_t u = queries[a0 + t];
+    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k) d[std::int64_t{x.col_idx[k]} * kGroup + t] = x.values[k];
+  }
+#pragma omp parallel for schedule(dynamic, 64) if (parallel && b1 - b0 > 256)
+  for (std::int64_t b = b0; b < b1; ++b) {
+    const std::int64_t v = active[b];
+    const std::int64_t lo = x.row_ptr[v], hi = x.row_ptr[v + 1];
+    double s0, s1;
+    pair_dot(x.col_idx + lo, x.values + lo, hi - lo, d, s0, s1);
+    const double dots[kGroup] = {s0, s1};
+    for (int t = 0; t < g; ++t) {
+      const std::int64_t u = queries[a0 + t];
+      out[(a0 + t) * m + b] = static_cast<float>(
+          kernel_value(p.type, dots[t], x.sq_norms[u], x.sq_norms[v], p.gamma, p.coef0, p.degree));
+    }
+  }
+  for (int t = 0; t < g; ++t) {
+    const std::int64_t u = queries[a0 + t];
+    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k) d[std::int64_t{x.col_idx[k]} * kGroup + t] = 0.0;
+  }
+}
+
+// Few queries (SMO asks for two): threads split the rows of each group.
+// Many queries (prediction, gradient reconstruction): threads take whole
+// query groups, each with its own dense buffer, in one parallel region, so
+// there is no barrier per group.
 void rows_scatter(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                   std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out) {
-  double* d = dense_buffer(x.cols);
-  for (std::int64_t a0 = 0; a0 < q; a0 += kGroup) {
-    const int g = static_cast<int>(std::min<std::int64_t>(kGroup, q - a0));
-    for (int t = 0; t < g; ++t) {
-      const std::int64_t u = queries[a0 + t];
-      for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k) d[std::int64_t{x.col_idx[k]} * kGroup + t] = x.values[k];
-    }
-#pragma omp parallel for schedule(dynamic, 64) if (b1 - b0 > 256)
-    for (std::int64_t b = b0; b < b1; ++b) {
-      const std::int64_t v = active[b];
-      const std::int64_t lo = x.row_ptr[v], hi = x.row_ptr[v + 1];
-      double s0, s1;
-      pair_dot(x.col_idx + lo, x.values + lo, hi - lo, d, s0, s1);
-      const double dots[kGroup] = {s0, s1};
-      for (int t = 0; t < g; ++t) {
-        const std::int64_t u = queries[a0 + t];
-        out[(a0 + t) * m + b] = static_cast<float>(
-            kernel_value(p.type, dots[t], x.sq_norms[u], x.sq_norms[v], p.gamma, p.coef0, p.degree));
-      }
-    }
-    for (int t = 0; t < g; ++t) {
-      const std::int64_t u = queries[a0 + t];
-      for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k) d[std::int64_t{x.col_idx[k]} * kGroup + t] = 0.0;
+  const std::int64_t groups = (q + kGroup - 1) / kGroup;
+  if (groups < 4 * omp_get_max_threads()) {
+    double* d = dense_buffer(x.cols);
+    for (std::int64_t a0 = 0; a0 < q; a0 += kGroup)
+      scatter_group(x, queries, a0, static_cast<int>(std::min<std::int64_t>(kGroup, q - a0)), active, b0, b1, m, p,
+                    out, d, true);
+    return;
+  }
+#pragma omp parallel
+  {
+    double* d = dense_buffer(x.cols);  // thread_local: one per OpenMP thread, kept zero
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t gi = 0; gi < groups; ++gi) {
+      const std::int64_t a0 = gi * kGroup;
+      scatter_group(x, queries, a0, static_cast<int>(std::min<std::int64_t>(kGroup, q - a0)), active, b0, b1, m, p,
+                    out, d, false);
     }
   }
 }
@@ -192,7 +216,6 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
   const Params p{type, gamma, coef0, degree};
   if (q <= 0 || m <= 0) return;
   if (x.cols > kMaxScatterCols) path = CsrDotPath::Merge;
-  std::int64_t done = 0;
   if (path == CsrDotPath::Auto) {
     const MatrixKey key{x.values, x.n, x.row_ptr[x.n], x.cols};
     {
@@ -200,9 +223,12 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
       if (auto it = choices.find(key); it != choices.end()) path = it->second;
     }
     if (path == CsrDotPath::Auto) {
-      // Time both on a slice of this launch (the slice's results are kept),
-      // the faster of two repeats each so a preemption does not decide it.
+      // Time both on one query group and a slice of the rows (a launch may
+      // carry thousands of queries: prediction), the faster of two repeats
+      // each so a preemption does not decide it; the launch is then computed
+      // in full with the winner.
       const std::int64_t slice = std::min<std::int64_t>(m, 2048);
+      const std::int64_t tq = std::min<std::int64_t>(q, kGroup);
       using clock = std::chrono::steady_clock;
       auto time = [&](auto&& fn) {
         double best = 1e30;
@@ -213,20 +239,20 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
         }
         return best;
       };
-      const double t_merge = time([&] { rows_merge(x, queries, q, active, 0, slice, m, p, out); });
-      const double t_scatter = time([&] { rows_scatter(x, queries, q, active, 0, slice, m, p, out); });
+      // Written at stride m into out's first rows: overwritten below.
+      const double t_merge = time([&] { rows_merge(x, queries, tq, active, 0, slice, m, p, out); });
+      const double t_scatter = time([&] { rows_scatter(x, queries, tq, active, 0, slice, m, p, out); });
       path = t_scatter <= t_merge ? CsrDotPath::Scatter : CsrDotPath::Merge;
       if (slice >= 256) {  // too small a slice says nothing
         std::lock_guard lock(choice_mu);
         choices[key] = path;
       }
-      done = slice;
     }
   }
   if (path == CsrDotPath::Merge)
-    rows_merge(x, queries, q, active, done, m, m, p, out);
+    rows_merge(x, queries, q, active, 0, m, m, p, out);
   else
-    rows_scatter(x, queries, q, active, done, m, m, p, out);
+    rows_scatter(x, queries, q, active, 0, m, m, p, out);
 }
 
 }  // namespace accel::cpu

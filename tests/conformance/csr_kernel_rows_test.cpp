@@ -22,6 +22,7 @@ struct Case {
   int long_rows = 0;     // rows made fully dense (very long rows)
   bool empty_rows = false;
   bool single_nnz = false;
+  int many_queries = 0;  // query count (prediction and reconstruction launch thousands)
 };
 
 // Rows are generated with shuffled (unsorted) column order: add_row sorts.
@@ -105,6 +106,7 @@ const std::vector<Case> kCases = {
     {"long_rows", 64, 20000, 0.001, 3},
     {"dense_like", 500, 784, 0.5},
     {"many_rows", 5000, 100, 0.1},
+    {"many_queries", 400, 300, 0.1, 0, true, false, 61},
 };
 
 class CsrKernelRowsConformance : public ::testing::TestWithParam<Case> {};
@@ -119,6 +121,7 @@ TEST_P(CsrKernelRowsConformance, EveryDeviceMatchesReference) {
   // are a strided, out-of-order subset (as shrinking leaves them).
   std::vector<std::int32_t> queries = {0, 3, static_cast<std::int32_t>(x.rows - 1)};
   if (c.single_nnz) queries.push_back(1);
+  for (int a = 0; a < c.many_queries; ++a) queries.push_back(static_cast<std::int32_t>((a * 37) % x.rows));
   std::vector<std::int32_t> active;
   for (std::int64_t i = x.rows - 1; i >= 0; i -= (i % 3 == 0 ? 1 : 2)) active.push_back(static_cast<std::int32_t>(i));
   static const Registry reg = Registry::discover_all();
