@@ -10,6 +10,7 @@
 #include "accel/error.hpp"
 #include "accel/host_buffer.hpp"
 #include "accel/work_queue.hpp"
+#include "csr_kernel_rows.hpp"
 #include "kmeans_assign.hpp"
 #include "topk_histogram.hpp"
 
@@ -29,7 +30,7 @@ DeviceInfo probe() {
   DeviceInfo info;
   info.name = "cpu";
   info.kind = DeviceKind::Cpu;
-  info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram};
+  info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
   hwloc_topology_t topo;
   int cores = 0, pus = 0;
   std::string model;
@@ -80,6 +81,12 @@ class CpuDevice final : public Device {
                         device_ptr<std::uint64_t>(a.hist), device_ptr<double>(a.moments),
                         device_ptr<std::uint64_t>(a.outside), device_ptr<std::int64_t>(a.candidates),
                         device_ptr<std::uint64_t>(a.candidate_count), a.capacity);
+  }
+  static void run(const CsrKernelRowsArgs& a) {
+    const cpu::CsrView x{device_ptr<const std::int64_t>(a.row_ptr), device_ptr<const std::int32_t>(a.col_idx),
+                         device_ptr<const float>(a.values), device_ptr<const double>(a.sq_norms), a.n, a.cols};
+    cpu::csr_kernel_rows(x, device_ptr<const std::int32_t>(a.queries), a.q, device_ptr<const std::int32_t>(a.active),
+                         a.m, a.type, a.gamma, a.coef0, a.degree, device_ptr<float>(a.out));
   }
   DeviceInfo info_;
   WorkQueue queue_;

@@ -18,6 +18,7 @@
 #include "accel/backends.hpp"
 #include "accel/error.hpp"
 #include "accel/work_queue.hpp"
+#include "csr_kernel_rows.cuh"
 #include "kmeans_assign.cuh"
 #include "topk_histogram.cuh"
 
@@ -78,6 +79,7 @@ class CudaDevice final : public Device {
     queue_.reset();  // drain: nothing may still use the stream, handle or scratch
     if (cudaSetDevice(ordinal_) != cudaSuccess) return;
     if (scratch_) cudaFree(scratch_);
+    if (dense_) cudaFree(dense_);
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -150,6 +152,42 @@ class CudaDevice final : public Device {
     check(cudaStreamSynchronize(stream_), where);
   }
 
+  void run(const CsrKernelRowsArgs& a) {
+    const std::string where = info_.name + " csr_kernel_rows";
+    if (a.n < 0 || a.q < 0 || a.m < 0 || a.cols < 0 || a.nnz < 0 || a.n > INT32_MAX || a.cols > INT32_MAX)
+      throw DeviceError(where + ": n=" + std::to_string(a.n) + " q=" + std::to_string(a.q) + " m=" +
+                        std::to_string(a.m) + " cols=" + std::to_string(a.cols) + " out of range");
+    const auto n = static_cast<std::size_t>(a.n), nnz = static_cast<std::size_t>(a.nnz),
+               q = static_cast<std::size_t>(a.q), m = static_cast<std::size_t>(a.m);
+    auto* row_ptr = mine(a.row_ptr, (n + 1) * sizeof(std::int64_t), "row_ptr", where);
+    auto* col_idx = mine(a.col_idx, nnz * sizeof(std::int32_t), "col_idx", where);
+    auto* values = mine(a.values, nnz * sizeof(float), "values", where);
+    auto* norms = mine(a.sq_norms, n * sizeof(double), "sq_norms", where);
+    auto* queries = mine(a.queries, q * sizeof(std::int32_t), "queries", where);
+    auto* active = mine(a.active, m * sizeof(std::int32_t), "active", where);
+    auto* out = mine(a.out, q * m * sizeof(float), "out", where);
+    check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
+    if (stream_ == nullptr) check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), where + ": stream");
+    const std::size_t need = cuda::csr_kernel_rows_scratch_bytes(a.cols);
+    if (need > dense_bytes_) {
+      if (dense_) cudaFree(dense_);  // earlier launches have finished (synchronised below)
+      dense_ = nullptr;
+      dense_bytes_ = 0;
+      check(cudaMalloc(&dense_, need), where + ": cudaMalloc of " + std::to_string(need) + " scratch bytes");
+      // The kernel keeps the dense query buffer zero between launches; it starts zero here.
+      check(cudaMemsetAsync(dense_, 0, need, stream_), where + ": cudaMemsetAsync");
+      dense_bytes_ = need;
+    }
+    if (const char* err = cuda::launch_csr_kernel_rows(
+            static_cast<const std::int64_t*>(row_ptr), static_cast<const std::int32_t*>(col_idx),
+            static_cast<const float*>(values), static_cast<const double*>(norms),
+            static_cast<const std::int32_t*>(queries), a.q, static_cast<const std::int32_t*>(active), a.m, a.cols,
+            static_cast<int>(a.type), a.gamma, a.coef0, a.degree, static_cast<float*>(out),
+            static_cast<double*>(dense_), dense_bytes_, stream_))
+      throw DeviceError(where + ": " + err);
+    check(cudaStreamSynchronize(stream_), where);
+  }
+
   // The device pointer of one of this device's buffers, at least `bytes` long.
   void* mine(Buffer* b, std::size_t bytes, const char* arg, const std::string& where) const {
     auto* cb = dynamic_cast<CudaBuffer*>(b);
@@ -182,6 +220,8 @@ class CudaDevice final : public Device {
   cublasHandle_t blas_ = nullptr;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  void* dense_ = nullptr;  // csr_kernel_rows' dense query row, kept all zero between launches
+  std::size_t dense_bytes_ = 0;
   std::unique_ptr<WorkQueue> queue_;  // reset first in the destructor
 };
 
@@ -222,7 +262,7 @@ class CudaBackend final : public Backend {
       // (the fatbin's architectures, double atomicAdd needs sm_60+).
       const char* no_image = cudaSetDevice(i) == cudaSuccess ? cuda::kmeans_assign_probe() : "cudaSetDevice failed";
       if (no_image == nullptr)
-        info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram};
+        info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
       else
         info.description += std::string(" (kernels unavailable: ") + no_image + ")";
       info.max_k = 0;

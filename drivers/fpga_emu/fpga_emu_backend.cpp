@@ -10,6 +10,7 @@
 #include "accel/error.hpp"
 #include "accel/host_buffer.hpp"
 #include "accel/work_queue.hpp"
+#include "csr_kernel_rows.hpp"
 #include "kmeans_assign.hpp"
 #include "topk_histogram.hpp"
 
@@ -24,9 +25,9 @@ class FpgaEmuDevice final : public Device {
     info_.description = "kernels_hls compiled natively (emulation of an XRT device)";
     info_.memory_bytes = 0;  // host memory, no fixed card size
     info_.compute_units = 1;
-    info_.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram};
+    info_.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
     info_.max_k = KMEANS_MAX_K;
-    info_.max_d = KMEANS_MAX_D;
+    info_.max_d = KMEANS_MAX_D;  // csr_kernel_rows' CSR_MAX_COLS is larger and checked per launch
   }
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
@@ -68,6 +69,20 @@ class FpgaEmuDevice final : public Device {
                      a.candidates != nullptr ? 1 : 0,
                      reinterpret_cast<long long*>(device_ptr<std::int64_t>(a.candidates)),
                      reinterpret_cast<unsigned long long*>(device_ptr<std::uint64_t>(a.candidate_count)), a.capacity);
+  }
+  static void run(const CsrKernelRowsArgs& a) {
+    if (a.cols > CSR_MAX_COLS || a.q < 0 || a.m < 0 || a.n < 0 || a.n > INT_MAX || a.q * a.m > INT_MAX)
+      throw DeviceError("fpga-emu csr_kernel_rows: n=" + std::to_string(a.n) + " cols=" + std::to_string(a.cols) +
+                        " q=" + std::to_string(a.q) + " m=" + std::to_string(a.m) +
+                        " outside the kernel's bounds (cols <= " + std::to_string(CSR_MAX_COLS) + ")");
+    static std::mutex compute_unit;  // the dense query buffer is one static array
+    std::lock_guard lock(compute_unit);
+    ::csr_kernel_rows(reinterpret_cast<const long long*>(device_ptr<const std::int64_t>(a.row_ptr)),
+                      device_ptr<const int>(a.col_idx), device_ptr<const float>(a.values),
+                      device_ptr<const double>(a.sq_norms), device_ptr<const int>(a.queries),
+                      device_ptr<const int>(a.active), device_ptr<float>(a.out), static_cast<int>(a.q),
+                      static_cast<int>(a.m), static_cast<int>(a.cols), static_cast<int>(a.type), a.gamma, a.coef0,
+                      a.degree);
   }
   DeviceInfo info_;
   WorkQueue queue_;

@@ -59,6 +59,7 @@
 #include "accel/backends.hpp"
 #include "accel/error.hpp"
 #include "accel/work_queue.hpp"
+#include "csr_kernel_rows.hpp"
 #include "kmeans_assign.hpp"
 #include "topk_histogram.hpp"
 
@@ -74,6 +75,10 @@ namespace fs = std::filesystem;
 constexpr const char* kKernel = "kmeans_assign";
 // Argument positions of kmeans_assign(x, centroids, n, d, k, labels, sums, counts, inertia).
 enum Arg { kX = 0, kCentroids = 1, kLabels = 5, kSums = 6, kCounts = 7, kInertia = 8 };
+// csr_kernel_rows, when the bitstream holds it too (kernels_hls/csr_kernel_rows.cpp):
+// (row_ptr, col_idx, values, sq_norms, queries, active, out, q, m, cols, type, gamma, coef0, degree).
+constexpr const char* kCsrKernel = "csr_kernel_rows";
+enum CsrArg { kRowPtr = 0, kColIdx = 1, kValues = 2, kNorms = 3, kQueries = 4, kActive = 5, kOut = 6 };
 
 class XrtBuffer final : public Buffer {
  public:
@@ -159,8 +164,13 @@ class XrtDevice final : public Device {
  public:
   // `kernel` is empty when no bitstream could be loaded: the device is
   // listed (with the reason in its description) but runs nothing.
-  XrtDevice(xrt::device dev, std::optional<xrt::kernel> kernel, std::optional<xrt::kernel> topk, DeviceInfo info)
-      : dev_(std::move(dev)), kernel_(std::move(kernel)), topk_(std::move(topk)), info_(std::move(info)) {}
+  XrtDevice(xrt::device dev, std::optional<xrt::kernel> kernel, std::optional<xrt::kernel> topk,
+            std::optional<xrt::kernel> csr_kernel, DeviceInfo info)
+      : dev_(std::move(dev)),
+        kernel_(std::move(kernel)),
+        topk_(std::move(topk)),
+        csr_kernel_(std::move(csr_kernel)),
+        info_(std::move(info)) {}
 
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
@@ -240,6 +250,39 @@ class XrtDevice final : public Device {
     }
   }
 
+  void run(const CsrKernelRowsArgs& a) {
+    const std::string where = info_.name + " csr_kernel_rows";
+    if (!csr_kernel_) throw DeviceError(where + ": the loaded bitstream has no csr_kernel_rows");
+    if (a.cols > CSR_MAX_COLS || a.q < 0 || a.m < 0 || a.n < 0 || a.nnz < 0 || a.n > INT_MAX || a.q * a.m > INT_MAX)
+      throw DeviceError(where + ": n=" + std::to_string(a.n) + " cols=" + std::to_string(a.cols) + " q=" +
+                        std::to_string(a.q) + " m=" + std::to_string(a.m) + " outside the kernel's bounds (cols <= " +
+                        std::to_string(CSR_MAX_COLS) + ")");
+    const auto n = static_cast<std::size_t>(a.n), nnz = static_cast<std::size_t>(a.nnz),
+               q = static_cast<std::size_t>(a.q), m = static_cast<std::size_t>(a.m);
+    auto* row_ptr = mine(a.row_ptr, (n + 1) * sizeof(std::int64_t), "row_ptr", where);
+    auto* col_idx = mine(a.col_idx, nnz * sizeof(std::int32_t), "col_idx", where);
+    auto* values = mine(a.values, nnz * sizeof(float), "values", where);
+    auto* norms = mine(a.sq_norms, n * sizeof(double), "sq_norms", where);
+    auto* queries = mine(a.queries, q * sizeof(std::int32_t), "queries", where);
+    auto* active = mine(a.active, m * sizeof(std::int32_t), "active", where);
+    auto* out = mine(a.out, q * m * sizeof(float), "out", where);
+    try {
+      xrt::kernel& kernel = *csr_kernel_;
+      auto bank = [&kernel](int arg) { return static_cast<xrt::memory_group>(kernel.group_id(arg)); };
+      xrt::run r = kernel(row_ptr->bind(bank(kRowPtr)), col_idx->bind(bank(kColIdx)), values->bind(bank(kValues)),
+                          norms->bind(bank(kNorms)), queries->bind(bank(kQueries)), active->bind(bank(kActive)),
+                          out->bind(bank(kOut)), static_cast<int>(a.q), static_cast<int>(a.m),
+                          static_cast<int>(a.cols), static_cast<int>(a.type), a.gamma, a.coef0, a.degree);
+      const ert_cmd_state state = r.wait();
+      if (state != ERT_CMD_STATE_COMPLETED)
+        throw DeviceError(where + ": run ended in ERT state " + std::to_string(static_cast<int>(state)));
+    } catch (const DeviceError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw DeviceError(where + ": " + e.what());
+    }
+  }
+
   XrtBuffer* mine(Buffer* b, std::size_t bytes, const char* arg, const std::string& where) const {
     auto* xb = dynamic_cast<XrtBuffer*>(b);
     if (xb == nullptr || xb->owner() != this)
@@ -253,6 +296,7 @@ class XrtDevice final : public Device {
   xrt::device dev_;
   std::optional<xrt::kernel> kernel_;  // 2.13's xrt::kernel has no operator bool
   std::optional<xrt::kernel> topk_;    // when the xclbin holds topk_histogram
+  std::optional<xrt::kernel> csr_kernel_;
   DeviceInfo info_;
   WorkQueue queue_;  // declared last: destroyed (drained) before the handles above
 };
@@ -356,7 +400,7 @@ class XrtBackend final : public Backend {
         info.compute_units = 1;
         info.max_k = KMEANS_MAX_K;
         info.max_d = KMEANS_MAX_D;
-        std::optional<xrt::kernel> kernel, topk;
+        std::optional<xrt::kernel> kernel, topk, csr_kernel;
         std::string why_not = manifest_error;
         if (manifest_error.empty()) {
           auto cands = candidates(manifest, name, target);
@@ -369,6 +413,8 @@ class XrtBackend final : public Backend {
               kernel.emplace(dev, id, kKernel);
               if (std::find(e->kernels.begin(), e->kernels.end(), "topk_histogram") != e->kernels.end())
                 topk.emplace(dev, id, "topk_histogram");
+              if (std::find(e->kernels.begin(), e->kernels.end(), kCsrKernel) != e->kernels.end())
+                csr_kernel.emplace(dev, id, kCsrKernel);
               info.description += ", " + e->xclbin.filename().string() + " (" + e->platform + ")";
               why_not.clear();
               break;
@@ -380,11 +426,13 @@ class XrtBackend final : public Backend {
         if (kernel) {
           info.kernels = {KernelId::KMeansAssign};
           if (topk) info.kernels.push_back(KernelId::TopKHistogram);
+          if (csr_kernel) info.kernels.push_back(KernelId::CsrKernelRows);
         } else {
           info.description += " (no bitstream: " + why_not + ")";
           notes.push_back(label + ": " + why_not);
         }
-        out.push_back(std::make_unique<XrtDevice>(std::move(dev), std::move(kernel), std::move(topk), std::move(info)));
+        out.push_back(std::make_unique<XrtDevice>(std::move(dev), std::move(kernel), std::move(topk), std::move(csr_kernel),
+                                                  std::move(info)));
       } catch (const std::exception& e) {
         notes.push_back(label + ": " + e.what());
       }

@@ -21,6 +21,8 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
     {"coordinator", {accel::cli::coordinator_main, "distributed k-means: the coordinator (also computes)"}},
     {"worker", {accel::cli::worker_main, "distributed k-means: a worker"}},
 #endif
+    {"svm-train", {accel::cli::svm_train_main, "C-SVC training (SMO, adaptive shrinking), LIBSVM's options and model"}},
+    {"svm-predict", {accel::cli::svm_predict_main, "predict with a LIBSVM model, print the accuracy"}},
 };
 
 void usage(std::ostream& out) {

@@ -1,0 +1,258 @@
+// CPU csr_kernel_rows. Two ways to get u.v for sparse rows, both kept
+// because which one wins depends on the data (DESIGN.md 3.2):
+//  - merge (seeds/001 Algorithm 2): walk the two sorted index lists; no
+//    extra memory, cost nnz(u) + nnz(v) with a branch per step.
+//  - scatter: the query rows are written once into a dense buffer of width
+//    `cols` (interleaved, so one gather fetches every query's value for a
+//    column); each active row then costs nnz(v) branch-free multiply-adds
+//    that vectorise with gathers, and every active row is read once for all
+//    queries in the group.
+// Auto times both on a slice of the first launch for a matrix and keeps the
+// faster one for that matrix.
+#include "csr_kernel_rows.hpp"
+
+#include <omp.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <new>
+#include <mutex>
+#include <vector>
+
+namespace accel::cpu {
+
+double kernel_value(KernelType type, double dot, double sq_u, double sq_v, double gamma, double coef0, int degree) {
+  switch (type) {
+    case KernelType::Linear: return dot;
+    case KernelType::Polynomial: {
+      // Integer power by squaring, as LIBSVM computes it (degree >= 0).
+      double base = gamma * dot + coef0, r = 1.0;
+      for (int t = degree; t > 0; t /= 2) {
+        if (t % 2) r *= base;
+        base *= base;
+      }
+      return r;
+    }
+    case KernelType::Rbf: return std::exp(-gamma * std::max(0.0, sq_u + sq_v - 2.0 * dot));
+    case KernelType::Sigmoid: return std::tanh(gamma * dot + coef0);
+  }
+  return 0.0;
+}
+
+namespace {
+
+// Queries handled per pass over the active rows: SMO asks for two (i_up, i_low).
+constexpr int kGroup = 2;
+
+double merge_dot(const CsrView& x, std::int64_t u, std::int64_t v) {
+  std::int64_t a = x.row_ptr[u], ae = x.row_ptr[u + 1], b = x.row_ptr[v], be = x.row_ptr[v + 1];
+  double s = 0;
+  while (a < ae && b < be) {
+    const std::int32_t ca = x.col_idx[a], cb = x.col_idx[b];
+    if (ca == cb) {
+      s += double(x.values[a]) * double(x.values[b]);
+      ++a;
+      ++b;
+    } else if (ca < cb) {
+      ++a;
+    } else {
+      ++b;
+    }
+  }
+  return s;
+}
+
+struct Params {
+  KernelType type;
+  double gamma, coef0;
+  int degree;
+};
+
+void rows_merge(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
+                std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out) {
+#pragma omp parallel for schedule(dynamic, 16) if ((b1 - b0) * q > 256)
+  for (std::int64_t b = b0; b < b1; ++b) {
+    const std::int64_t v = active[b];
+    for (std::int64_t a = 0; a < q; ++a) {
+      const std::int64_t u = queries[a];
+      out[a * m + b] = static_cast<float>(
+          kernel_value(p.type, merge_dot(x, u, v), x.sq_norms[u], x.sq_norms[v], p.gamma, p.coef0, p.degree));
+    }
+  }
+}
+
+// u.v for two dense query rows interleaved in d (d[2c], d[2c+1]) against one
+// sparse row: one 16-byte load serves both queries, and four independent
+// accumulators keep the FMA chain from limiting the loop.
+inline void pair_dot(const std::int32_t* ci, const float* v, std::int64_t len, const double* d, double& s0,
+                     double& s1) {
+#if defined(__SSE2__)
+  __m128d a0 = _mm_setzero_pd(), a1 = _mm_setzero_pd(), a2 = _mm_setzero_pd(), a3 = _mm_setzero_pd();
+  std::int64_t k = 0;
+  for (; k + 4 <= len; k += 4) {
+    a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_set1_pd(v[k]), _mm_load_pd(d + 2 * std::int64_t{ci[k]})));
+    a1 = _mm_add_pd(a1, _mm_mul_pd(_mm_set1_pd(v[k + 1]), _mm_load_pd(d + 2 * std::int64_t{ci[k + 1]})));
+    a2 = _mm_add_pd(a2, _mm_mul_pd(_mm_set1_pd(v[k + 2]), _mm_load_pd(d + 2 * std::int64_t{ci[k + 2]})));
+    a3 = _mm_add_pd(a3, _mm_mul_pd(_mm_set1_pd(v[k + 3]), _mm_load_pd(d + 2 * std::int64_t{ci[k + 3]})));
+  }
+  for (; k < len; ++k) a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_set1_pd(v[k]), _mm_load_pd(d + 2 * std::int64_t{ci[k]})));
+  const __m128d sum = _mm_add_pd(_mm_add_pd(a0, a1), _mm_add_pd(a2, a3));
+  alignas(16) double out[2];
+  _mm_store_pd(out, sum);
+  s0 = out[0];
+  s1 = out[1];
+#else
+  double t0 = 0, t1 = 0;
+  for (std::int64_t k = 0; k < len; ++k) {
+    t0 += double(v[k]) * d[2 * std::int64_t{ci[k]}];
+    t1 += double(v[k]) * d[2 * std::int64_t{ci[k]} + 1];
+  }
+  s0 = t0;
+  s1 = t1;
+#endif
+}
+
+// The dense query buffer lives as long as the calling thread (the device's
+// queue thread) and is kept all-zero between launches: only the entries a
+// launch scattered are cleared again, so a launch costs nothing per column.
+struct AlignedFree {
+  void operator()(double* p) const { std::free(p); }
+};
+struct DenseBuffer {
+  std::unique_ptr<double[], AlignedFree> data;
+  std::int64_t size = 0;
+};
+double* dense_buffer(std::int64_t cols) {
+  thread_local DenseBuffer buf;
+  if (buf.size < cols * kGroup) {
+    const std::size_t bytes = (static_cast<std::size_t>(cols * kGroup) * sizeof(double) + 63) / 64 * 64;
+    buf.data.reset(static_cast<double*>(std::aligned_alloc(64, bytes)));
+    if (!buf.data) throw std::bad_alloc();
+    std::memset(buf.data.get(), 0, bytes);
+    buf.size = cols * kGroup;
+  }
+  return buf.data.get();
+}
+
+// One query group against rows [b0, b1), serially, with dense buffer d.
+void scatter_group(const CsrView& x, const std::int32_t* queries, std::int64_t a0, int g, const std::int32_t* active,
+                   std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out, double* d,
+                   bool parallel) {
+  for (int t = 0; t < g; ++t) {
+    const std::int64_t u = queries[a0 + t];
+    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k) d[std::int64_t{x.col_idx[k]} * kGroup + t] = x.values[k];
+  }
+#pragma omp parallel for schedule(dynamic, 64) if (parallel && b1 - b0 > 256)
+  for (std::int64_t b = b0; b < b1; ++b) {
+    const std::int64_t v = active[b];
+    const std::int64_t lo = x.row_ptr[v], hi = x.row_ptr[v + 1];
+    double s0, s1;
+    pair_dot(x.col_idx + lo, x.values + lo, hi - lo, d, s0, s1);
+    const double dots[kGroup] = {s0, s1};
+    for (int t = 0; t < g; ++t) {
+      const std::int64_t u = queries[a0 + t];
+      out[(a0 + t) * m + b] = static_cast<float>(
+          kernel_value(p.type, dots[t], x.sq_norms[u], x.sq_norms[v], p.gamma, p.coef0, p.degree));
+    }
+  }
+  for (int t = 0; t < g; ++t) {
+    const std::int64_t u = queries[a0 + t];
+    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k) d[std::int64_t{x.col_idx[k]} * kGroup + t] = 0.0;
+  }
+}
+
+// Few queries (SMO asks for two): threads split the rows of each group.
+// Many queries (prediction, gradient reconstruction): threads take whole
+// query groups, each with its own dense buffer, in one parallel region, so
+// there is no barrier per group.
+void rows_scatter(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
+                  std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out) {
+  const std::int64_t groups = (q + kGroup - 1) / kGroup;
+  if (groups < 4 * omp_get_max_threads()) {
+    double* d = dense_buffer(x.cols);
+    for (std::int64_t a0 = 0; a0 < q; a0 += kGroup)
+      scatter_group(x, queries, a0, static_cast<int>(std::min<std::int64_t>(kGroup, q - a0)), active, b0, b1, m, p,
+                    out, d, true);
+    return;
+  }
+#pragma omp parallel
+  {
+    double* d = dense_buffer(x.cols);  // thread_local: one per OpenMP thread, kept zero
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t gi = 0; gi < groups; ++gi) {
+      const std::int64_t a0 = gi * kGroup;
+      scatter_group(x, queries, a0, static_cast<int>(std::min<std::int64_t>(kGroup, q - a0)), active, b0, b1, m, p,
+                    out, d, false);
+    }
+  }
+}
+
+// Per-matrix choice of path, keyed by the matrix's storage and shape.
+struct MatrixKey {
+  const void* values;
+  std::int64_t n, nnz, cols;
+  auto operator<=>(const MatrixKey&) const = default;
+};
+std::mutex choice_mu;
+std::map<MatrixKey, CsrDotPath> choices;
+
+// Buffers wider than this are not worth scattering into (cache misses on
+// every gather), whatever a short measurement says.
+constexpr std::int64_t kMaxScatterCols = std::int64_t{1} << 24;
+
+}  // namespace
+
+void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
+                     std::int64_t m, KernelType type, double gamma, double coef0, int degree, float* out,
+                     CsrDotPath path) {
+  const Params p{type, gamma, coef0, degree};
+  if (q <= 0 || m <= 0) return;
+  if (x.cols > kMaxScatterCols) path = CsrDotPath::Merge;
+  if (path == CsrDotPath::Auto) {
+    const MatrixKey key{x.values, x.n, x.row_ptr[x.n], x.cols};
+    {
+      std::lock_guard lock(choice_mu);
+      if (auto it = choices.find(key); it != choices.end()) path = it->second;
+    }
+    if (path == CsrDotPath::Auto) {
+      // Time both on one query group and a slice of the rows (a launch may
+      // carry thousands of queries: prediction), the faster of two repeats
+      // each so a preemption does not decide it; the launch is then computed
+      // in full with the winner.
+      const std::int64_t slice = std::min<std::int64_t>(m, 2048);
+      const std::int64_t tq = std::min<std::int64_t>(q, kGroup);
+      using clock = std::chrono::steady_clock;
+      auto time = [&](auto&& fn) {
+        double best = 1e30;
+        for (int r = 0; r < 2; ++r) {
+          const auto t0 = clock::now();
+          fn();
+          best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
+        }
+        return best;
+      };
+      // Written at stride m into out's first rows: overwritten below.
+      const double t_merge = time([&] { rows_merge(x, queries, tq, active, 0, slice, m, p, out); });
+      const double t_scatter = time([&] { rows_scatter(x, queries, tq, active, 0, slice, m, p, out); });
+      path = t_scatter <= t_merge ? CsrDotPath::Scatter : CsrDotPath::Merge;
+      if (slice >= 256) {  // too small a slice says nothing
+        std::lock_guard lock(choice_mu);
+        choices[key] = path;
+      }
+    }
+  }
+  if (path == CsrDotPath::Merge)
+    rows_merge(x, queries, q, active, 0, m, m, p, out);
+  else
+    rows_scatter(x, queries, q, active, 0, m, m, p, out);
+}
+
+}  // namespace accel::cpu

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <cstdint>
+
+#include "accel/kernels.hpp"
+
+namespace accel::cpu {
+
+// The CPU csr_kernel_rows kernel (contract in accel/kernels.hpp):
+// out[a*m + b] = K(x_{queries[a]}, x_{active[b]}). OpenMP threads split the
+// active rows; each row's dot products are accumulated in double.
+struct CsrView {
+  const std::int64_t* row_ptr;
+  const std::int32_t* col_idx;
+  const float* values;
+  const double* sq_norms;
+  std::int64_t n, cols;
+};
+
+enum class CsrDotPath {
+  Auto,     // whichever was measured faster for this matrix (cached per matrix)
+  Merge,    // seeds/001 Algorithm 2: merge of two sorted index lists
+  Scatter,  // query rows scattered into dense buffers, active rows gather from them
+};
+
+void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
+                     std::int64_t m, KernelType type, double gamma, double coef0, int degree, float* out,
+                     CsrDotPath path = CsrDotPath::Auto);
+
+// The kernel function applied to a dot product (and, for RBF, the two norms).
+double kernel_value(KernelType type, double dot, double sq_u, double sq_v, double gamma, double coef0, int degree);
+
+}  // namespace accel::cpu

@@ -1,0 +1,170 @@
+// LIBSVM's model text format (C-SVC): a header of "key value" lines, "SV",
+// then one line per support vector: its (classes - 1) coefficients and its
+// index:value pairs (1-based). Written so that LIBSVM's svm-predict reads it,
+// and read so that models from LIBSVM's svm-train load here.
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "accel/error.hpp"
+#include "accel/io.hpp"
+#include "accel/svm.hpp"
+
+namespace accel {
+namespace {
+
+const char* const kKernelNames[] = {"linear", "polynomial", "rbf", "sigmoid"};
+
+std::string g17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+void write_svm_model(const std::string& path, const SvmModel& m) {
+  atomic_write(path, [&](std::ostream& o) {
+    const auto& p = m.params;
+    o << "svm_type c_svc\n";
+    o << "kernel_type " << kKernelNames[static_cast<int>(p.kernel)] << "\n";
+    if (p.kernel == KernelType::Polynomial) o << "degree " << p.degree << "\n";
+    if (p.kernel != KernelType::Linear) o << "gamma " << g17(p.gamma) << "\n";
+    if (p.kernel == KernelType::Polynomial || p.kernel == KernelType::Sigmoid) o << "coef0 " << g17(p.coef0) << "\n";
+    o << "nr_class " << m.labels.size() << "\n";
+    o << "total_sv " << m.sv.rows << "\n";
+    o << "rho";
+    for (double r : m.rho) o << " " << g17(r);
+    o << "\nlabel";
+    for (int l : m.labels) o << " " << l;
+    o << "\nnr_sv";
+    for (auto c : m.n_sv) o << " " << c;
+    o << "\nSV\n";
+    char buf[64];
+    for (std::int64_t s = 0; s < m.sv.rows; ++s) {
+      std::string line;
+      for (const auto& row : m.coef) line += g17(row[s]) + " ";
+      for (std::int64_t t = m.sv.row_ptr[s]; t < m.sv.row_ptr[s + 1]; ++t) {
+        // Shortest text that reads back as the same float: the value the
+        // training file held (to float precision), not float noise like
+        // 0.56999999 for 0.57.
+        char* p = std::to_chars(buf, buf + sizeof buf, m.sv.col_idx[t] + 1).ptr;
+        *p++ = ':';
+        p = std::to_chars(p, buf + sizeof buf, m.sv.values[t]).ptr;
+        *p++ = ' ';
+        line.append(buf, p);
+      }
+      o << line << "\n";
+    }
+  });
+}
+
+SvmModel read_svm_model(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  auto where = [&](std::int64_t l) { return path + ":" + std::to_string(l); };
+  SvmModel m;
+  std::string line;
+  std::int64_t lineno = 0, total_sv = -1;
+  int nr_class = -1;
+  bool seen_sv = false, have_rho = false, have_label = false, have_nsv = false;
+  auto numbers = [&](std::istringstream& ss, auto& vec, std::size_t want, const std::string& key) {
+    using T = typename std::decay_t<decltype(vec)>::value_type;
+    vec.clear();
+    T v;
+    while (ss >> v) vec.push_back(v);
+    if (!ss.eof() || vec.size() != want)
+      throw InputError(where(lineno) + ": '" + key + "' needs " + std::to_string(want) + " numbers");
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::istringstream ss(line);
+    std::string key;
+    if (!(ss >> key)) continue;
+    if (key == "SV") {
+      seen_sv = true;
+      break;
+    }
+    if (key == "svm_type") {
+      std::string t;
+      ss >> t;
+      if (t != "c_svc") throw InputError(where(lineno) + ": svm_type '" + t + "' is not supported (only c_svc)");
+    } else if (key == "kernel_type") {
+      std::string t;
+      ss >> t;
+      int found = -1;
+      for (int i = 0; i < 4; ++i)
+        if (t == kKernelNames[i]) found = i;
+      if (found < 0) throw InputError(where(lineno) + ": kernel_type '" + t + "' is not supported");
+      m.params.kernel = static_cast<KernelType>(found);
+    } else if (key == "degree") {
+      if (!(ss >> m.params.degree)) throw InputError(where(lineno) + ": bad degree");
+    } else if (key == "gamma") {
+      if (!(ss >> m.params.gamma)) throw InputError(where(lineno) + ": bad gamma");
+    } else if (key == "coef0") {
+      if (!(ss >> m.params.coef0)) throw InputError(where(lineno) + ": bad coef0");
+    } else if (key == "nr_class") {
+      if (!(ss >> nr_class) || nr_class < 1) throw InputError(where(lineno) + ": bad nr_class");
+    } else if (key == "total_sv") {
+      if (!(ss >> total_sv) || total_sv < 0) throw InputError(where(lineno) + ": bad total_sv");
+    } else if (key == "rho" || key == "label" || key == "nr_sv") {
+      if (nr_class < 1) throw InputError(where(lineno) + ": '" + key + "' before nr_class");
+      if (key == "rho") numbers(ss, m.rho, nr_class * (nr_class - 1) / 2, key), have_rho = true;
+      if (key == "label") numbers(ss, m.labels, nr_class, key), have_label = true;
+      if (key == "nr_sv") numbers(ss, m.n_sv, nr_class, key), have_nsv = true;
+    }
+    // probA, probB and anything newer: not needed to predict labels.
+  }
+  if (!seen_sv) throw InputError(path + ": no 'SV' line: not a LIBSVM model");
+  if (nr_class < 1 || total_sv < 0 || !have_rho || !have_label || !have_nsv)
+    throw InputError(path + ": header lacks nr_class, total_sv, rho, label or nr_sv");
+  std::int64_t sum = 0;
+  for (auto c : m.n_sv) sum += c;
+  if (sum != total_sv) throw InputError(path + ": nr_sv adds up to " + std::to_string(sum) + ", total_sv is " + std::to_string(total_sv));
+  m.coef.assign(nr_class - 1, std::vector<double>(total_sv));
+  for (std::int64_t s = 0; s < total_sv; ++s) {
+    if (!std::getline(in, line))
+      throw InputError(path + ": " + std::to_string(s) + " support vectors, total_sv says " + std::to_string(total_sv));
+    ++lineno;
+    std::string_view v(line);
+    std::size_t pos = 0;
+    auto next = [&]() -> std::string_view {
+      pos = v.find_first_not_of(" \t\r", pos);
+      if (pos == std::string_view::npos) return {};
+      const std::size_t end = std::min(v.size(), v.find_first_of(" \t\r", pos));
+      const std::string_view tok = v.substr(pos, end - pos);
+      pos = end;
+      return tok;
+    };
+    for (int c = 0; c < nr_class - 1; ++c) {
+      const std::string_view tok = next();
+      double d;
+      auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), d);
+      if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size())
+        throw InputError(where(lineno) + ": coefficient '" + std::string(tok) + "' is not a number");
+      m.coef[c][s] = d;
+    }
+    std::vector<std::pair<std::int32_t, float>> row;
+    std::int64_t prev = 0;
+    for (std::string_view tok = next(); !tok.empty(); tok = next()) {
+      const std::size_t colon = tok.find(':');
+      std::int64_t idx = 0;
+      float val = 0;
+      if (colon == std::string_view::npos) throw InputError(where(lineno) + ": '" + std::string(tok) + "' has no ':'");
+      auto [p1, e1] = std::from_chars(tok.data(), tok.data() + colon, idx);
+      auto [p2, e2] = std::from_chars(tok.data() + colon + 1, tok.data() + tok.size(), val);
+      if (e1 != std::errc() || p1 != tok.data() + colon || idx <= prev || idx > INT32_MAX || e2 != std::errc() ||
+          p2 != tok.data() + tok.size())
+        throw InputError(where(lineno) + ": bad index:value '" + std::string(tok) + "'");
+      prev = idx;
+      if (val != 0.0f) row.emplace_back(static_cast<std::int32_t>(idx - 1), val);
+    }
+    m.sv.add_row(std::move(row));
+  }
+  return m;
+}
+
+}  // namespace accel

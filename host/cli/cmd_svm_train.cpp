@@ -1,0 +1,140 @@
+// `accel svm-train`: LIBSVM's svm-train command line (single-dash options,
+// same defaults), plus --shrink, --wss, --device and --json.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "accel/csr.hpp"
+#include "accel/error.hpp"
+#include "accel/registry.hpp"
+#include "accel/svm.hpp"
+#include "commands.hpp"
+
+namespace po = boost::program_options;
+
+namespace accel::cli {
+
+// LIBSVM-style arguments ("-c 10", "-r -1") parsed by program_options: a
+// value that starts with '-' must not be taken for an option, so every
+// option that takes a value is joined with it before parsing ("-r-1").
+std::vector<std::string> join_short_values(const std::vector<std::string>& args, const std::string& with_value) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.size() == 2 && a[0] == '-' && with_value.find(a[1]) != std::string::npos && i + 1 < args.size()) {
+      out.push_back(a + args[i + 1]);
+      ++i;
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+int svm_train_main(const std::vector<std::string>& args) {
+  int svm_type = 0, kernel = 2, shrinking = 1, wss = 1;
+  SvmParams p;
+  std::string shrink = "", device = "cpu", train_file, model_file;
+  po::options_description opts(
+      "accel svm-train [options] training_file [model_file]\n"
+      "  LIBSVM's options and defaults; C-SVC (-s 0) only");
+  opts.add_options()("help", "this help")
+      ("s,s", po::value(&svm_type)->default_value(0), "svm type: 0 = C-SVC (the only one)")
+      ("t,t", po::value(&kernel)->default_value(2), "kernel: 0 linear, 1 polynomial, 2 rbf, 3 sigmoid")
+      ("d,d", po::value(&p.degree)->default_value(3), "degree (polynomial)")
+      ("g,g", po::value(&p.gamma)->default_value(0), "gamma (default 1/num_features)")
+      ("r,r", po::value(&p.coef0)->default_value(0), "coef0 (polynomial, sigmoid)")
+      ("c,c", po::value(&p.C)->default_value(1), "C")
+      ("e,e", po::value(&p.eps)->default_value(1e-3), "stopping tolerance: beta_low - beta_up <= e")
+      ("m,m", po::value(&p.cache_mb)->default_value(100), "kernel row cache, MB (0: none)")
+      ("h,h", po::value(&shrinking)->default_value(1), "shrinking: 0 off, 1 on (heuristic from --shrink)")
+      ("q,q", po::bool_switch(), "quiet")
+      ("shrink", po::value(&shrink), "shrinking heuristic (seeds/001 Table 3): none, single2, single500, single1000, "
+                                      "single5pc, single10pc, single50pc, multi2 ... multi50pc (default multi5pc)")
+      ("wss", po::value(&wss)->default_value(1), "working-set selection: 1 first order (Keerthi), 2 second order (LIBSVM)")
+      ("device", po::value(&device)->default_value("cpu"), "cpu | fpga-emu | cuda | fpga | <name> | all | auto")
+      ("json", "print the summary as one JSON object")
+      ("training_file", po::value(&train_file)->required(), "")
+      ("model_file", po::value(&model_file), "");
+  po::positional_options_description pos;
+  pos.add("training_file", 1).add("model_file", 1);
+  po::variables_map vm;
+  namespace cls = po::command_line_style;
+  po::store(po::command_line_parser(join_short_values(args, "stdgrcemhwbv"))
+                .options(opts)
+                .positional(pos)
+                .style(cls::allow_short | cls::short_allow_adjacent | cls::allow_dash_for_short | cls::allow_long |
+                       cls::long_allow_adjacent | cls::long_allow_next)
+                .run(),
+            vm);
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  po::notify(vm);
+  if (svm_type != 0) throw InputError("-s " + std::to_string(svm_type) + ": only C-SVC (-s 0) is supported");
+  if (kernel < 0 || kernel > 3) throw InputError("-t " + std::to_string(kernel) + ": kernel must be 0..3");
+  if (shrinking != 0 && shrinking != 1) throw InputError("-h " + std::to_string(shrinking) + ": must be 0 or 1");
+  if (wss != 1 && wss != 2) throw InputError("--wss " + std::to_string(wss) + ": must be 1 or 2");
+  if (p.gamma < 0) throw InputError("-g: gamma must be >= 0");
+  p.kernel = static_cast<KernelType>(kernel);
+  p.wss = wss == 1 ? WorkingSet::FirstOrder : WorkingSet::SecondOrder;
+  if (shrinking == 0 && !shrink.empty() && shrink != "none")
+    throw InputError("-h 0 with --shrink " + shrink + ": pick one");
+  p.shrink = parse_shrink(shrinking == 0 ? "none" : shrink.empty() ? "multi5pc" : shrink);
+  if (model_file.empty()) model_file = std::filesystem::path(train_file).filename().string() + ".model";
+  const bool quiet = vm["q"].as<bool>();
+
+  const LabeledCsr data = read_libsvm_csr(train_file);
+  const Registry reg = Registry::discover_all();
+  const auto devices = reg.select(device, KernelId::CsrKernelRows);
+  SvmTrainReport rep;
+  const SvmModel model = svm_train(data, p, devices, &rep);
+  write_svm_model(model_file, model);
+
+  std::vector<std::string> devs;
+  for (auto* d : devices) devs.push_back(d->info().name);
+  const SvmTimes& t = rep.times;
+  if (vm.count("json")) {
+    nlohmann::json probs = nlohmann::json::array();
+    for (const auto& s : rep.problems)
+      probs.push_back({{"classes", {s.class_a, s.class_b}}, {"n", s.n}, {"iterations", s.iterations},
+                       {"obj", s.obj}, {"rho", s.rho}, {"nSV", s.n_sv}, {"nBSV", s.n_bsv},
+                       {"reconstructions", s.reconstructions}, {"min_active", s.min_active},
+                       {"cache_hits", s.cache_hits}, {"cache_misses", s.cache_misses}});
+    std::int64_t total_sv = model.sv.rows;
+    nlohmann::json j = {{"n", data.x.rows},
+                        {"features", data.x.cols},
+                        {"classes", model.labels},
+                        {"gamma", model.params.gamma},
+                        {"C", p.C},
+                        {"eps", p.eps},
+                        {"shrink", p.shrink.name},
+                        {"wss", wss},
+                        {"total_sv", total_sv},
+                        {"problems", probs},
+                        {"seconds", {{"total", t.total}, {"kernel", t.kernel}, {"select", t.select},
+                                     {"update", t.update}, {"shrink", t.shrink}, {"reconstruct", t.reconstruct}}},
+                        {"devices", devs},
+                        {"model_file", model_file}};
+    std::cout << j.dump() << "\n";
+  } else if (!quiet) {
+    for (const auto& s : rep.problems)
+      std::printf("classes %d vs %d: optimization finished, #iter = %lld\nobj = %.6f, rho = %.6f\nnSV = %lld, nBSV = %lld"
+                  " (reconstructions %d, fewest active %lld, cache %lld hits / %lld misses)\n",
+                  s.class_a, s.class_b, static_cast<long long>(s.iterations), s.obj, s.rho,
+                  static_cast<long long>(s.n_sv), static_cast<long long>(s.n_bsv), s.reconstructions,
+                  static_cast<long long>(s.min_active), static_cast<long long>(s.cache_hits),
+                  static_cast<long long>(s.cache_misses));
+    std::printf("Total nSV = %lld\n", static_cast<long long>(model.sv.rows));
+    std::string d;
+    for (const auto& x : devs) d += (d.empty() ? "" : "+") + x;
+    std::printf("time %.3f s: kernel %.3f, selection %.3f, update %.3f, shrinking %.3f, reconstruction %.3f (%s, shrink %s)\n",
+                t.total, t.kernel, t.select, t.update, t.shrink, t.reconstruct, d.c_str(), p.shrink.name.c_str());
+  }
+  return 0;
+}
+
+}  // namespace accel::cli

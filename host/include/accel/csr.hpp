@@ -1,0 +1,45 @@
+// Sparse rows in compressed-sparse-row form (seeds/001 keeps samples this way:
+// most real data sets are far from dense) and the LIBSVM text reader that
+// produces them. Column indices are 0-based here; LIBSVM files are 1-based.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel {
+
+struct CsrMatrix {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;                  // 1 + largest column index seen (0 when empty)
+  std::vector<std::int64_t> row_ptr{0};   // rows + 1 entries
+  std::vector<std::int32_t> col_idx;      // strictly increasing within a row
+  std::vector<float> values;
+
+  std::int64_t nnz() const { return static_cast<std::int64_t>(values.size()); }
+  std::int64_t row_nnz(std::int64_t i) const { return row_ptr[i + 1] - row_ptr[i]; }
+
+  // Appends a row given as (column, value) pairs in any order: the kernels
+  // merge by index, so the pairs are sorted here. A repeated column throws
+  // std::invalid_argument (the caller knows the file and line to name).
+  void add_row(std::vector<std::pair<std::int32_t, float>> entries);
+  // Appends row i of another matrix (already sorted).
+  void add_row_from(const CsrMatrix& other, std::int64_t i);
+
+  // ||x_i||^2 in double for every row: the RBF kernel uses
+  // ||u - v||^2 = ||u||^2 + ||v||^2 - 2 u.v.
+  std::vector<double> sq_norms() const;
+};
+
+// A LIBSVM text file: "label index:value index:value ...", indices 1-based
+// and increasing. Every malformed line throws InputError "path:line: ...".
+struct LabeledCsr {
+  std::vector<double> labels;
+  CsrMatrix x;
+  std::string source;               // file name, for error messages
+  std::vector<std::int64_t> lines;  // line number of each row (blank and comment lines skipped)
+};
+LabeledCsr read_libsvm_csr(const std::string& path);
+
+}  // namespace accel

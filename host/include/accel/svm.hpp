@@ -1,0 +1,139 @@
+// C-SVC training by SMO with adaptive shrinking (seeds/001; DESIGN.md 4) and
+// LIBSVM-compatible models. Conventions are LIBSVM's: the dual is
+//   min f(a) = 1/2 a'Qa - e'a,  0 <= a_i <= C,  y'a = 0,  Q_ij = y_i y_j K_ij,
+// G = Qa - e its gradient, and the seed's gamma_i = y_i G_i. The decision
+// function is sum_j coef_j K(x_j, x) - rho with coef_j = y_j a_j.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accel/csr.hpp"
+#include "accel/device.hpp"
+#include "accel/kernels.hpp"
+
+namespace accel {
+
+// When to shrink (seeds/001 Table 3): every `every` iterations, a fixed count
+// ("2", "500", "1000") or a fraction of the samples ("5pc", "10pc", "50pc");
+// Single reconstructs the gradient once and then optimises unshrunk, Multi
+// keeps shrinking and reconstructs each time the shrunk problem converges.
+struct ShrinkHeuristic {
+  enum class Kind { None, Single, Multi } kind = Kind::None;
+  std::int64_t every = 0;     // iterations, when fraction == 0
+  double fraction = 0;        // of n, when > 0
+  std::string name = "none";
+  std::int64_t period(std::int64_t n) const;
+};
+// "none", "single2" ... "single50pc", "multi2" ... "multi50pc"; InputError otherwise.
+ShrinkHeuristic parse_shrink(const std::string& name);
+std::vector<std::string> shrink_heuristic_names();
+
+enum class WorkingSet { FirstOrder, SecondOrder };
+
+struct SvmParams {
+  KernelType kernel = KernelType::Rbf;
+  int degree = 3;
+  double gamma = 0;  // 0: 1 / number of features, as LIBSVM
+  double coef0 = 0;
+  double C = 1;
+  double eps = 1e-3;  // LIBSVM's -e: stop when beta_low - beta_up <= eps (the seed's 2*epsilon)
+  double cache_mb = 100;
+  ShrinkHeuristic shrink;
+  WorkingSet wss = WorkingSet::FirstOrder;
+};
+
+// Seconds spent per phase of the solver, summed over every binary problem.
+struct SvmTimes {
+  double kernel = 0;       // kernel rows (devices + cache)
+  double select = 0;       // working-set selection and the stopping test
+  double update = 0;       // gradient (gamma) update of the active samples
+  double shrink = 0;       // applying the shrinking rule
+  double reconstruct = 0;  // gradient reconstruction (seeds/001 Algorithm 6)
+  double total = 0;
+};
+
+struct BinaryStats {
+  int class_a = 0, class_b = 0;  // labels of the +1 and -1 sides
+  std::int64_t iterations = 0, n = 0, n_sv = 0, n_bsv = 0;
+  double obj = 0, rho = 0;
+  int reconstructions = 0;
+  std::int64_t cache_hits = 0, cache_misses = 0;
+  std::int64_t min_active = 0;
+};
+
+struct SvmModel {
+  SvmParams params;                        // kernel and its parameters
+  std::vector<int> labels;                 // class order of the model
+  std::vector<double> rho;                 // one per class pair, LIBSVM order
+  std::vector<std::int64_t> n_sv;          // support vectors per class
+  CsrMatrix sv;                            // support vectors, grouped by class
+  std::vector<std::vector<double>> coef;   // (classes - 1) rows of sv.rows coefficients
+};
+
+struct SvmTrainReport {
+  std::vector<BinaryStats> problems;
+  SvmTimes times;
+};
+
+// Trains C-SVC (one-against-one for more than two classes) on the given
+// devices, which must all support csr_kernel_rows. Throws InputError for data
+// C-SVC cannot train on (one class, non-integer labels).
+SvmModel svm_train(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
+                   SvmTrainReport* report = nullptr);
+
+// Predicted labels for the rows of x.
+std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices);
+
+// LIBSVM's model text format, read and written (C-SVC only).
+void write_svm_model(const std::string& path, const SvmModel& model);
+SvmModel read_svm_model(const std::string& path);
+
+// ---- the pieces, exposed for tests ----
+
+// Kernel rows of one CSR matrix on one or more devices, with an optional LRU
+// cache of whole rows (seeds/001 runs without one; LIBSVM's -m sizes it).
+class KernelRows {
+ public:
+  KernelRows(const CsrMatrix& x, const SvmParams& params, const std::vector<Device*>& devices);
+  ~KernelRows();
+  KernelRows(const KernelRows&) = delete;
+  KernelRows& operator=(const KernelRows&) = delete;
+
+  // The rows later calls are computed over. Shrinking only removes rows, so
+  // cached rows stay valid; `grew` says rows came back and invalidates them.
+  void set_active(const std::vector<std::int32_t>& active, bool grew);
+  // Full-length rows (n floats, valid at the active positions) for each query,
+  // from the cache or computed together in one launch per device.
+  std::vector<const float*> rows(const std::vector<std::int32_t>& queries);
+  // Uncached: out[a*m + b] = K(x_queries[a], x_targets[b]).
+  void compute(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets, float* out);
+  // Gradient reconstruction computed K(x_q, x_t) for every shrunk t: cached
+  // rows of these queries (valid for the active rows) become complete and
+  // survive the next set_active(..., grew = true).
+  void complete_rows(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets,
+                     const float* values);
+  // K(x_i, x_i)
+  double diag(std::int64_t i) const { return diag_[i]; }
+
+  std::int64_t hits() const { return hits_; }
+  std::int64_t misses() const { return misses_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<double> diag_;
+  std::int64_t hits_ = 0, misses_ = 0;
+};
+
+// The SMO solver for one binary problem with labels y (+1/-1).
+struct BinarySolution {
+  std::vector<double> alpha;
+  BinaryStats stats;
+};
+BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kernel,
+                            SvmTimes& times);
+
+}  // namespace accel

@@ -1,0 +1,143 @@
+// LIBSVM text into CSR, and LIBSVM model files: errors name file and line;
+// a model written and read back predicts the same.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "accel/csr.hpp"
+#include "accel/error.hpp"
+#include "accel/registry.hpp"
+#include "accel/svm.hpp"
+
+namespace fs = std::filesystem;
+
+namespace accel {
+namespace {
+
+class SvmIo : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("accel_svm_io_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string file(const std::string& name, const std::string& text) {
+    const auto p = (dir_ / name).string();
+    std::ofstream(p) << text;
+    return p;
+  }
+  void expect_error(const std::string& text, const std::string& needle) {
+    const std::string p = file("bad.txt", text);
+    try {
+      read_libsvm_csr(p);
+      FAIL() << "no error for: " << text;
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(SvmIo, ReadsSparseRowsWithLineNumbers) {
+  const auto p = file("ok.txt", "# comment\n+1 1:0.5 3:2\n\n-1 2:1e-3 4:0\n2\n");
+  const LabeledCsr d = read_libsvm_csr(p);
+  EXPECT_EQ(d.x.rows, 3);
+  EXPECT_EQ(d.x.cols, 4);  // an explicit zero still counts as a feature (LIBSVM's default gamma)
+  EXPECT_EQ(d.labels, (std::vector<double>{1, -1, 2}));
+  EXPECT_EQ(d.lines, (std::vector<std::int64_t>{2, 4, 5}));
+  EXPECT_EQ(d.x.row_ptr, (std::vector<std::int64_t>{0, 2, 3, 3}));
+  EXPECT_EQ(d.x.col_idx, (std::vector<std::int32_t>{0, 2, 1}));
+  EXPECT_FLOAT_EQ(d.x.values[2], 1e-3f);
+}
+
+TEST_F(SvmIo, BadInputNamesFileAndLine) {
+  expect_error("1 1:1\n1 2 3:1\n", "bad.txt:2: '2' has no ':'");
+  expect_error("1 1:1\n-1 1:abc\n", "bad.txt:2: value 'abc'");
+  expect_error("1 3:1 2:1\n", "bad.txt:1: feature index 2 does not increase");
+  expect_error("1 1:1 1:2\n", "bad.txt:1: feature index 1 does not increase");
+  expect_error("1 1:1\nx 1:1\n", "bad.txt:2: label 'x'");
+  expect_error("1 0:1\n", "bad.txt:1: bad feature index '0'");
+  expect_error("", "no data rows");
+  expect_error("# only a comment\n\n", "no data rows");
+}
+
+TEST_F(SvmIo, OneClassAndFractionalLabelsAreInputErrors) {
+  static const Registry reg = Registry::discover_all();
+  const auto devs = reg.select("cpu", KernelId::CsrKernelRows);
+  const auto one = file("one.txt", "1 1:1\n1 1:2\n");
+  try {
+    svm_train(read_libsvm_csr(one), SvmParams{}, devs);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("only one class"), std::string::npos) << e.what();
+  }
+  const auto frac = file("frac.txt", "1 1:1\n\n2.5 1:2\n");
+  try {
+    svm_train(read_libsvm_csr(frac), SvmParams{}, devs);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("frac.txt:3: label 2.5"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(SvmIo, ModelRoundTripPredictsTheSame) {
+  // Three classes on a line: 0..1 -> 5, 2..3 -> 2, 4..5 -> 9 (class order of first appearance).
+  std::string text;
+  for (int i = 0; i < 60; ++i) {
+    const double v = (i % 30) / 5.0;
+    const int label = v < 2 ? 5 : v < 4 ? 2 : 9;
+    text += std::to_string(label) + " 1:" + std::to_string(v) + " 3:" + std::to_string(0.1 * (i % 3)) + "\n";
+  }
+  const LabeledCsr d = read_libsvm_csr(file("train.txt", text));
+  static const Registry reg = Registry::discover_all();
+  const auto devs = reg.select("cpu", KernelId::CsrKernelRows);
+  for (const KernelType k : {KernelType::Linear, KernelType::Polynomial, KernelType::Rbf, KernelType::Sigmoid}) {
+    SvmParams p;
+    p.kernel = k;
+    p.C = 10;
+    p.coef0 = k == KernelType::Sigmoid ? -1 : 1;
+    p.gamma = k == KernelType::Sigmoid ? 0.1 : 0;
+    const SvmModel m = svm_train(d, p, devs);
+    EXPECT_EQ(m.labels, (std::vector<int>{5, 2, 9}));
+    const auto path = (dir_ / "m.model").string();
+    write_svm_model(path, m);
+    const SvmModel back = read_svm_model(path);
+    EXPECT_EQ(back.labels, m.labels);
+    EXPECT_EQ(back.n_sv, m.n_sv);
+    EXPECT_EQ(back.sv.col_idx, m.sv.col_idx);
+    ASSERT_EQ(back.rho.size(), 3u);
+    for (int r = 0; r < 3; ++r) EXPECT_DOUBLE_EQ(back.rho[r], m.rho[r]);
+    EXPECT_EQ(svm_predict(back, d.x, devs), svm_predict(m, d.x, devs));
+    if (k == KernelType::Rbf || k == KernelType::Polynomial) {
+      const auto pred = svm_predict(m, d.x, devs);
+      int correct = 0;
+      for (std::size_t i = 0; i < pred.size(); ++i) correct += pred[i] == d.labels[i];
+      EXPECT_GE(correct, 54) << "kernel " << static_cast<int>(k);
+    }
+  }
+}
+
+TEST_F(SvmIo, ModelErrorsNameFileAndLine) {
+  const auto p = file("m.model", "svm_type nu_svc\nkernel_type rbf\n");
+  try {
+    read_svm_model(p);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("m.model:1"), std::string::npos) << e.what();
+  }
+  const auto q = file("q.model",
+                      "svm_type c_svc\nkernel_type rbf\ngamma 1\nnr_class 2\ntotal_sv 2\nrho 0\nlabel 1 -1\n"
+                      "nr_sv 1 1\nSV\n1 1:1\nx 1:2\n");
+  try {
+    read_svm_model(q);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("q.model:11"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace accel
