@@ -65,6 +65,9 @@ transport::Options transport_options(const Common& c, std::uint32_t id, std::uin
   o.tls = c.tls;
   o.keepalive_interval = Ms(c.keepalive_ms);
   o.peer_failure_detection = true;  // a dead peer must fail its requests (DESIGN.md §5)
+  // Partials carry k x d doubles (1.6 MB for Fashion-MNIST at k = 256):
+  // accept up to the transport's hard bound; decoders check exact shapes.
+  o.max_control_payload = transport::kMaxControlPayloadLimit;
   return o;
 }
 
@@ -149,6 +152,12 @@ int run_coordinator(const CoordinatorOptions& o) {
   ko.seed = o.seed;
   const Matrix init = kmeans_init(x, ko);
   const std::int64_t n = x.rows, d = x.cols, k = o.k;
+  // A partial result (k x d sums, k counts) or a task (k x d centroids, the
+  // peers' addresses) must fit one control message.
+  if (k * d * 8 + k * 8 + (std::int64_t{64} << 10) > static_cast<std::int64_t>(transport::kMaxControlPayloadLimit))
+    throw InputError("k x d = " + std::to_string(k) + " x " + std::to_string(d) +
+                     ": partial results would exceed the " + std::to_string(transport::kMaxControlPayloadLimit >> 20) +
+                     " MiB control-message bound of the distributed job");
   const Registry reg = Registry::discover_all();
   const auto devs = local_devices(o.device, k, d, reg);
   const int N = o.workers;

@@ -192,6 +192,19 @@ def scenario_equal(a, tmp):
         fail(f"members at the end: {s['members']}")
 
 
+def scenario_large_partials(a, tmp):
+    # k x d doubles over 1 MiB per partial (Fashion-MNIST's k = 256 is 1.6 MB).
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 3000, 700, 10, 7)
+    job = Job(a, tmp, 2, data, 200, 3, 5000)
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-500:])
+    s = job.summary()
+    if s["iterations"] != 3 or s["members"]["active"] != [0, 1, 2]:
+        fail(f"unexpected summary {s}")
+    print("200 x 700 partials (1.1 MB) exchanged for 3 iterations")
+
+
 def scenario_kill_restart(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 600000, 8, 16, 2)
