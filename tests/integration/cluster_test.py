@@ -308,6 +308,11 @@ def netns_job(a, tmp, delay_ms):
     if subprocess.run(["ip", "netns", "add", "accel-probe"], capture_output=True).returncode != 0:
         skip("ip netns is not available here")
     try:
+        for probe in (["link", "add", "probe-br", "type", "bridge"],
+                      ["link", "add", "probe2", "type", "veth", "peer", "name", "probe3"]):
+            r = subprocess.run(["ip", "-n", "accel-probe", *probe], capture_output=True, text=True)
+            if r.returncode != 0:
+                skip(f"cannot create a {probe[3]} link here: {r.stderr.strip()}")
         if delay_ms:
             subprocess.run(["ip", "-n", "accel-probe", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"],
                            capture_output=True)
