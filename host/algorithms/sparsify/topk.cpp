@@ -325,27 +325,20 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
       for (std::int64_t i = start; i < start + kLen; ++i)
         if (std::isfinite(r[i])) sample.push_back(r[i]);
     }
+    // The window's floor comes from the sample's own top-ratio value for both
+    // methods: it is distribution-free and within ~10% at this sample size,
+    // so 3/4 of it is safe, where the Laplacian estimate can overshoot a
+    // non-Laplacian tail (a uniform one by 3x) and miss. ldte-hist still
+    // chooses its threshold from the Laplacian estimate, on the histogram.
     double est = 0;
-    if (opts.method == TopKMethod::LdteHist) {
-      double s1 = 0, s2 = 0;
-      for (float v : sample) {
-        s1 += v;
-        s2 += static_cast<double>(v) * v;
-      }
-      est = laplace_threshold(s1, s2, static_cast<std::int64_t>(sample.size()), opts.ratio);
-    } else if (!sample.empty()) {
+    if (!sample.empty()) {
       for (auto& v : sample) v = std::fabs(v);
       const auto m = static_cast<std::int64_t>(sample.size());
       const std::int64_t kk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(opts.ratio * m)), 1, m);
       std::nth_element(sample.begin(), sample.begin() + (kk - 1), sample.end(), std::greater<float>());
       est = sample[kk - 1];
     }
-    // Window floor below the estimate: the sample's own quantile (exact) is
-    // distribution-free and within ~10%, so 3/4 of it is safe; the Laplacian
-    // estimate overshoots a Gaussian's threshold by up to 1.5x, so ldte-hist
-    // keeps 0.6 (a Laplacian then lists ~1.6% of R, a Gaussian still fits).
-    const double floor = opts.method == TopKMethod::LdteHist ? 0.6 : 0.75;
-    lo = std::min(bits_of(static_cast<float>(est * floor)) & 0x7fffffffu, kInfBits - 1);
+    lo = std::min(bits_of(static_cast<float>(est * 0.75)) & 0x7fffffffu, kInfBits - 1);
     lo &= ~((std::uint32_t{1} << kCoarseShift) - 1);  // bin edges stay on the global grid
   }
   // With a window, the same pass lists its members (a Laplacian puts ~3% of
