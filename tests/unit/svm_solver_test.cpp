@@ -165,6 +165,27 @@ TEST(SvmSolver, KernelRowCacheMatchesUncachedRows) {
   EXPECT_NEAR(kr.diag(5), 1.0, 1e-12);
 }
 
+// The kernel rows may come from any device, or be split across several
+// (rows in proportion to measured speed): the answer must not change.
+TEST(SvmSolver, FpgaEmuAndSplitAcrossDevicesGiveTheSameAnswer) {
+  static const Registry reg = Registry::discover_all();
+  const Problem p = make_problem(300, 5);
+  const SvmParams prm = params("multi2");
+  SvmTimes t;
+  KernelRows k_cpu(p.x, prm, cpu());
+  const BinarySolution want = solve_binary(p.y, prm, k_cpu, t);
+  for (const std::string spec : {"fpga-emu", "all"}) {
+    SCOPED_TRACE(spec);
+    const auto devs = reg.select(spec, KernelId::CsrKernelRows);
+    if (spec == "all") EXPECT_GE(devs.size(), 2u);
+    KernelRows kr(p.x, prm, devs);
+    const BinarySolution got = solve_binary(p.y, prm, kr, t);
+    EXPECT_NEAR(got.stats.obj, want.stats.obj, 1e-6 * std::abs(want.stats.obj));
+    EXPECT_NEAR(got.stats.rho, want.stats.rho, 1e-6);
+    EXPECT_EQ(got.stats.n_sv, want.stats.n_sv);
+  }
+}
+
 TEST(SvmShrink, NamesAndPeriods) {
   EXPECT_EQ(shrink_heuristic_names().size(), 13u);  // seeds/001 Table 3 rows 1-13
   EXPECT_EQ(parse_shrink("multi5pc").period(10000), 500);
