@@ -124,8 +124,11 @@ Received expect_msg(Node& node, std::uint16_t type, Ms timeout, const std::strin
   for (;;) {
     const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
     if (left.count() <= 0) throw InputError("timed out waiting for " + what);
-    auto r = node.receive(left);
-    if (!r) continue;
+    auto r = node.receive(std::min(left, Ms(100)));
+    if (!r) {
+      if (!node.coordinator() && !node.reachable(0)) throw CoordinatorGone("the coordinator is gone");
+      continue;
+    }
     if (r->message.header.type == type) return *r;
     if (r->message.header.type == kReject && !node.coordinator())
       throw InputError("the coordinator rejected this worker (job over or unknown id)");
@@ -392,7 +395,9 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
   node.set_endpoint(0, net.connect(ip, port));
   const bool resume = snap.has_value();
   node.send(0, kHello, 0, encode_hello(resume, 0, net.worker_address()));
-  const Ms join(std::max(o.timeout_ms * 10, 30000));
+  // A resuming worker is answered within an iteration; a fresh one waits for
+  // every worker to join and for the coordinator's measurements.
+  const Ms join = resume ? Ms(std::max(o.timeout_ms * 5, 5000)) : Ms(std::max(o.timeout_ms * 10, 30000));
 
   std::int64_t t = 1;
   Membership view;
@@ -516,14 +521,26 @@ int run_worker(const WorkerOptions& o) {
     if (snap && snap->job != o.job) snap.reset();  // another job's: stale
     if (snap) incarnation = snap->incarnation + 1;
   }
+  bool lost_coordinator = false;
   for (int attempt = 0;; ++attempt) {
     try {
       worker_incarnation(o, incarnation, snap, log, reg);
       if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
       return 0;
     } catch (const CoordinatorGone& e) {
-      std::cerr << "accel worker " << o.id << ": " << e.what() << "; exiting\n";
-      return 3;
+      // The endpoint failed. That is also what a worker stopped past the
+      // keepalive finds (the coordinator closed on it): try once to rejoin;
+      // a coordinator that is really gone refuses the connection.
+      if (!snap || lost_coordinator) {
+        std::cerr << "accel worker " << o.id << ": " << e.what() << "; exiting\n";
+        return 3;
+      }
+      lost_coordinator = true;
+      ++incarnation;
+      snap->incarnation = incarnation;
+      if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap);
+      std::cerr << "accel worker " << o.id << ": " << e.what() << "; trying to rejoin as incarnation " << incarnation
+                << "\n";
     } catch (const Evicted& e) {
       if (std::string(e.what()) == "done") return 0;
       if (attempt >= 5) {

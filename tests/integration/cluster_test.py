@@ -208,7 +208,7 @@ def scenario_large_partials(a, tmp):
 def scenario_kill_restart(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 600000, 8, 16, 2)
-    job = Job(a, tmp, 4, data, 16, 120, 1000)
+    job = Job(a, tmp, 4, data, 16, 400, 1000)
     job.wait_iteration(10)
     job.procs[2].send_signal(signal.SIGKILL)
     job.procs[2].wait()
@@ -233,7 +233,7 @@ def scenario_kill_restart(a, tmp):
 def scenario_sigstop(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 300000, 8, 8, 3)
-    job = Job(a, tmp, 3, data, 8, 150, 700)
+    job = Job(a, tmp, 3, data, 8, 600, 700)  # long enough to outlast the stop and the rejoin
     job.wait_iteration(5)
     job.procs[1].send_signal(signal.SIGSTOP)
     stopped_at = job.iteration()
