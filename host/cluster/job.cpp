@@ -68,6 +68,11 @@ transport::Options transport_options(const Common& c, std::uint32_t id, std::uin
   // Partials carry k x d doubles (1.6 MB for Fashion-MNIST at k = 256):
   // accept up to the transport's hard bound; decoders check exact shapes.
   o.max_control_payload = transport::kMaxControlPayloadLimit;
+  // More processes than cores is the usual test and demo setting: a waiting
+  // participant sleeps on its event fd instead of taking the CPU the
+  // others need (tcp, the only transport with peer-failure handling here,
+  // supports wakeup).
+  o.wakeup = true;
   return o;
 }
 

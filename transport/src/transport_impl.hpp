@@ -77,6 +77,7 @@ struct Transport::Impl {
   Options opt;
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
+  int event_fd = -1;  // with Options::wakeup
   ucp_listener_h listener = nullptr;
 
   EndpointId next_ep_id = 1;

@@ -1,4 +1,6 @@
 // Context, worker, endpoints, listener and control messages.
+#include <poll.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -120,7 +122,7 @@ Transport::Transport(Options options) : impl_(std::make_unique<Impl>()) {
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | (m.opt.wakeup ? UCP_FEATURE_WAKEUP : 0);
   params.mt_workers_shared = 0;
   const ucs_status_t s = ucp_init(&params, config, &m.context);
   ucp_config_release(config);
@@ -133,6 +135,7 @@ Transport::Transport(Options options) : impl_(std::make_unique<Impl>()) {
     ucp_cleanup(m.context);
     check(ws, "ucp_worker_create");
   }
+  if (m.opt.wakeup && ucp_worker_get_efd(m.worker, &m.event_fd) != UCS_OK) m.event_fd = -1;
 
   auto set_handler = [&](unsigned id, ucp_am_recv_callback_t cb) {
     ucp_am_handler_param_t hp{};
@@ -392,7 +395,17 @@ bool Transport::progress_until(const std::function<bool()>& pred, std::chrono::m
       idle = 0;
     } else if (++idle > 1000) {
       // Nothing is moving: stop spinning so a peer on the same core can run.
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (impl_->event_fd >= 0) {
+        // Block until UCX has an event (or 10 ms, to re-check pred and the
+        // deadline); UCS_ERR_BUSY means events are pending: progress again.
+        if (ucp_worker_arm(impl_->worker) == UCS_OK) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+          pollfd p{impl_->event_fd, POLLIN, 0};
+          ::poll(&p, 1, static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 10)));
+        }
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
   }
   return true;
