@@ -1,5 +1,5 @@
-// CSV and LIBSVM text readers. Both report file:line for the first bad
-// field; LIBSVM rows are densified (labels dropped: k-means ignores them).
+// CSV and (densified) LIBSVM text readers. Both report file:line for the
+// first bad field.
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "accel/error.hpp"
+#include "accel/csr.hpp"
 #include "accel/io.hpp"
 
 namespace accel {
@@ -73,55 +74,15 @@ Matrix read_csv(const std::string& path) {
 }
 
 Matrix read_libsvm_dense(const std::string& path) {
-  auto in = open_text(path);
-  struct Entry { std::int64_t row, col; float v; };
-  std::vector<Entry> entries;
-  std::int64_t rows = 0, maxcol = 0, lineno = 0;
-  std::string line;
-  while (std::getline(in, line)) {
-    ++lineno;
-    std::string_view s(line);
-    if (const auto hash = s.find('#'); hash != std::string_view::npos) s = s.substr(0, hash);
-    std::size_t pos = s.find_first_not_of(" \t\r");
-    if (pos == std::string_view::npos) continue;
-    // label
-    std::size_t end = s.find_first_of(" \t\r", pos);
-    float label;
-    if (!parse_float(s.substr(pos, end == std::string_view::npos ? s.size() - pos : end - pos), label))
-      throw InputError(where(path, lineno) + ": label '" + std::string(s.substr(pos, end - pos)) +
-                       "' is not a number");
-    std::int64_t prev = 0;
-    while (end != std::string_view::npos) {
-      pos = s.find_first_not_of(" \t\r", end);
-      if (pos == std::string_view::npos) break;
-      end = s.find_first_of(" \t\r", pos);
-      const std::string_view tok = s.substr(pos, end == std::string_view::npos ? s.size() - pos : end - pos);
-      const std::size_t colon = tok.find(':');
-      if (colon == std::string_view::npos)
-        throw InputError(where(path, lineno) + ": '" + std::string(tok) + "' has no ':' (want index:value)");
-      std::int64_t idx = 0;
-      auto [p, ec] = std::from_chars(tok.data(), tok.data() + colon, idx);
-      if (ec != std::errc() || p != tok.data() + colon || idx < 1)
-        throw InputError(where(path, lineno) + ": bad feature index '" + std::string(tok.substr(0, colon)) + "'");
-      if (idx <= prev)
-        throw InputError(where(path, lineno) + ": feature index " + std::to_string(idx) +
-                         " does not increase (previous " + std::to_string(prev) + ")");
-      float v;
-      if (!parse_float(tok.substr(colon + 1), v))
-        throw InputError(where(path, lineno) + ": value '" + std::string(tok.substr(colon + 1)) +
-                         "' is not a number");
-      prev = idx;
-      maxcol = std::max(maxcol, idx);
-      entries.push_back({rows, idx - 1, v});
-    }
-    ++rows;
-  }
-  if (rows == 0) throw InputError(path + ": no data rows");
+  // One LIBSVM parser (the SVM's CSR reader, with its file:line errors),
+  // densified; the labels are dropped: k-means ignores them.
+  const LabeledCsr in = read_libsvm_csr(path);
   Matrix m;
-  m.rows = rows;
-  m.cols = std::max<std::int64_t>(maxcol, 1);
+  m.rows = in.x.rows;
+  m.cols = std::max<std::int64_t>(in.x.cols, 1);
   m.data.assign(m.rows * m.cols, 0.0f);
-  for (const auto& e : entries) m.data[e.row * m.cols + e.col] = e.v;
+  for (std::int64_t i = 0; i < m.rows; ++i)
+    for (std::int64_t e = in.x.row_ptr[i]; e < in.x.row_ptr[i + 1]; ++e) m.data[i * m.cols + in.x.col_idx[e]] = in.x.values[e];
   return m;
 }
 
