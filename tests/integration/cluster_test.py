@@ -21,8 +21,16 @@ import time
 from pathlib import Path
 
 
+TMP = None  # the scenario's directory: its logs are printed on failure
+
+
 def fail(msg):
     print("FAIL:", msg)
+    if TMP:
+        for f in sorted(Path(TMP).glob("*.err")):
+            tail = f.read_text().strip().splitlines()[-6:]
+            if tail:
+                print(f"--- {f.name}:", *tail, sep="\n  ")
     sys.exit(1)
 
 
@@ -208,7 +216,7 @@ def scenario_large_partials(a, tmp):
 def scenario_kill_restart(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 600000, 8, 16, 2)
-    job = Job(a, tmp, 4, data, 16, 400, 1000)
+    job = Job(a, tmp, 4, data, 16, 1000, 1000)
     job.wait_iteration(10)
     job.procs[2].send_signal(signal.SIGKILL)
     job.procs[2].wait()
@@ -363,7 +371,9 @@ def main():
     fn = globals().get("scenario_" + a.scenario)
     if fn is None:
         fail("unknown scenario " + a.scenario)
+    global TMP
     with tempfile.TemporaryDirectory(prefix=f"accel-{a.scenario}-") as tmp:
+        TMP = tmp
         try:
             fn(a, tmp)
         finally:
