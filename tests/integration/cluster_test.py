@@ -216,7 +216,9 @@ def scenario_large_partials(a, tmp):
 def scenario_kill_restart(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 600000, 8, 16, 2)
-    job = Job(a, tmp, 4, data, 16, 1000, 1000)
+    # k = 64: iterations of tens of ms even on a fast machine, so the job
+    # outlasts the restart and the rejoin.
+    job = Job(a, tmp, 4, data, 64, 300, 1000)
     job.wait_iteration(10)
     job.procs[2].send_signal(signal.SIGKILL)
     job.procs[2].wait()
@@ -241,7 +243,9 @@ def scenario_kill_restart(a, tmp):
 def scenario_sigstop(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 300000, 8, 8, 3)
-    job = Job(a, tmp, 3, data, 8, 600, 700)  # long enough to outlast the stop and the rejoin
+    # k = 128: iterations of tens of ms even on a fast machine, so the job
+    # outlasts the 2.5 s stop and the rejoin.
+    job = Job(a, tmp, 3, data, 128, 300, 700)
     job.wait_iteration(5)
     job.procs[1].send_signal(signal.SIGSTOP)
     stopped_at = job.iteration()
