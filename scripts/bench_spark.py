@@ -55,12 +55,10 @@ Exit status: 0 when all methods ran (targets met or not), 1 when one failed,
 """
 
 import argparse
-import gzip
 import json
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -71,7 +69,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(os.environ.get("ACCEL_REPO") or Path(__file__).resolve().parent.parent)
-FMNIST_IMAGES = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 TARGET_SPEEDUP = 50.0
 
 
@@ -90,36 +87,10 @@ class MethodError(RuntimeError):
 # ------------------------------------------------------------------ data
 
 
-def load_fmnist(n_rows):
-    with gzip.open(FMNIST_IMAGES, "rb") as f:
-        raw = f.read()
-    magic, count, rows, cols = struct.unpack(">IIII", raw[:16])
-    if magic != 0x00000803:
-        raise ValueError(f"{FMNIST_IMAGES}: bad IDX magic {magic:#010x}")
-    if n_rows > count:
-        raise ValueError(f"{FMNIST_IMAGES} has {count} images, {n_rows} requested")
-    pix = np.frombuffer(raw, dtype=np.uint8, count=n_rows * rows * cols, offset=16)
-    return pix.reshape(n_rows, rows * cols).astype(np.float32) / np.float32(255)
-
-
-def make_blobs(n):
-    rng = np.random.default_rng(42)
-    centers = rng.uniform(-10, 10, size=(4, 2)).astype(np.float32)
-    labels = rng.integers(0, 4, size=n)
-    return centers[labels] + rng.standard_normal((n, 2), dtype=np.float32)
-
-
-def distinct_rows(x, k):
-    rng = np.random.default_rng(0)
-    seen, picked = set(), []
-    for i in rng.permutation(len(x)):
-        key = x[i].tobytes()
-        if key not in seen:
-            seen.add(key)
-            picked.append(i)
-            if len(picked) == k:
-                return x[np.array(picked)]
-    raise ValueError(f"data has fewer than {k} distinct rows")
+# The data sets and initial centroids are bench_kmeans.py's, so both
+# benchmarks run (and cache) exactly the same inputs.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kmeans import load_fmnist, make_blobs, pick_init  # noqa: E402
 
 
 def cached(path, make):
@@ -142,7 +113,7 @@ def prepare(case, data_dir):
     c0_path = data_dir / f"{stem}-init-k{case.k}.npy"
     make = {"blobs": lambda: make_blobs(case.n), "fmnist": lambda: load_fmnist(case.n)}
     x = cached(x_path, make[case.name])
-    c0 = cached(c0_path, lambda: distinct_rows(x, case.k))
+    c0 = cached(c0_path, lambda: pick_init(x, case.k))
     if x.shape[0] != case.n or c0.shape != (case.k, x.shape[1]):
         raise ValueError(f"cached {x_path} / {c0_path} have shapes {x.shape} / {c0.shape}")
     return x, c0, x_path, c0_path
