@@ -200,21 +200,11 @@ class XrtDevice final : public Device {
     auto* sums = mine(a.sums, k * d * sizeof(double), "sums", where);
     auto* counts = mine(a.counts, k * sizeof(std::int64_t), "counts", where);
     auto* inertia = mine(a.inertia, sizeof(double), "inertia", where);
-    try {
-      xrt::kernel& kernel = *kernel_;
-      auto bank = [&kernel](int arg) { return static_cast<xrt::memory_group>(kernel.group_id(arg)); };
-      xrt::run r = kernel(x->bind(bank(kX)), c->bind(bank(kCentroids)), static_cast<int>(a.n),
-                           static_cast<int>(a.d), static_cast<int>(a.k), labels->bind(bank(kLabels)),
-                           sums->bind(bank(kSums)), counts->bind(bank(kCounts)), inertia->bind(bank(kInertia)));
-      const ert_cmd_state state = r.wait();
-      if (state != ERT_CMD_STATE_COMPLETED)
-        throw DeviceError(where + ": run ended in ERT state " + std::to_string(static_cast<int>(state)));
-      // Results stay on the card until read() syncs them back.
-    } catch (const DeviceError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw DeviceError(where + ": " + e.what());
-    }
+    run_and_wait(where, *kernel_, [&](xrt::kernel& kernel, const auto& bank) {
+      return kernel(x->bind(bank(kX)), c->bind(bank(kCentroids)), static_cast<int>(a.n),
+                    static_cast<int>(a.d), static_cast<int>(a.k), labels->bind(bank(kLabels)),
+                    sums->bind(bank(kSums)), counts->bind(bank(kCounts)), inertia->bind(bank(kInertia)));
+    });
   }
 
   // topk_histogram(data, n, lo, hi, shift, bins, hist, moments, outside, collect, candidates,
@@ -229,25 +219,16 @@ class XrtDevice final : public Device {
     auto* hist = mine(a.hist, a.bins * sizeof(std::uint64_t), "hist", where);
     auto* moments = mine(a.moments, 3 * sizeof(double), "moments", where);
     auto* outside = mine(a.outside, 3 * sizeof(std::uint64_t), "outside", where);
-    try {
-      xrt::kernel& kernel = *topk_;
-      auto bank = [&kernel](int arg) { return static_cast<xrt::memory_group>(kernel.group_id(arg)); };
+    run_and_wait(where, *topk_, [&](xrt::kernel& kernel, const auto& bank) {
       // Without candidates the kernel never touches its candidate ports; they
       // still need a bo, so the histogram buffer stands in (collect = 0).
       XrtBuffer* cand = a.candidates ? mine(a.candidates, a.capacity * sizeof(std::int64_t), "candidates", where) : hist;
       XrtBuffer* count = a.candidates ? mine(a.candidate_count, sizeof(std::uint64_t), "candidate_count", where) : outside;
-      xrt::run r = kernel(data->bind(bank(kData)), static_cast<long long>(a.n), a.lo, a.hi, a.shift,
-                          static_cast<int>(a.bins), hist->bind(bank(kHist)), moments->bind(bank(kMoments)),
-                          outside->bind(bank(kOutside)), a.candidates ? 1 : 0, cand->bind(bank(kCand)),
-                          count->bind(bank(kCandCount)), static_cast<long long>(a.capacity));
-      const ert_cmd_state state = r.wait();
-      if (state != ERT_CMD_STATE_COMPLETED)
-        throw DeviceError(where + ": run ended in ERT state " + std::to_string(static_cast<int>(state)));
-    } catch (const DeviceError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw DeviceError(where + ": " + e.what());
-    }
+      return kernel(data->bind(bank(kData)), static_cast<long long>(a.n), a.lo, a.hi, a.shift,
+                    static_cast<int>(a.bins), hist->bind(bank(kHist)), moments->bind(bank(kMoments)),
+                    outside->bind(bank(kOutside)), a.candidates ? 1 : 0, cand->bind(bank(kCand)),
+                    count->bind(bank(kCandCount)), static_cast<long long>(a.capacity));
+    });
   }
 
   void run(const CsrKernelRowsArgs& a) {
@@ -266,13 +247,23 @@ class XrtDevice final : public Device {
     auto* queries = mine(a.queries, q * sizeof(std::int32_t), "queries", where);
     auto* active = mine(a.active, m * sizeof(std::int32_t), "active", where);
     auto* out = mine(a.out, q * m * sizeof(float), "out", where);
+    run_and_wait(where, *csr_kernel_, [&](xrt::kernel& kernel, const auto& bank) {
+      return kernel(row_ptr->bind(bank(kRowPtr)), col_idx->bind(bank(kColIdx)), values->bind(bank(kValues)),
+                    norms->bind(bank(kNorms)), queries->bind(bank(kQueries)), active->bind(bank(kActive)),
+                    out->bind(bank(kOut)), static_cast<int>(a.q), static_cast<int>(a.m),
+                    static_cast<int>(a.cols), static_cast<int>(a.type), a.gamma, a.coef0, a.degree);
+    });
+  }
+
+  // Starts one run of `kernel` (start(kernel, bank) binds the arguments,
+  // bank(arg) being the memory group the argument is connected to) and
+  // waits for it; every failure becomes a DeviceError naming `where`.
+  // Results stay on the card until a buffer's read() syncs them back.
+  template <class Start>
+  static void run_and_wait(const std::string& where, xrt::kernel& kernel, const Start& start) {
     try {
-      xrt::kernel& kernel = *csr_kernel_;
       auto bank = [&kernel](int arg) { return static_cast<xrt::memory_group>(kernel.group_id(arg)); };
-      xrt::run r = kernel(row_ptr->bind(bank(kRowPtr)), col_idx->bind(bank(kColIdx)), values->bind(bank(kValues)),
-                          norms->bind(bank(kNorms)), queries->bind(bank(kQueries)), active->bind(bank(kActive)),
-                          out->bind(bank(kOut)), static_cast<int>(a.q), static_cast<int>(a.m),
-                          static_cast<int>(a.cols), static_cast<int>(a.type), a.gamma, a.coef0, a.degree);
+      xrt::run r = start(kernel, bank);
       const ert_cmd_state state = r.wait();
       if (state != ERT_CMD_STATE_COMPLETED)
         throw DeviceError(where + ": run ended in ERT state " + std::to_string(static_cast<int>(state)));

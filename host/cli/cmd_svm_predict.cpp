@@ -10,12 +10,11 @@
 #include "accel/registry.hpp"
 #include "accel/svm.hpp"
 #include "commands.hpp"
+#include "libsvm_args.hpp"
 
 namespace po = boost::program_options;
 
 namespace accel::cli {
-
-std::vector<std::string> join_short_values(const std::vector<std::string>& args, const std::string& with_value);
 
 int svm_predict_main(const std::vector<std::string>& args) {
   int prob = 0;
@@ -30,15 +29,7 @@ int svm_predict_main(const std::vector<std::string>& args) {
       ("output_file", po::value(&output_file)->required(), "");
   po::positional_options_description pos;
   pos.add("test_file", 1).add("model_file", 1).add("output_file", 1);
-  po::variables_map vm;
-  namespace cls = po::command_line_style;
-  po::store(po::command_line_parser(join_short_values(args, "b"))
-                .options(opts)
-                .positional(pos)
-                .style(cls::allow_short | cls::short_allow_adjacent | cls::allow_dash_for_short | cls::allow_long |
-                       cls::long_allow_adjacent | cls::long_allow_next)
-                .run(),
-            vm);
+  po::variables_map vm = parse_libsvm_style(args, "b", opts, pos);
   if (vm.count("help")) {
     std::cout << opts;
     return 0;

@@ -11,27 +11,11 @@
 #include "accel/registry.hpp"
 #include "accel/svm.hpp"
 #include "commands.hpp"
+#include "libsvm_args.hpp"
 
 namespace po = boost::program_options;
 
 namespace accel::cli {
-
-// LIBSVM-style arguments ("-c 10", "-r -1") parsed by program_options: a
-// value that starts with '-' must not be taken for an option, so every
-// option that takes a value is joined with it before parsing ("-r-1").
-std::vector<std::string> join_short_values(const std::vector<std::string>& args, const std::string& with_value) {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.size() == 2 && a[0] == '-' && with_value.find(a[1]) != std::string::npos && i + 1 < args.size()) {
-      out.push_back(a + args[i + 1]);
-      ++i;
-    } else {
-      out.push_back(a);
-    }
-  }
-  return out;
-}
 
 int svm_train_main(const std::vector<std::string>& args) {
   int svm_type = 0, kernel = 2, shrinking = 1, wss = 1;
@@ -61,15 +45,7 @@ int svm_train_main(const std::vector<std::string>& args) {
       ("model_file", po::value(&model_file), "");
   po::positional_options_description pos;
   pos.add("training_file", 1).add("model_file", 1);
-  po::variables_map vm;
-  namespace cls = po::command_line_style;
-  po::store(po::command_line_parser(join_short_values(args, "stdgrcemhwbv"))
-                .options(opts)
-                .positional(pos)
-                .style(cls::allow_short | cls::short_allow_adjacent | cls::allow_dash_for_short | cls::allow_long |
-                       cls::long_allow_adjacent | cls::long_allow_next)
-                .run(),
-            vm);
+  po::variables_map vm = parse_libsvm_style(args, "stdgrcemhwbv", opts, pos);
   if (vm.count("help")) {
     std::cout << opts;
     return 0;
