@@ -7,14 +7,22 @@
 //    column); each active row then costs nnz(v) branch-free multiply-adds
 //    that vectorise with gathers, and every active row is read once for all
 //    queries in the group.
-// Auto times both on a slice of the first launch for a matrix and keeps the
-// faster one for that matrix.
+//  - gemm: for launches with many queries (prediction, gradient
+//    reconstruction) both sides are written out dense in tiles and their dot
+//    products come from one dgemm per tile: matrix-multiply speed on dense
+//    data, where one gather per non-zero is the scatter path's limit. Double,
+//    not single: reconstruction sums thousands of these values into a
+//    gradient, and a float dot loses ~1e-6 of |u||v| before the RBF's
+//    cancellation (|u|^2 + |v|^2 - 2u.v) magnifies it.
+// Auto times the candidates on a slice of the first launch for a matrix (one
+// choice for launches with few queries, one for many) and keeps the faster.
 #include "csr_kernel_rows.hpp"
 
 #include <omp.h>
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif
+#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -195,10 +203,64 @@ void rows_scatter(const CsrView& x, const std::int32_t* queries, std::int64_t q,
   }
 }
 
-// Per-matrix choice of path, keyed by the matrix's storage and shape.
+// Queries from which a launch counts as batched: the gemm path is a
+// candidate, and the choice of path is made separately from SMO's two-query
+// launches.
+constexpr std::int64_t kBatchQueries = 32;
+// Dense tiles wider than this cost more to write out than the product saves.
+constexpr std::int64_t kMaxGemmCols = 16384;
+
+// Dense copies of rows idx[0..r) into r x cols doubles (zero elsewhere).
+void densify(const CsrView& x, const std::int32_t* idx, std::int64_t r, double* d) {
+  const std::int64_t cols = x.cols;
+#pragma omp parallel for schedule(static) if (r * cols > 65536)
+  for (std::int64_t a = 0; a < r; ++a) {
+    double* row = d + a * cols;
+    std::fill(row, row + cols, 0.0);
+    const std::int64_t u = idx[a];
+    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k) row[x.col_idx[k]] = x.values[k];
+  }
+}
+
+void rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
+               std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out) {
+  const std::int64_t cols = std::max<std::int64_t>(1, x.cols);
+  // Target tiles of about 4 MiB, big enough for dgemm's full rate; each is
+  // written out once and multiplied with every query block, so the write-out
+  // is paid once per target row, not once per query block.
+  const std::int64_t tile = std::clamp<std::int64_t>((std::int64_t{1} << 19) / cols, 16, 1024);
+  const std::int64_t qblock = std::clamp<std::int64_t>((std::int64_t{1} << 23) / cols, tile, 8192);
+  std::vector<double> dq(std::min(q, qblock) * cols), dt(std::min(b1 - b0, tile) * cols),
+      dots(std::min(q, qblock) * tile);
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(omp_get_max_threads());
+  for (std::int64_t a0 = 0; a0 < q; a0 += qblock) {
+    const std::int64_t qa = std::min(qblock, q - a0);
+    densify(x, queries + a0, qa, dq.data());
+    for (std::int64_t t0 = b0; t0 < b1; t0 += tile) {
+      const std::int64_t tb = std::min(tile, b1 - t0);
+      densify(x, active + t0, tb, dt.data());
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(qa), static_cast<int>(tb),
+                  static_cast<int>(cols), 1.0, dq.data(), static_cast<int>(cols), dt.data(), static_cast<int>(cols),
+                  0.0, dots.data(), static_cast<int>(tb));
+#pragma omp parallel for schedule(static) if (qa * tb > 4096)
+      for (std::int64_t a = 0; a < qa; ++a) {
+        const std::int64_t u = queries[a0 + a];
+        for (std::int64_t b = 0; b < tb; ++b)
+          out[(a0 + a) * m + t0 + b] = static_cast<float>(kernel_value(
+              p.type, dots[a * tb + b], x.sq_norms[u], x.sq_norms[active[t0 + b]], p.gamma, p.coef0, p.degree));
+      }
+    }
+  }
+  openblas_set_num_threads(blas_threads);
+}
+
+// Per-matrix choice of path, keyed by the matrix's storage and shape, and by
+// whether the launch is batched.
 struct MatrixKey {
   const void* values;
   std::int64_t n, nnz, cols;
+  bool batched;
   auto operator<=>(const MatrixKey&) const = default;
 };
 std::mutex choice_mu;
@@ -216,19 +278,22 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
   const Params p{type, gamma, coef0, degree};
   if (q <= 0 || m <= 0) return;
   if (x.cols > kMaxScatterCols) path = CsrDotPath::Merge;
+  const bool batched = q >= kBatchQueries;
+  const bool gemm_ok = batched && x.cols <= kMaxGemmCols;
+  if (path == CsrDotPath::Gemm && x.cols > kMaxGemmCols) path = CsrDotPath::Scatter;
   if (path == CsrDotPath::Auto) {
-    const MatrixKey key{x.values, x.n, x.row_ptr[x.n], x.cols};
+    const MatrixKey key{x.values, x.n, x.row_ptr[x.n], x.cols, batched};
     {
       std::lock_guard lock(choice_mu);
       if (auto it = choices.find(key); it != choices.end()) path = it->second;
     }
     if (path == CsrDotPath::Auto) {
-      // Time both on one query group and a slice of the rows (a launch may
+      // Time the candidates on a slice of the queries and rows (a launch may
       // carry thousands of queries: prediction), the faster of two repeats
       // each so a preemption does not decide it; the launch is then computed
       // in full with the winner.
-      const std::int64_t slice = std::min<std::int64_t>(m, 2048);
-      const std::int64_t tq = std::min<std::int64_t>(q, kGroup);
+      const std::int64_t slice = std::min<std::int64_t>(m, batched ? 1024 : 2048);
+      const std::int64_t tq = std::min<std::int64_t>(q, batched ? 256 : kGroup);
       using clock = std::chrono::steady_clock;
       auto time = [&](auto&& fn) {
         double best = 1e30;
@@ -239,10 +304,18 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
         }
         return best;
       };
-      // Written at stride m into out's first rows: overwritten below.
-      const double t_merge = time([&] { rows_merge(x, queries, tq, active, 0, slice, m, p, out); });
-      const double t_scatter = time([&] { rows_scatter(x, queries, tq, active, 0, slice, m, p, out); });
-      path = t_scatter <= t_merge ? CsrDotPath::Scatter : CsrDotPath::Merge;
+      // Written at stride m into out's first rows: overwritten below. With
+      // many queries over a moderate width the contest is scatter against
+      // gemm (the merge loses to scatter whenever a dense row fits in cache).
+      if (gemm_ok) {
+        const double t_scatter = time([&] { rows_scatter(x, queries, tq, active, 0, slice, m, p, out); });
+        const double t_gemm = time([&] { rows_gemm(x, queries, tq, active, 0, slice, m, p, out); });
+        path = t_gemm <= t_scatter ? CsrDotPath::Gemm : CsrDotPath::Scatter;
+      } else {
+        const double t_merge = time([&] { rows_merge(x, queries, tq, active, 0, slice, m, p, out); });
+        const double t_scatter = time([&] { rows_scatter(x, queries, tq, active, 0, slice, m, p, out); });
+        path = t_scatter <= t_merge ? CsrDotPath::Scatter : CsrDotPath::Merge;
+      }
       if (slice >= 256) {  // too small a slice says nothing
         std::lock_guard lock(choice_mu);
         choices[key] = path;
@@ -251,6 +324,8 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
   }
   if (path == CsrDotPath::Merge)
     rows_merge(x, queries, q, active, 0, m, m, p, out);
+  else if (path == CsrDotPath::Gemm)
+    rows_gemm(x, queries, q, active, 0, m, m, p, out);
   else
     rows_scatter(x, queries, q, active, 0, m, m, p, out);
 }

@@ -21,6 +21,7 @@ enum class CsrDotPath {
   Auto,     // whichever was measured faster for this matrix (cached per matrix)
   Merge,    // seeds/001 Algorithm 2: merge of two sorted index lists
   Scatter,  // query rows scattered into dense buffers, active rows gather from them
+  Gemm,     // both sides written out dense in tiles, dots by dgemm (many queries)
 };
 
 void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,

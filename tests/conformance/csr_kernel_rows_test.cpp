@@ -136,14 +136,15 @@ TEST_P(CsrKernelRowsConformance, EveryDeviceMatchesReference) {
       ++ran;
     }
     EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
-    // Both CPU paths, forced, must conform too (Auto runs only one of them).
-    for (auto path : {cpu::CsrDotPath::Merge, cpu::CsrDotPath::Scatter}) {
+    // Every CPU path, forced, must conform too (Auto runs only one of them).
+    for (auto path : {cpu::CsrDotPath::Merge, cpu::CsrDotPath::Scatter, cpu::CsrDotPath::Gemm}) {
       std::vector<float> out(queries.size() * active.size());
       const cpu::CsrView v{x.row_ptr.data(), x.col_idx.data(), x.values.data(), norms.data(), x.rows, x.cols};
       cpu::csr_kernel_rows(v, queries.data(), static_cast<std::int64_t>(queries.size()), active.data(),
                            static_cast<std::int64_t>(active.size()), k.type, k.gamma, k.coef0, k.degree, out.data(),
                            path);
-      expect_close(out, want, path == cpu::CsrDotPath::Merge ? "cpu merge" : "cpu scatter");
+      expect_close(out, want,
+                   path == cpu::CsrDotPath::Merge ? "cpu merge" : path == cpu::CsrDotPath::Scatter ? "cpu scatter" : "cpu gemm");
     }
   }
 }

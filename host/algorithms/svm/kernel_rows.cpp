@@ -1,14 +1,20 @@
 // Kernel rows for the SMO solver: the CSR matrix lives on every device (once,
 // or wrapped without a copy where the device shares host memory); each
 // request splits the target rows among the devices in proportion to their
-// measured rate and launches csr_kernel_rows on all of them at once. An LRU
-// cache keeps whole rows (n floats) so a row computed while some samples were
-// shrunk stays usable as long as no sample has come back since.
+// measured rate and launches csr_kernel_rows on all of them at once.
+//
+// The LRU cache keeps each row only over the samples it covers (compact, the
+// way LIBSVM's cache keeps rows of the active length), so shrinking makes room
+// for more rows instead of leaving full-length rows mostly stale. A cached row
+// that covers more than the active set is compacted in place when next used;
+// one that covers less (samples came back) gets only its missing values
+// computed. The cache is bounded in bytes (-m).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <list>
+#include <map>
 #include <numeric>
 
 #include "accel/error.hpp"
@@ -63,19 +69,28 @@ struct KernelRows::Impl {
   SvmParams p;
   std::vector<double> norms;
   std::vector<Dev> devs;
-  std::vector<std::int32_t> active;
+  using Cover = std::shared_ptr<const std::vector<std::int32_t>>;  // sorted sample indices
+  Cover active;
   std::int64_t active_version = 0;  // bumps on every set_active
-  std::int64_t epoch = 0;           // bumps when rows come back: cached rows die
-  bool epoch_open = true;           // false between complete_rows and the regrow it prepares
 
-  // LRU cache of full rows.
-  std::int64_t capacity = 0;  // rows the cache may hold; < 2 means no caching
-  std::vector<std::vector<float>> slots;
-  std::vector<std::int32_t> slot_of;      // row -> slot or -1
-  std::vector<std::int32_t> owner;        // slot -> row
-  std::vector<std::int64_t> slot_epoch;
-  std::list<std::int32_t> lru;            // front: most recently used slot
-  std::vector<std::list<std::int32_t>::iterator> lru_pos;
+  // One cached row: K(x_row, x_t) for every t in *cover, in cover's order.
+  struct Entry {
+    std::int32_t row = -1;
+    Cover cover;
+    bool own_cover = false;  // cover belongs to this entry alone (counted in bytes)
+    std::vector<float> vals;
+    std::int64_t call = -1;  // last rows() call that returned it
+    std::list<std::int32_t>::iterator lru;
+    std::int64_t bytes() const { return 4 * static_cast<std::int64_t>(vals.size() + (own_cover ? cover->size() : 0)); }
+  };
+  std::int64_t budget = 0;  // bytes
+  std::int64_t used = 0;
+  std::int64_t call = 0;
+  std::vector<Entry> entries;
+  std::vector<std::int32_t> free_entries;
+  std::vector<std::int32_t> entry_of;  // row -> entry or -1
+  std::list<std::int32_t> lru;         // front: most recently used
+  std::vector<std::vector<float>> spare;  // storage of evicted rows, reused
   std::vector<float> tmp;
 
   Impl(const CsrMatrix& m, const SvmParams& params, const std::vector<Device*>& devices)
@@ -93,11 +108,11 @@ struct KernelRows::Impl {
       s.norms = to_device(*d, norms);
       devs.push_back(std::move(s));
     }
-    const double row_bytes = 4.0 * std::max<std::int64_t>(1, x.rows);
-    capacity = static_cast<std::int64_t>(p.cache_mb * 1048576.0 / row_bytes);
-    slot_of.assign(x.rows, -1);
-    active.resize(x.rows);
-    std::iota(active.begin(), active.end(), 0);
+    budget = static_cast<std::int64_t>(std::max(0.0, p.cache_mb) * 1048576.0);
+    entry_of.assign(x.rows, -1);
+    auto all = std::make_shared<std::vector<std::int32_t>>(x.rows);
+    std::iota(all->begin(), all->end(), 0);
+    active = std::move(all);
   }
 
   // Splits [0, m) among the devices by measured rate (equal until measured).
@@ -198,23 +213,106 @@ struct KernelRows::Impl {
     }
   }
 
-  std::int32_t take_slot(const std::vector<std::int32_t>& pinned) {
-    std::int32_t s;
-    if (static_cast<std::int64_t>(slots.size()) < std::max<std::int64_t>(capacity, 2)) {
-      s = static_cast<std::int32_t>(slots.size());
-      slots.emplace_back(x.rows);
-      owner.push_back(-1);
-      slot_epoch.push_back(-1);
-      lru.push_front(s);
-      lru_pos.push_back(lru.begin());
+  std::vector<float> fresh_storage() {
+    if (spare.empty()) return {};
+    std::vector<float> v = std::move(spare.back());
+    spare.pop_back();
+    return v;
+  }
+  void recycle(std::vector<float>&& v) {
+    if (spare.size() < 8 && v.capacity() > 0) spare.push_back(std::move(v));
+  }
+
+  std::int32_t new_entry(std::int32_t row) {
+    std::int32_t e;
+    if (!free_entries.empty()) {
+      e = free_entries.back();
+      free_entries.pop_back();
     } else {
-      auto it = std::prev(lru.end());
-      while (std::find(pinned.begin(), pinned.end(), *it) != pinned.end()) --it;
-      s = *it;
-      if (owner[s] >= 0) slot_of[owner[s]] = -1;
+      e = static_cast<std::int32_t>(entries.size());
+      entries.emplace_back();
     }
-    lru.splice(lru.begin(), lru, lru_pos[s]);
-    return s;
+    Entry& en = entries[e];
+    en.row = row;
+    en.vals = fresh_storage();
+    lru.push_front(e);
+    en.lru = lru.begin();
+    entry_of[row] = e;
+    return e;
+  }
+
+  void drop(std::int32_t e) {
+    Entry& en = entries[e];
+    used -= en.bytes();
+    entry_of[en.row] = -1;
+    lru.erase(en.lru);
+    recycle(std::move(en.vals));
+    en = Entry{};
+    free_entries.push_back(e);
+  }
+
+  // Evicts least recently used rows until the cache fits its budget; rows
+  // returned by this call or the previous one stay (callers hold them).
+  void enforce_budget() {
+    auto it = lru.end();
+    while (used > budget && it != lru.begin()) {
+      --it;
+      const std::int32_t e = *it;
+      if (entries[e].call >= call - 1) continue;
+      it = std::next(it);  // drop() erases *prev(it)
+      drop(e);
+    }
+  }
+
+  // Re-fits entry e to the current active set: values the entry holds are
+  // kept, missing ones are listed in `missing` (sorted) to be computed and
+  // then merged by finish_partial. Returns true when nothing is missing.
+  bool fit(Entry& en, std::vector<std::int32_t>& missing) {
+    const auto& cur = *active;
+    const auto& cov = *en.cover;
+    missing.clear();
+    std::size_t c = 0;
+    for (const std::int32_t k : cur) {
+      while (c < cov.size() && cov[c] < k) ++c;
+      if (c == cov.size() || cov[c] != k) missing.push_back(k);
+    }
+    if (!missing.empty()) return false;
+    // cur is a subsequence of cov: compact in place (write index <= read index).
+    c = 0;
+    for (std::size_t b = 0; b < cur.size(); ++b) {
+      while (cov[c] < cur[b]) ++c;
+      en.vals[b] = en.vals[c];
+    }
+    used -= en.bytes();
+    en.vals.resize(cur.size());
+    en.cover = active;
+    en.own_cover = false;
+    used += en.bytes();
+    return true;
+  }
+
+  // Merges freshly computed values for `missing` into entry en, which then
+  // covers exactly the active set.
+  void finish_partial(Entry& en, const std::vector<std::int32_t>& missing, const float* computed) {
+    const auto& cur = *active;
+    const auto& cov = *en.cover;
+    std::vector<float> next = fresh_storage();
+    next.resize(cur.size());
+    std::size_t c = 0, mi = 0;
+    for (std::size_t b = 0; b < cur.size(); ++b) {
+      const std::int32_t k = cur[b];
+      while (c < cov.size() && cov[c] < k) ++c;
+      if (mi < missing.size() && missing[mi] == k)
+        next[b] = computed[mi++];
+      else
+        next[b] = en.vals[c];
+    }
+    used -= en.bytes();
+    recycle(std::move(en.vals));
+    en.vals = std::move(next);
+    en.cover = active;
+    en.own_cover = false;
+    used += en.bytes();
   }
 };
 
@@ -226,55 +324,72 @@ KernelRows::KernelRows(const CsrMatrix& x, const SvmParams& params, const std::v
 
 KernelRows::~KernelRows() = default;
 
-void KernelRows::set_active(const std::vector<std::int32_t>& active, bool grew) {
-  impl_->active = active;
+void KernelRows::set_active(const std::vector<std::int32_t>& active) {
+  impl_->active = std::make_shared<const std::vector<std::int32_t>>(active);
   ++impl_->active_version;
-  if (grew) ++impl_->epoch;
-  impl_->epoch_open = true;
 }
 
 std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& queries) {
   Impl& s = *impl_;
-  const bool caching = s.capacity >= 2;
-  std::vector<const float*> out(queries.size());
-  std::vector<std::int32_t> miss_rows, miss_slots, pinned;
+  ++s.call;
+  const auto& cur = *s.active;
+  const std::int64_t m = static_cast<std::int64_t>(cur.size());
+  std::vector<std::int32_t> fulls;                           // entries computed from scratch
+  std::map<const void*, std::vector<std::int32_t>> partial;  // entries by the cover they extend
+  std::vector<std::int32_t> picked(queries.size());
+  std::vector<std::int32_t> missing;
   for (std::size_t a = 0; a < queries.size(); ++a) {
     const std::int32_t i = queries[a];
-    const std::int32_t slot = s.slot_of[i];
-    if (caching && slot >= 0 && s.slot_epoch[slot] == s.epoch && s.epoch_open) {
-      ++hits_;
-      s.lru.splice(s.lru.begin(), s.lru, s.lru_pos[slot]);
-      pinned.push_back(slot);
-      out[a] = s.slots[slot].data();
+    std::int32_t e = s.entry_of[i];
+    if (e >= 0 && s.entries[e].call == s.call) {  // repeated within this request
+      picked[a] = e;
       continue;
     }
-    // A repeated query in one request shares the first one's slot.
-    const auto dup = std::find(miss_rows.begin(), miss_rows.end(), i);
-    if (dup != miss_rows.end()) {
-      out[a] = s.slots[miss_slots[dup - miss_rows.begin()]].data();
-      continue;
+    if (e < 0) {
+      e = s.new_entry(i);
+      Impl::Entry& en = s.entries[e];
+      en.cover = s.active;
+      en.vals.resize(m);
+      s.used += en.bytes();
+      fulls.push_back(e);
+      ++misses_;
+    } else {
+      Impl::Entry& en = s.entries[e];
+      s.lru.splice(s.lru.begin(), s.lru, en.lru);
+      if (en.cover == s.active || s.fit(en, missing)) {
+        ++hits_;
+      } else {
+        partial[en.cover.get()].push_back(e);
+        ++misses_;
+      }
     }
-    ++misses_;
-    const std::int32_t fresh = s.take_slot(pinned);
-    pinned.push_back(fresh);
-    s.owner[fresh] = i;
-    s.slot_of[i] = fresh;
-    s.slot_epoch[fresh] = caching ? s.epoch : -1;
-    miss_rows.push_back(i);
-    miss_slots.push_back(fresh);
-    out[a] = s.slots[fresh].data();
+    s.entries[e].call = s.call;
+    picked[a] = e;
   }
-  if (miss_rows.empty()) return out;
-  const std::int64_t m = static_cast<std::int64_t>(s.active.size());
-  const std::int64_t nq = static_cast<std::int64_t>(miss_rows.size());
-  s.tmp.resize(nq * m);
-  s.launch(miss_rows.data(), nq, s.active.data(), m, s.tmp.data(), s.active_version);
-  for (std::int64_t a = 0; a < nq; ++a) {
-    float* row = s.slots[miss_slots[a]].data();
-    const float* src = s.tmp.data() + a * m;
-    const std::int32_t* act = s.active.data();
-    for (std::int64_t b = 0; b < m; ++b) row[act[b]] = src[b];
+  if (!fulls.empty()) {
+    const std::int64_t nq = static_cast<std::int64_t>(fulls.size());
+    std::vector<std::int32_t> rows(nq);
+    for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[fulls[a]].row;
+    s.tmp.resize(nq * m);
+    s.launch(rows.data(), nq, cur.data(), m, s.tmp.data(), s.active_version);
+    for (std::int64_t a = 0; a < nq; ++a)
+      std::memcpy(s.entries[fulls[a]].vals.data(), s.tmp.data() + a * m, m * sizeof(float));
   }
+  // Rows that cover part of the active set (samples came back since they
+  // were computed): every row extending the same cover misses the same
+  // samples, so each group is one launch over just those.
+  for (auto& [cover, group] : partial) {
+    s.fit(s.entries[group[0]], missing);
+    const std::int64_t nq = static_cast<std::int64_t>(group.size()), mm = static_cast<std::int64_t>(missing.size());
+    std::vector<std::int32_t> rows(nq);
+    for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[group[a]].row;
+    s.tmp.resize(nq * mm);
+    s.launch(rows.data(), nq, missing.data(), mm, s.tmp.data(), -1);
+    for (std::int64_t a = 0; a < nq; ++a) s.finish_partial(s.entries[group[a]], missing, s.tmp.data() + a * mm);
+  }
+  s.enforce_budget();
+  std::vector<const float*> out(queries.size());
+  for (std::size_t a = 0; a < queries.size(); ++a) out[a] = s.entries[picked[a]].vals.data();
   return out;
 }
 
@@ -283,14 +398,36 @@ void KernelRows::complete_rows(const std::vector<std::int32_t>& queries, const s
   Impl& s = *impl_;
   const std::size_t m = targets.size();
   for (std::size_t a = 0; a < queries.size(); ++a) {
-    const std::int32_t slot = s.slot_of[queries[a]];
-    if (slot < 0 || s.slot_epoch[slot] != s.epoch) continue;
-    float* row = s.slots[slot].data();
+    const std::int32_t e = s.entry_of[queries[a]];
+    if (e < 0) continue;
+    Impl::Entry& en = s.entries[e];
+    const auto& cov = *en.cover;
     const float* src = values + a * m;
-    for (std::size_t b = 0; b < m; ++b) row[targets[b]] = src[b];
-    s.slot_epoch[slot] = s.epoch + 1;  // valid in the epoch the coming regrow starts
+    // Union of the two sorted lists; where both hold a sample the values agree.
+    auto cover = std::make_shared<std::vector<std::int32_t>>();
+    std::vector<float> vals = s.fresh_storage();
+    vals.clear();
+    cover->reserve(cov.size() + m);
+    vals.reserve(cov.size() + m);
+    std::size_t c = 0, t = 0;
+    while (c < cov.size() || t < m) {
+      if (t == m || (c < cov.size() && cov[c] < targets[t])) {
+        cover->push_back(cov[c]);
+        vals.push_back(en.vals[c++]);
+      } else {
+        if (c < cov.size() && cov[c] == targets[t]) ++c;
+        cover->push_back(targets[t]);
+        vals.push_back(src[t++]);
+      }
+    }
+    s.used -= en.bytes();
+    s.recycle(std::move(en.vals));
+    en.vals = std::move(vals);
+    en.cover = std::move(cover);
+    en.own_cover = true;
+    s.used += en.bytes();
   }
-  s.epoch_open = false;
+  s.enforce_budget();
 }
 
 void KernelRows::compute(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets,

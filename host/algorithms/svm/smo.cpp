@@ -51,23 +51,30 @@ struct State {
   double v(std::int64_t k) const { return -y[k] * G[k]; }  // -gamma_k
 };
 
+// Samples are named by index k; kernel rows are compact over the active
+// list, so a sample's value in a row is at its slot b (active[b] == k).
 struct Extremes {
   double gmax = -std::numeric_limits<double>::infinity();  // max -gamma over I_up  (= -beta_up)
   double gmin = std::numeric_limits<double>::infinity();   // min -gamma over I_low (= -beta_low)
-  std::int32_t i = -1, j = -1;
+  std::int32_t i = -1, j = -1;    // samples
+  std::int64_t bi = -1, bj = -1;  // their slots
 };
 
 Extremes extremes(const State& s) {
   Extremes e;
-  for (const std::int32_t k : s.active) {
+  const std::int64_t m = static_cast<std::int64_t>(s.active.size());
+  for (std::int64_t b = 0; b < m; ++b) {
+    const std::int32_t k = s.active[b];
     const double v = s.v(k);
     if (s.in_up(k) && v > e.gmax) {
       e.gmax = v;
       e.i = k;
+      e.bi = b;
     }
     if (s.in_low(k) && v < e.gmin) {
       e.gmin = v;
       e.j = k;
+      e.bj = b;
     }
   }
   return e;
@@ -75,20 +82,23 @@ Extremes extremes(const State& s) {
 
 // LIBSVM's second-order rule for the second index: among I_low samples that
 // violate with i, the one whose pair step decreases the objective most.
-std::int32_t second_order_j(const State& s, std::int32_t i, double gmax, const float* Ki, const KernelRows& kr) {
+// Returns its slot, or -1.
+std::int64_t second_order_j(const State& s, std::int32_t i, double gmax, const float* Ki, const KernelRows& kr) {
   const double Kii = kr.diag(i);
-  std::int32_t best = -1;
+  std::int64_t best = -1;
   double best_obj = std::numeric_limits<double>::infinity();
-  for (const std::int32_t t : s.active) {
+  const std::int64_t m = static_cast<std::int64_t>(s.active.size());
+  for (std::int64_t slot = 0; slot < m; ++slot) {
+    const std::int32_t t = s.active[slot];
     if (!s.in_low(t)) continue;
     const double b = gmax - s.v(t);
     if (b <= 0) continue;
-    double a = Kii + kr.diag(t) - 2.0 * Ki[t];
+    double a = Kii + kr.diag(t) - 2.0 * Ki[slot];
     if (a <= 0) a = 1e-12;
     const double obj = -(b * b) / a;
     if (obj < best_obj) {
       best_obj = obj;
-      best = t;
+      best = slot;
     }
   }
   return best;
@@ -109,7 +119,9 @@ void shrink(State& s, const Extremes& e) {
 }
 
 // Algorithm 6: gradient of every shrunk sample from all support vectors,
-// G_k = y_k sum_j y_j a_j K(x_j, x_k) - 1.
+// G_k = y_k sum_j y_j a_j K(x_j, x_k) - 1. The values are computed in
+// batches of many support vectors (the kernel's matrix-product path) and
+// handed to the cache, whose rows of these samples then cover every sample.
 void reconstruct(State& s, KernelRows& kr) {
   const std::int64_t n = static_cast<std::int64_t>(s.y.size());
   std::vector<char> is_active(n, 0);
@@ -149,7 +161,7 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
   State s{y, std::vector<double>(n, 0.0), std::vector<double>(n, -1.0), params.C, {}};
   s.active.resize(n);
   std::iota(s.active.begin(), s.active.end(), 0);
-  kr.set_active(s.active, true);
+  kr.set_active(s.active);
   const std::int64_t hits0 = kr.hits(), misses0 = kr.misses();
 
   const ShrinkHeuristic& h = params.shrink;
@@ -171,7 +183,7 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
       const Extremes now = extremes(s);
       const std::size_t before = s.active.size();
       shrink(s, now);
-      if (s.active.size() != before) kr.set_active(s.active, false);
+      if (s.active.size() != before) kr.set_active(s.active);
       st.min_active = std::min<std::int64_t>(st.min_active, static_cast<std::int64_t>(s.active.size()));
       times.shrink += since(t0);
     }
@@ -186,7 +198,7 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
         reconstruct(s, kr);
         s.active.resize(n);
         std::iota(s.active.begin(), s.active.end(), 0);
-        kr.set_active(s.active, true);
+        kr.set_active(s.active);
         ++st.reconstructions;
         if (h.kind == ShrinkHeuristic::Kind::Single) shrinking = false;
         loose = false;
@@ -203,15 +215,18 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
 
     // Working pair and its two kernel rows.
     std::int32_t i = e.i, j = e.j;
+    std::int64_t bj = e.bj;
     const float *Ki, *Kj;
     if (params.wss == WorkingSet::SecondOrder) {
       t0 = clock_type::now();
       Ki = kr.rows({i})[0];
       times.kernel += since(t0);
       t0 = clock_type::now();
-      j = second_order_j(s, i, e.gmax, Ki, kr);
+      if (const std::int64_t b = second_order_j(s, i, e.gmax, Ki, kr); b >= 0) {
+        bj = b;
+        j = s.active[b];
+      }
       times.select += since(t0);
-      if (j < 0) j = e.j;
       t0 = clock_type::now();
       Kj = kr.rows({j})[0];
       times.kernel += since(t0);
@@ -225,7 +240,7 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
 
     // Analytic step: a_i += y_i t, a_j -= y_j t, t clipped to the box.
     t0 = clock_type::now();
-    double a = kr.diag(i) + kr.diag(j) - 2.0 * Ki[j];
+    double a = kr.diag(i) + kr.diag(j) - 2.0 * Ki[bj];
     if (a <= 0) a = 1e-12;
     const double ti_max = y[i] > 0 ? params.C - s.alpha[i] : s.alpha[i];
     const double tj_max = y[j] > 0 ? s.alpha[j] : params.C - s.alpha[j];
@@ -242,7 +257,7 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
 #pragma omp parallel for schedule(static) if (m >= kParallelMin)
     for (std::int64_t b = 0; b < m; ++b) {
       const std::int32_t k = act[b];
-      G[k] += yy[k] * t * (double(Ki[k]) - double(Kj[k]));
+      G[k] += yy[k] * t * (double(Ki[b]) - double(Kj[b]));
     }
     times.update += since(t0);
     ++iter;

@@ -102,17 +102,18 @@ class KernelRows {
   KernelRows(const KernelRows&) = delete;
   KernelRows& operator=(const KernelRows&) = delete;
 
-  // The rows later calls are computed over. Shrinking only removes rows, so
-  // cached rows stay valid; `grew` says rows came back and invalidates them.
-  void set_active(const std::vector<std::int32_t>& active, bool grew);
-  // Full-length rows (n floats, valid at the active positions) for each query,
-  // from the cache or computed together in one launch per device.
+  // The samples later rows() calls are computed over, sorted ascending
+  // (shrinking filters them, reconstruction restores all).
+  void set_active(const std::vector<std::int32_t>& active);
+  // One compact row per query over the active set: row[b] = K(x_q, x_active[b]),
+  // from the cache or computed together in one launch per device. Pointers
+  // stay valid until the second rows() call after this one.
   std::vector<const float*> rows(const std::vector<std::int32_t>& queries);
   // Uncached: out[a*m + b] = K(x_queries[a], x_targets[b]).
   void compute(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets, float* out);
-  // Gradient reconstruction computed K(x_q, x_t) for every shrunk t: cached
-  // rows of these queries (valid for the active rows) become complete and
-  // survive the next set_active(..., grew = true).
+  // Values the caller computed (gradient reconstruction: K(x_q, x_t) for every
+  // shrunk t, targets sorted) are merged into the cached rows of these
+  // queries, so those rows need nothing computed when the samples return.
   void complete_rows(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets,
                      const float* values);
   // K(x_i, x_i)
