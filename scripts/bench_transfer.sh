@@ -3,7 +3,7 @@
 # (ucp_put_bw, ucp_am_bw), same UCX_TLS and message sizes, side by side in one
 # run, all on 127.0.0.1. Prints MiB/s and the ratio ours/perftest.
 #
-#   scripts/bench_transfer.sh [--sizes "1M 16M 64M"] [--total-mib 256] [--transports "shm tcp"]
+#   scripts/bench_transfer.sh [--sizes "1M 16M 64M"] [--total-mib 256] [--transports "shm tcp"] [--repeat 3]
 #
 # Both tools report MiB/s (ucx_perftest's "MB/s" column is 2^20 bytes/s).
 # "shm" is UCX_TLS=posix,cma,self and "tcp" is UCX_TLS=tcp. ucx_perftest runs
@@ -11,20 +11,24 @@
 # without it over shm (UCX 1.13 cannot do both). Ours sends --total-mib per
 # transfer in blocks of the message size (block = perftest's message), three
 # transfers of which the first is a warm-up; perftest sends the same bytes as
-# that many messages. On a shared machine numbers are noisy: compare the
-# columns of one run, not runs.
+# that many messages. Each cell is the median of --repeat measurements taken
+# alternately (perftest, ours, perftest, ours ...), so a burst of load from
+# elsewhere hits both sides alike; on a shared machine compare the columns of
+# one run, not runs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="${ACCEL_TRANSFER_BENCH:-${ACCEL_BUILD_DIR:-$ROOT/build}/bin/accel_transfer_bench}"
 SIZES="1M 16M 64M"
 TOTAL_MIB=256
 TRANSPORTS="shm tcp"
+REPEAT=3
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --sizes) SIZES="$2"; shift 2 ;;
     --total-mib) TOTAL_MIB="$2"; shift 2 ;;
     --transports) TRANSPORTS="$2"; shift 2 ;;
-    *) echo "usage: $0 [--sizes \"1M 16M 64M\"] [--total-mib N] [--transports \"shm tcp\"]" >&2; exit 2 ;;
+    --repeat) REPEAT="$2"; shift 2 ;;
+    *) echo "usage: $0 [--sizes \"1M 16M 64M\"] [--total-mib N] [--transports \"shm tcp\"] [--repeat N]" >&2; exit 2 ;;
   esac
 done
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (Debian: ucx-utils)" >&2; exit 1; }
@@ -62,6 +66,8 @@ ours() {  # tls protocol size peer_failure
   wait "$spid" 2>/dev/null || true
 }
 
+median() { python3 -c "import sys,statistics as s; v=[float(a) for a in sys.argv[1:] if a!='nan']; print('%.1f' % s.median(v) if v else 'nan')" "$@"; }
+
 ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('n/a' if 'nan' in (a,b) else '%.2f' % (float(a)/float(b)))" "$1" "$2"; }
 
 printf "%-5s %-16s %6s | %12s %12s %6s | %12s %12s %6s\n" transport UCX_TLS size \
@@ -74,8 +80,12 @@ for t in $TRANSPORTS; do
   esac
   for s in $SIZES; do
     sz=$(bytes "$s")
-    pp=$(perftest "$tls" ucp_put_bw "$sz"); op=$(ours "$tls" put "$sz" "$pf")
-    pa=$(perftest "$tls" ucp_am_bw "$sz"); oa=$(ours "$tls" am "$sz" "$pf")
+    PP=(); OP=(); PA=(); OA=()
+    for ((r = 0; r < REPEAT; r++)); do
+      PP+=("$(perftest "$tls" ucp_put_bw "$sz")"); OP+=("$(ours "$tls" put "$sz" "$pf")")
+      PA+=("$(perftest "$tls" ucp_am_bw "$sz")"); OA+=("$(ours "$tls" am "$sz" "$pf")")
+    done
+    pp=$(median "${PP[@]}"); op=$(median "${OP[@]}"); pa=$(median "${PA[@]}"); oa=$(median "${OA[@]}")
     printf "%-5s %-16s %6s | %12s %12s %6s | %12s %12s %6s\n" "$t" "$tls" "$s" \
       "$pp" "$op" "$(ratio "$op" "$pp")" "$pa" "$oa" "$(ratio "$oa" "$pa")"
   done

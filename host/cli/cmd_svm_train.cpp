@@ -80,7 +80,8 @@ int svm_train_main(const std::vector<std::string>& args) {
       probs.push_back({{"classes", {s.class_a, s.class_b}}, {"n", s.n}, {"iterations", s.iterations},
                        {"obj", s.obj}, {"rho", s.rho}, {"nSV", s.n_sv}, {"nBSV", s.n_bsv},
                        {"reconstructions", s.reconstructions}, {"min_active", s.min_active},
-                       {"cache_hits", s.cache_hits}, {"cache_misses", s.cache_misses}});
+                       {"cache_hits", s.cache_hits}, {"cache_misses", s.cache_misses},
+                       {"prefetched", s.prefetched}, {"prefetch_used", s.prefetch_used}});
     std::int64_t total_sv = model.sv.rows;
     nlohmann::json j = {{"n", data.x.rows},
                         {"features", data.x.cols},

@@ -182,6 +182,16 @@ TEST(SvmSolver, KernelRowCacheMatchesUncachedRows) {
   const float* r11 = kr.rows({11})[0];
   EXPECT_EQ(kr.misses(), 3);
   for (std::size_t b = 0; b < all.size(); ++b) EXPECT_EQ(r11[b], direct[all.size() + b]) << b;
+  // Prefetched rows ride along only with a computed row, and are exact.
+  kr.rows({7}, {20, 21});
+  EXPECT_EQ(kr.prefetched(), 0) << "a cache hit computes nothing, so nothing rides along";
+  kr.rows({30}, {20, 21, 7, 22, 23});
+  EXPECT_EQ(kr.prefetched(), 3) << "four rows per pass: 30, then 20, 21 and (7 is cached) 22";
+  std::vector<float> want(all.size());
+  kr.compute({22}, all, want.data());
+  const float* r22 = kr.rows({22})[0];
+  EXPECT_EQ(kr.prefetch_used(), 1);
+  for (std::size_t b = 0; b < all.size(); ++b) EXPECT_EQ(r22[b], want[b]) << b;
   EXPECT_NEAR(kr.diag(5), 1.0, 1e-12);
 }
 

@@ -23,6 +23,10 @@
 namespace accel {
 namespace {
 
+// Queries per launch when prefetching: the CPU kernel serves up to four per
+// pass over the rows.
+constexpr int kPassQueries = 4;
+
 using clock_type = std::chrono::steady_clock;
 
 template <class T>
@@ -78,6 +82,7 @@ struct KernelRows::Impl {
     std::int32_t row = -1;
     Cover cover;
     bool own_cover = false;  // cover belongs to this entry alone (counted in bytes)
+    bool prefetched = false;  // computed ahead of a request, not yet asked for
     std::vector<float> vals;
     std::int64_t call = -1;  // last rows() call that returned it
     std::list<std::int32_t>::iterator lru;
@@ -329,7 +334,8 @@ void KernelRows::set_active(const std::vector<std::int32_t>& active) {
   ++impl_->active_version;
 }
 
-std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& queries) {
+std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& queries,
+                                          const std::vector<std::int32_t>& prefetch) {
   Impl& s = *impl_;
   ++s.call;
   const auto& cur = *s.active;
@@ -356,6 +362,10 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
     } else {
       Impl::Entry& en = s.entries[e];
       s.lru.splice(s.lru.begin(), s.lru, en.lru);
+      if (en.prefetched) {
+        en.prefetched = false;
+        ++prefetch_used_;
+      }
       if (en.cover == s.active || s.fit(en, missing)) {
         ++hits_;
       } else {
@@ -365,6 +375,22 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
     }
     s.entries[e].call = s.call;
     picked[a] = e;
+  }
+  // Rows the caller expects to want soon ride along with a pass that happens
+  // anyway: reading the active rows is the cost, extra queries add little.
+  if (!fulls.empty()) {
+    for (const std::int32_t i : prefetch) {
+      if (static_cast<int>(fulls.size()) >= kPassQueries) break;
+      if (s.entry_of[i] >= 0) continue;
+      const std::int32_t e = s.new_entry(i);
+      Impl::Entry& en = s.entries[e];
+      en.cover = s.active;
+      en.vals.resize(m);
+      en.prefetched = true;
+      s.used += en.bytes();
+      fulls.push_back(e);
+      ++prefetched_;
+    }
   }
   if (!fulls.empty()) {
     const std::int64_t nq = static_cast<std::int64_t>(fulls.size());

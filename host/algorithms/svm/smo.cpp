@@ -58,23 +58,39 @@ struct Extremes {
   double gmin = std::numeric_limits<double>::infinity();   // min -gamma over I_low (= -beta_low)
   std::int32_t i = -1, j = -1;    // samples
   std::int64_t bi = -1, bj = -1;  // their slots
+  std::int32_t i2 = -1, j2 = -1;  // runners-up: likely picks of the next steps
 };
 
 Extremes extremes(const State& s) {
   Extremes e;
+  double g2max = e.gmax, g2min = e.gmin;
   const std::int64_t m = static_cast<std::int64_t>(s.active.size());
   for (std::int64_t b = 0; b < m; ++b) {
     const std::int32_t k = s.active[b];
     const double v = s.v(k);
-    if (s.in_up(k) && v > e.gmax) {
-      e.gmax = v;
-      e.i = k;
-      e.bi = b;
+    if (s.in_up(k) && v > g2max) {
+      if (v > e.gmax) {
+        g2max = e.gmax;
+        e.i2 = e.i;
+        e.gmax = v;
+        e.i = k;
+        e.bi = b;
+      } else {
+        g2max = v;
+        e.i2 = k;
+      }
     }
-    if (s.in_low(k) && v < e.gmin) {
-      e.gmin = v;
-      e.j = k;
-      e.bj = b;
+    if (s.in_low(k) && v < g2min) {
+      if (v < e.gmin) {
+        g2min = e.gmin;
+        e.j2 = e.j;
+        e.gmin = v;
+        e.j = k;
+        e.bj = b;
+      } else {
+        g2min = v;
+        e.j2 = k;
+      }
     }
   }
   return e;
@@ -152,6 +168,16 @@ void reconstruct(State& s, KernelRows& kr) {
   for (std::int64_t b = 0; b < m; ++b) s.G[shrunk[b]] = s.y[shrunk[b]] * acc[b] - 1.0;
 }
 
+// Rows worth computing in the same pass as a miss: the runners-up of this
+// selection, and the first-order partner of i (second-order selection
+// often returns to it).
+std::vector<std::int32_t> prefetch(const Extremes& e) {
+  std::vector<std::int32_t> out;
+  for (const std::int32_t k : {e.j, e.i2, e.j2})
+    if (k >= 0) out.push_back(k);
+  return out;
+}
+
 }  // namespace
 
 BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kr,
@@ -162,7 +188,8 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
   s.active.resize(n);
   std::iota(s.active.begin(), s.active.end(), 0);
   kr.set_active(s.active);
-  const std::int64_t hits0 = kr.hits(), misses0 = kr.misses();
+  const std::int64_t hits0 = kr.hits(), misses0 = kr.misses(), prefetched0 = kr.prefetched(),
+                     used0 = kr.prefetch_used();
 
   const ShrinkHeuristic& h = params.shrink;
   bool shrinking = h.kind != ShrinkHeuristic::Kind::None;
@@ -219,7 +246,7 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
     const float *Ki, *Kj;
     if (params.wss == WorkingSet::SecondOrder) {
       t0 = clock_type::now();
-      Ki = kr.rows({i})[0];
+      Ki = kr.rows({i}, prefetch(e))[0];
       times.kernel += since(t0);
       t0 = clock_type::now();
       if (const std::int64_t b = second_order_j(s, i, e.gmax, Ki, kr); b >= 0) {
@@ -232,7 +259,7 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
       times.kernel += since(t0);
     } else {
       t0 = clock_type::now();
-      const auto r = kr.rows({i, j});
+      const auto r = kr.rows({i, j}, prefetch(e));
       Ki = r[0];
       Kj = r[1];
       times.kernel += since(t0);
@@ -288,6 +315,8 @@ BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& 
   }
   st.iterations = iter;
   st.cache_hits = kr.hits() - hits0;
+  st.prefetched = kr.prefetched() - prefetched0;
+  st.prefetch_used = kr.prefetch_used() - used0;
   st.cache_misses = kr.misses() - misses0;
   times.total += since(t_start);
   return {std::move(s.alpha), st};

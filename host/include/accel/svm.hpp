@@ -61,6 +61,7 @@ struct BinaryStats {
   double obj = 0, rho = 0;
   int reconstructions = 0;
   std::int64_t cache_hits = 0, cache_misses = 0;
+  std::int64_t prefetched = 0, prefetch_used = 0;  // rows computed ahead, and of those asked for later
   std::int64_t min_active = 0;
 };
 
@@ -107,8 +108,11 @@ class KernelRows {
   void set_active(const std::vector<std::int32_t>& active);
   // One compact row per query over the active set: row[b] = K(x_q, x_active[b]),
   // from the cache or computed together in one launch per device. Pointers
-  // stay valid until the second rows() call after this one.
-  std::vector<const float*> rows(const std::vector<std::int32_t>& queries);
+  // stay valid until the second rows() call after this one. When a row has
+  // to be computed, uncached `prefetch` rows are computed in the same launch
+  // (up to four rows in all) and cached.
+  std::vector<const float*> rows(const std::vector<std::int32_t>& queries,
+                                 const std::vector<std::int32_t>& prefetch = {});
   // Uncached: out[a*m + b] = K(x_queries[a], x_targets[b]).
   void compute(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets, float* out);
   // Values the caller computed (gradient reconstruction: K(x_q, x_t) for every
@@ -121,12 +125,14 @@ class KernelRows {
 
   std::int64_t hits() const { return hits_; }
   std::int64_t misses() const { return misses_; }
+  std::int64_t prefetched() const { return prefetched_; }        // rows computed ahead
+  std::int64_t prefetch_used() const { return prefetch_used_; }  // of which later asked for
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::vector<double> diag_;
-  std::int64_t hits_ = 0, misses_ = 0;
+  std::int64_t hits_ = 0, misses_ = 0, prefetched_ = 0, prefetch_used_ = 0;
 };
 
 // The SMO solver for one binary problem with labels y (+1/-1).
