@@ -14,7 +14,9 @@ Lloyd iterations (tolerance 0), side by side in one run:
                 from the Python workers into the JVM, which happens inside
                 train() on every call and is no part of k-means.
   accel         build/bin/accel kmeans --device cpu (one process).
-  accel-dist    scripts/cluster.sh 2: a coordinator and 2 workers on loopback.
+  accel-dist    scripts/cluster.sh --workers (default 1) on loopback: the
+                coordinator and the workers each compute a partition, and
+                share the cores (cluster.sh gives each participant its own).
                 seconds.total from the coordinator's JSON (includes the workers'
                 join and the data distribution) is the headline; the script's
                 wall time (process start-up, input reading) is shown too.
@@ -424,7 +426,9 @@ def parse_args():
     p.add_argument("--data-dir", type=Path, default=REPO / "build" / "bench-data")
     p.add_argument("--accel", type=Path, default=REPO / "build" / "bin" / "accel")
     p.add_argument("--cluster-script", type=Path, default=REPO / "scripts" / "cluster.sh")
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workers", type=int, default=1,
+                   help="workers besides the coordinator, which computes a partition too; "
+                        "the default gives 2 participants for 2 cores")
     p.add_argument("--cluster-dir", type=Path,
                    default=Path(os.environ.get("ACCEL_CLUSTER_DIR") or
                                 Path(tempfile.gettempdir()) / "accel-bench-spark-cluster"))

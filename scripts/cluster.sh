@@ -6,6 +6,10 @@
 #                  bridge, UCX_TLS=tcp); needs root and iproute2
 # --delay-ms D     with --netns: tc netem delay on every worker's link
 # --kill-restart W kill -9 worker W at iteration 10, restart it at iteration 20
+# The N + 1 participants (the coordinator computes a partition too) share
+# this machine's cores: unless OMP_NUM_THREADS is set, each gets nproc/(N+1)
+# threads (at least 1) and, where taskset exists, its own cores.
+# Processes that each run threads on every core contend for them.
 # Coordinator options (after --) must include --input and --k. Logs and
 # snapshots go to $ACCEL_CLUSTER_DIR (default build/cluster). On real
 # clusters run the same binaries under mpirun or srun instead: rank 0 runs
@@ -60,16 +64,28 @@ if [ "$NETNS" = 1 ]; then
   done
 fi
 
+CPUS=$(nproc)
+PER=$(( CPUS / (N + 1) )); [ "$PER" -ge 1 ] || PER=1
 worker() {  # worker I: runs in its namespace with --netns
   local i=$1
   local cmd=("$ACCEL" worker --coordinator "$HOST:$PORT" --id "$i" --snapshot-dir "$DIR/snapshots"
              --log-json "$DIR/worker-$i.jsonl")
+  if [ -z "${OMP_NUM_THREADS:-}" ]; then
+    local first=$(( i * PER % CPUS ))  # cores 0 .. PER-1 are the coordinator's
+    if command -v taskset >/dev/null; then cmd=(taskset -c "$first-$(( first + PER - 1 ))" "${cmd[@]}"); fi
+    cmd=(env OMP_NUM_THREADS="$PER" "${cmd[@]}")
+  fi
   if [ "$NETNS" = 1 ]; then cmd=(ip netns exec "accel-w$i" "${cmd[@]}"); fi
   "${cmd[@]}" >>"$DIR/worker-$i.out" 2>>"$DIR/worker-$i.err" &
   echo $!
 }
 
-"$ACCEL" coordinator --workers "$N" --listen "$HOST:$PORT" --log-json "$DIR/coordinator.jsonl" "$@" \
+COORD_ENV=()
+if [ -z "${OMP_NUM_THREADS:-}" ]; then
+  COORD_ENV=(env OMP_NUM_THREADS="$PER")
+  if command -v taskset >/dev/null; then COORD_ENV+=(taskset -c "0-$(( PER - 1 ))"); fi
+fi
+"${COORD_ENV[@]}" "$ACCEL" coordinator --workers "$N" --listen "$HOST:$PORT" --log-json "$DIR/coordinator.jsonl" "$@" \
   >"$DIR/coordinator.out" 2>"$DIR/coordinator.err" &
 COORD=$!
 PIDS+=("$COORD")

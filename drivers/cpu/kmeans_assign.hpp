@@ -14,7 +14,9 @@ void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* 
 void kmeans_assign_direct(const float* x, std::int64_t n, std::int64_t d, const float* centroids,
                           std::int64_t k, std::int32_t* labels, double* sums, std::int64_t* counts,
                           double* inertia);
+// layout: -1 the faster of the two score layouts (timed once per shape and
+// thread count), 0 rows x k, 1 k x rows.
 void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
-                        std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
+                        std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia, int layout = -1);
 
 }  // namespace accel::cpu

@@ -117,22 +117,26 @@ TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
   EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
 }
 
-// The CPU driver has two code paths chosen by shape; both must conform on
+// The CPU driver has two code paths chosen by shape (and the gemm path two
+// score layouts chosen by speed); all must conform on
 // every case, not only on the shapes that select them.
 TEST_P(KMeansAssignConformance, BothCpuPathsMatchReference) {
   const Case& c = GetParam();
   std::vector<float> x, cent;
   make_inputs(c, x, cent);
   const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
-  for (int path = 0; path < 2; ++path) {
+  for (int path = 0; path < 3; ++path) {
     Out o;
     o.labels.resize(c.n);
     o.sums.resize(c.k * c.d);
     o.counts.resize(c.k);
-    (path == 0 ? cpu::kmeans_assign_direct : cpu::kmeans_assign_gemm)(x.data(), c.n, c.d, cent.data(), c.k,
-                                                                       o.labels.data(), o.sums.data(),
-                                                                       o.counts.data(), &o.inertia);
-    expect_conforms(o, want, c, path == 0 ? "cpu direct" : "cpu gemm");
+    if (path == 0)
+      cpu::kmeans_assign_direct(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(),
+                                o.counts.data(), &o.inertia);
+    else  // both score layouts of the gemm path
+      cpu::kmeans_assign_gemm(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
+                              &o.inertia, path - 1);
+    expect_conforms(o, want, c, path == 0 ? "cpu direct" : path == 1 ? "cpu gemm rows x k" : "cpu gemm k x rows");
   }
 }
 
