@@ -14,7 +14,7 @@ namespace {
 
 void common_options(po::options_description& d, cluster::Common& c) {
   d.add_options()("job", po::value(&c.job)->default_value(1), "job token: every message must carry it")
-      ("device", po::value(&c.device)->default_value("all"), "this node's devices: all | cpu | fpga-emu | cuda | <name>")
+      ("device", po::value(&c.device)->default_value("all"), "this node's devices: all (every hardware device) | cpu | fpga-emu | cuda | <name>, or a comma list")
       ("timeout-ms", po::value(&c.timeout_ms)->default_value(2000), "barrier wait before a silent member is evicted")
       ("tls", po::value(&c.tls), "UCX transports (UCX_TLS), e.g. tcp")
       ("keepalive-ms", po::value(&c.keepalive_ms)->default_value(5000), "UCX keepalive interval")

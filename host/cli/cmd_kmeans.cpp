@@ -28,7 +28,7 @@ int kmeans_main(const std::vector<std::string>& args) {
       ("tol", po::value(&ko.tol)->default_value(1e-4), "stop when no centroid moves this far; 0 runs max-iter")
       ("init", po::value(&ko.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy (k x d)")
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
-      ("device", po::value(&device)->default_value("auto"), "auto | cpu | fpga-emu | cuda | fpga | <name> | all")
+      ("device", po::value(&device)->default_value("auto"), "auto | cpu | fpga-emu | cuda | fpga | <name> | all (every hardware device), or a comma list")
       ("output-centroids", po::value(&out_centroids), "write centroids (k x d float32 .npy)")
       ("output-labels", po::value(&out_labels), "write labels (n int32 .npy)")
       ("log-json", po::value(&log_json), "write one JSON line per iteration to this file")

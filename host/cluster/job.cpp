@@ -81,19 +81,26 @@ std::vector<Device*> local_devices(const std::string& spec, std::int64_t k, std:
 }
 
 // Rows per second of this node's devices for the job's shape (seeds/003's
-// processor of measured speed): one assignment step on random rows.
-double measure_capability(std::int64_t d, std::int64_t k, const std::vector<Device*>& devs) {
+// processor of measured speed): one assignment step on random rows, on each
+// device alone, summed. Measuring them together would split the probe
+// evenly and let the slowest device set the node's rate (an fpga-emu beside
+// the cpu made a worker look 20x slower than it is). The per-device rates
+// land in `model`, so the job's first split among them follows them too.
+double measure_capability(std::int64_t d, std::int64_t k, const std::vector<Device*>& devs, PerfModel& model) {
   const std::int64_t n = std::clamp<std::int64_t>(20000000 / std::max<std::int64_t>(d * k, 1), 2048, 65536);
   std::vector<float> x(n * d), c(k * d);
   std::mt19937 rng(1);
   std::normal_distribution<float> g;
   for (auto& v : x) v = g(rng);
   for (auto& v : c) v = g(rng);
-  PerfModel model;
-  PartialAssigner a(x.data(), n, d, k, devs, model);
-  a.step(c);  // warm-up (allocations, thread pools)
-  const auto s = a.step(c);
-  return n / std::max(s.compute_seconds, 1e-6);
+  double total = 0;
+  for (Device* dev : devs) {
+    PartialAssigner a(x.data(), n, d, k, {dev}, model);
+    a.step(c);  // warm-up (allocations, thread pools)
+    const auto s = a.step(c);
+    total += n / std::max(s.compute_seconds, 1e-6);
+  }
+  return total;
 }
 
 Partial to_partial(const PartialStep& s, std::int64_t rows) {
@@ -183,7 +190,8 @@ int run_coordinator(const CoordinatorOptions& o) {
   // Join: every worker says hello and measures its throughput for this shape.
   std::map<std::uint32_t, std::vector<std::byte>> address;
   std::map<std::uint32_t, double> capability;
-  capability[0] = measure_capability(d, k, devs);
+  PerfModel model;  // per-device rates: the probe's, then every iteration's
+  capability[0] = measure_capability(d, k, devs, model);
   address[0] = net.worker_address();
   const auto join_deadline = Clock::now() + Ms(o.join_timeout_ms);
   while (static_cast<int>(capability.size()) < N + 1) {
@@ -273,7 +281,6 @@ int run_coordinator(const CoordinatorOptions& o) {
   for (int w = 1; w <= N; ++w) node.send(w, kStart, 0, {});
 
   // Iterations.
-  PerfModel model;
   PartialAssigner assigner(x.row(begin[0]), loads[0], d, k, devs, model);
   std::vector<float> c = init.data;
   std::set<std::uint32_t> active, inactive, recovering, resynced;
@@ -406,6 +413,7 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
 
   std::int64_t t = 1;
   Membership view;
+  PerfModel model;  // per-device rates: the probe's (a fresh start), then every iteration's
   std::vector<float> c;
   bool recovering = false;
   if (!resume) {
@@ -414,7 +422,7 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
     if (shape[0] < 1 || shape[1] < 1 || shape[0] > node.limits().max_d || shape[1] > node.limits().max_k)
       throw InputError("probe with an impossible shape");
     node.send(0, kCapability, 0,
-              encode_f64(measure_capability(shape[0], shape[1], local_devices(o.device, shape[1], shape[0], reg))));
+              encode_f64(measure_capability(shape[0], shape[1], local_devices(o.device, shape[1], shape[0], reg), model)));
     const Received tr = expect_msg(node, kTask, join, "the task");
     Snapshot s;
     s.job = o.job;
@@ -462,7 +470,6 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
   }
 
   const Task& task = snap->task;
-  PerfModel model;
   PartialAssigner assigner(snap->rows.data(), task.rows, task.d, task.k,
                            local_devices(o.device, task.k, task.d, reg), model);
   bool done = false;
