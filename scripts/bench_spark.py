@@ -475,18 +475,22 @@ def main():
             case.d = data[case.name][0].shape[1]
         results = {c.name: {} for c in cases}
 
-        # accel first, so that the idle Spark JVM is not even running yet.
-        for case in cases:
+        def run_accels(case, suffix="", what=""):
             x, c0, x_path, c0_path = data[case.name]
             for name, fn in (("accel", run_accel), ("accel-dist", run_accel_dist)):
                 if name not in methods:
                     continue
-                print(f"[{case.name}] {name} ...", flush=True)
+                key = name + suffix
+                print(f"[{case.name}] {key}{what} ...", flush=True)
                 try:
-                    results[case.name][name] = fn(args, x, x_path, c0_path, case, args.tmp)
+                    results[case.name][key] = fn(args, x, x_path, c0_path, case, args.tmp)
                 except MethodError as e:
-                    results[case.name][name] = {"error": str(e)}
-                    print(f"  {name} failed: {e}", file=sys.stderr)
+                    results[case.name][key] = {"error": str(e)}
+                    print(f"  {key} failed: {e}", file=sys.stderr)
+
+        # accel first, so that the idle Spark JVM is not even running yet.
+        for case in cases:
+            run_accels(case)
 
         if "spark" in methods:
             print("starting Spark ...", flush=True)
@@ -517,17 +521,7 @@ def main():
             if not sp or "error" in sp or not sp.get("iterations") or sp["iterations"] >= case.iters:
                 continue
             same = Case(case.name, case.n, case.k, sp["iterations"], case.d)
-            x, c0, x_path, c0_path = data[case.name]
-            for name, fn in (("accel", run_accel), ("accel-dist", run_accel_dist)):
-                if name not in methods:
-                    continue
-                key = f"{name}@{same.iters}"
-                print(f"[{case.name}] {key} (Spark's iteration count) ...", flush=True)
-                try:
-                    results[case.name][key] = fn(args, x, x_path, c0_path, same, args.tmp)
-                except MethodError as e:
-                    results[case.name][key] = {"error": str(e)}
-                    print(f"  {key} failed: {e}", file=sys.stderr)
+            run_accels(same, f"@{same.iters}", " (Spark's iteration count)")
     finally:
         shutil.rmtree(args.tmp, ignore_errors=True)
 

@@ -291,12 +291,14 @@ struct LayoutKey {
 std::mutex layout_mu;
 std::map<LayoutKey, bool> layout_transposed;
 
+// ld: the row stride of a transposed score matrix (>= m; a short last block
+// keeps a full block's stride so the prefilled rows line up).
 void block_sgemm(bool transposed, const float* xb, std::int64_t m, std::int64_t d, const float* c, std::int64_t k,
-                 float beta, float* score) {
+                 float beta, float* score, std::int64_t ld) {
   if (transposed)  // score (k x m) += C X^T
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(k), static_cast<int>(m),
                 static_cast<int>(d), 1.0f, c, static_cast<int>(d), xb, static_cast<int>(d), beta, score,
-                static_cast<int>(m));
+                static_cast<int>(ld));
   else  // score (m x k) += X C^T
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(k),
                 static_cast<int>(d), 1.0f, xb, static_cast<int>(d), c, static_cast<int>(d), beta, score,
@@ -314,7 +316,7 @@ bool pick_layout(const float* x, std::int64_t rows, std::int64_t d, const float*
   for (int rep = 0; rep < 2; ++rep)
     for (int t = 0; t < 2; ++t) {
       const auto t0 = std::chrono::steady_clock::now();
-      block_sgemm(t == 1, x, rows, d, c, k, 0.0f, scratch.data());
+      block_sgemm(t == 1, x, rows, d, c, k, 0.0f, scratch.data(), rows);
       best[t] = std::min(best[t], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   const bool transposed = best[1] < best[0];
@@ -372,14 +374,7 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
     const std::int64_t m = std::min(rows, n - i0);
     const float* xb = x + i0 * d;
-    // The transposed layout keeps the stride of a full block (cap) so the
-    // prefilled rows line up; a short last block uses the first m columns.
-    if (transposed)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(k), static_cast<int>(m),
-                  static_cast<int>(d), 1.0f, c, static_cast<int>(d), xb, static_cast<int>(d), 1.0f, score.data(),
-                  static_cast<int>(cap));
-    else
-      block_sgemm(false, xb, m, d, c, k, 1.0f, score.data());
+    block_sgemm(transposed, xb, m, d, c, k, 1.0f, score.data(), cap);
     // Fused argmax, exact distance and accumulation: ~1/K of the gemm's work.
 #pragma omp parallel
     {

@@ -246,6 +246,16 @@ struct KernelRows::Impl {
     return e;
   }
 
+  // A new entry for `row`, to be computed over the whole active set.
+  std::int32_t new_full_entry(std::int32_t row) {
+    const std::int32_t e = new_entry(row);
+    Entry& en = entries[e];
+    en.cover = active;
+    en.vals.resize(active->size());
+    used += en.bytes();
+    return e;
+  }
+
   void drop(std::int32_t e) {
     Entry& en = entries[e];
     used -= en.bytes();
@@ -341,7 +351,11 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
   const auto& cur = *s.active;
   const std::int64_t m = static_cast<std::int64_t>(cur.size());
   std::vector<std::int32_t> fulls;                           // entries computed from scratch
-  std::map<const void*, std::vector<std::int32_t>> partial;  // entries by the cover they extend
+  struct Group {
+    std::vector<std::int32_t> missing;  // active samples the cover lacks
+    std::vector<std::int32_t> entries;
+  };
+  std::map<const void*, Group> partial;  // entries by the cover they extend
   std::vector<std::int32_t> picked(queries.size());
   std::vector<std::int32_t> missing;
   for (std::size_t a = 0; a < queries.size(); ++a) {
@@ -352,11 +366,7 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
       continue;
     }
     if (e < 0) {
-      e = s.new_entry(i);
-      Impl::Entry& en = s.entries[e];
-      en.cover = s.active;
-      en.vals.resize(m);
-      s.used += en.bytes();
+      e = s.new_full_entry(i);
       fulls.push_back(e);
       ++misses_;
     } else {
@@ -369,7 +379,9 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
       if (en.cover == s.active || s.fit(en, missing)) {
         ++hits_;
       } else {
-        partial[en.cover.get()].push_back(e);
+        Group& g = partial[en.cover.get()];
+        if (g.entries.empty()) g.missing = missing;
+        g.entries.push_back(e);
         ++misses_;
       }
     }
@@ -382,12 +394,8 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
     for (const std::int32_t i : prefetch) {
       if (static_cast<int>(fulls.size()) >= kPassQueries) break;
       if (s.entry_of[i] >= 0) continue;
-      const std::int32_t e = s.new_entry(i);
-      Impl::Entry& en = s.entries[e];
-      en.cover = s.active;
-      en.vals.resize(m);
-      en.prefetched = true;
-      s.used += en.bytes();
+      const std::int32_t e = s.new_full_entry(i);
+      s.entries[e].prefetched = true;
       fulls.push_back(e);
       ++prefetched_;
     }
@@ -404,14 +412,13 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
   // Rows that cover part of the active set (samples came back since they
   // were computed): every row extending the same cover misses the same
   // samples, so each group is one launch over just those.
-  for (auto& [cover, group] : partial) {
-    s.fit(s.entries[group[0]], missing);
-    const std::int64_t nq = static_cast<std::int64_t>(group.size()), mm = static_cast<std::int64_t>(missing.size());
+  for (auto& [cover, g] : partial) {
+    const std::int64_t nq = static_cast<std::int64_t>(g.entries.size()), mm = static_cast<std::int64_t>(g.missing.size());
     std::vector<std::int32_t> rows(nq);
-    for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[group[a]].row;
+    for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[g.entries[a]].row;
     s.tmp.resize(nq * mm);
-    s.launch(rows.data(), nq, missing.data(), mm, s.tmp.data(), -1);
-    for (std::int64_t a = 0; a < nq; ++a) s.finish_partial(s.entries[group[a]], missing, s.tmp.data() + a * mm);
+    s.launch(rows.data(), nq, g.missing.data(), mm, s.tmp.data(), -1);
+    for (std::int64_t a = 0; a < nq; ++a) s.finish_partial(s.entries[g.entries[a]], g.missing, s.tmp.data() + a * mm);
   }
   s.enforce_budget();
   std::vector<const float*> out(queries.size());
