@@ -31,6 +31,7 @@ DeviceInfo probe() {
   info.name = "cpu";
   info.kind = DeviceKind::Cpu;
   info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
+  info.kmeans_bounds = true;
   hwloc_topology_t topo;
   int cores = 0, pus = 0;
   std::string model;
@@ -71,6 +72,14 @@ class CpuDevice final : public Device {
     throw_unsupported("cpu", a);
   }
   static void run(const KMeansAssignArgs& a) {
+    if (a.bounds) {
+      if (a.bounds->size() < kmeans_bounds_bytes(a.n, a.d, a.k))
+        throw DeviceError("cpu kmeans_assign: bounds buffer smaller than kmeans_bounds_bytes(n, d, k)");
+      return cpu::kmeans_assign_bounds(device_ptr<const float>(a.x), a.n, a.d, device_ptr<const float>(a.centroids),
+                                       a.k, device_ptr<std::int32_t>(a.labels), device_ptr<double>(a.sums),
+                                       device_ptr<std::int64_t>(a.counts), device_ptr<double>(a.inertia),
+                                       device_ptr<std::byte>(a.bounds));
+    }
     cpu::kmeans_assign(device_ptr<const float>(a.x), a.n, a.d, device_ptr<const float>(a.centroids), a.k,
                        device_ptr<std::int32_t>(a.labels), device_ptr<double>(a.sums),
                        device_ptr<std::int64_t>(a.counts), device_ptr<double>(a.inertia));

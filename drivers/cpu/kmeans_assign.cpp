@@ -291,6 +291,25 @@ struct LayoutKey {
 std::mutex layout_mu;
 std::map<LayoutKey, bool> layout_transposed;
 
+// Exact distance to the chosen centroid, the label and the accumulation.
+inline void finish_point(const float* xi, std::int64_t d, const float* c, std::int64_t arg, std::int32_t* label,
+                         Partial& p) {
+  const float* ci = c + arg * d;
+  float exact = 0;
+#pragma omp simd reduction(+ : exact)
+  for (std::int64_t j = 0; j < d; ++j) {
+    const float t = xi[j] - ci[j];
+    exact += t * t;
+  }
+  *label = static_cast<std::int32_t>(arg);
+  p.inertia += exact;
+  accumulate_row(xi, d, static_cast<std::int32_t>(arg), p);
+}
+
+}  // namespace
+
+namespace detail {
+
 // ld: the row stride of a transposed score matrix (>= m; a short last block
 // keeps a full block's stride so the prefilled rows line up).
 void block_sgemm(bool transposed, const float* xb, std::int64_t m, std::int64_t d, const float* c, std::int64_t k,
@@ -325,22 +344,10 @@ bool pick_layout(const float* x, std::int64_t rows, std::int64_t d, const float*
   return transposed;
 }
 
-// Exact distance to the chosen centroid, the label and the accumulation.
-inline void finish_point(const float* xi, std::int64_t d, const float* c, std::int64_t arg, std::int32_t* label,
-                         Partial& p) {
-  const float* ci = c + arg * d;
-  float exact = 0;
-#pragma omp simd reduction(+ : exact)
-  for (std::int64_t j = 0; j < d; ++j) {
-    const float t = xi[j] - ci[j];
-    exact += t * t;
-  }
-  *label = static_cast<std::int32_t>(arg);
-  p.inertia += exact;
-  accumulate_row(xi, d, static_cast<std::int32_t>(arg), p);
-}
+}  // namespace detail
 
-}  // namespace
+using detail::block_sgemm;
+using detail::pick_layout;
 
 void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia, int layout) {

@@ -40,6 +40,7 @@ int coordinator_main(const std::vector<std::string>& args) {
       ("tol", po::value(&o.tol)->default_value(1e-4), "stop when no centroid moves this far; 0 runs max-iter")
       ("init", po::value(&o.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy")
       ("seed", po::value(&o.seed)->default_value(0), "random seed")
+      ("algorithm", po::value(&o.algorithm)->default_value("auto"), "lloyd | yinyang | auto (yinyang for d >= 16), on every participant")
       ("workers", po::value(&o.workers), "number of workers (default: launcher size - 1)")
       ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
       ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")

@@ -28,6 +28,8 @@ int kmeans_main(const std::vector<std::string>& args) {
       ("tol", po::value(&ko.tol)->default_value(1e-4), "stop when no centroid moves this far; 0 runs max-iter")
       ("init", po::value(&ko.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy (k x d)")
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
+      ("algorithm", po::value(&ko.algorithm)->default_value("auto"),
+       "lloyd | yinyang (same iterations, rows skipped when bounds prove their label unchanged) | auto (yinyang for d >= 16)")
       ("device", po::value(&device)->default_value("auto"), "auto | cpu | fpga-emu | cuda | fpga | <name> | all (every hardware device), or a comma list")
       ("output-centroids", po::value(&out_centroids), "write centroids (k x d float32 .npy)")
       ("output-labels", po::value(&out_labels), "write labels (n int32 .npy)")
@@ -43,6 +45,7 @@ int kmeans_main(const std::vector<std::string>& args) {
   if (ko.max_iter < 1) throw InputError("--max-iter " + std::to_string(ko.max_iter) + ": must be at least 1");
   if (!(ko.tol >= 0)) throw InputError("--tol " + std::to_string(ko.tol) + ": must be >= 0");
 
+  kmeans_uses_bounds(ko.algorithm, 16);  // rejects an unknown name before the input is read
   const Matrix x = load_matrix(input);
   const Matrix init = kmeans_init(x, ko);
   const Registry reg = Registry::discover_all();

@@ -156,6 +156,7 @@ Received expect_msg(Node& node, std::uint16_t type, Ms timeout, const std::strin
 int run_coordinator(const CoordinatorOptions& o) {
   if (o.workers < 1) throw InputError("--workers must be at least 1");
   if (o.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+  kmeans_uses_bounds(o.algorithm, 16);  // rejects an unknown name before the input is read
   const auto t_start = Clock::now();
   Log log(o.log_json);
   const Matrix x = load_matrix(o.input);
@@ -167,6 +168,7 @@ int run_coordinator(const CoordinatorOptions& o) {
   ko.seed = o.seed;
   const Matrix init = kmeans_init(x, ko);
   const std::int64_t n = x.rows, d = x.cols, k = o.k;
+  const bool bounds = kmeans_uses_bounds(o.algorithm, d);
   // A partial result (k x d sums, k counts) or a task (k x d centroids, the
   // peers' addresses) must fit one control message.
   if (k * d * 8 + k * 8 + (std::int64_t{64} << 10) > static_cast<std::int64_t>(transport::kMaxControlPayloadLimit))
@@ -259,6 +261,7 @@ int run_coordinator(const CoordinatorOptions& o) {
     task.rows = loads[w];
     task.input = std::filesystem::absolute(o.input).string();
     task.pull = o.pull;
+    task.bounds = bounds;
     task.centroids = init.data;
     for (const auto& [id, a] : address)
       if (id != static_cast<std::uint32_t>(w)) task.peers.push_back({id, a});
@@ -281,7 +284,7 @@ int run_coordinator(const CoordinatorOptions& o) {
   for (int w = 1; w <= N; ++w) node.send(w, kStart, 0, {});
 
   // Iterations.
-  PartialAssigner assigner(x.row(begin[0]), loads[0], d, k, devs, model);
+  PartialAssigner assigner(x.row(begin[0]), loads[0], d, k, devs, model, bounds);
   std::vector<float> c = init.data;
   std::set<std::uint32_t> active, inactive, recovering, resynced;
   for (int i = 0; i <= N; ++i) active.insert(i);
@@ -471,7 +474,7 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
 
   const Task& task = snap->task;
   PartialAssigner assigner(snap->rows.data(), task.rows, task.d, task.k,
-                           local_devices(o.device, task.k, task.d, reg), model);
+                           local_devices(o.device, task.k, task.d, reg), model, task.bounds);
   bool done = false;
   auto other = [&](const Received& r) {
     if (r.message.header.type == kDone) done = true;

@@ -17,6 +17,7 @@ struct Common {
 
 struct CoordinatorOptions : Common {
   std::string input, init = "kmeans++", output_centroids;
+  std::string algorithm = "auto";  // lloyd | yinyang | auto, for every participant
   std::int64_t k = 8;
   int max_iter = 100;
   double tol = 1e-4;

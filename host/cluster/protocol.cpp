@@ -119,7 +119,7 @@ std::vector<std::byte> encode(const Task& t) {
   o.put(t.row_begin);
   o.put(t.rows);
   o.bytes(std::as_bytes(std::span(t.input)));
-  o.put<std::uint8_t>(t.pull);
+  o.put<std::uint8_t>(static_cast<std::uint8_t>((t.pull ? 1 : 0) | (t.bounds ? 2 : 0)));  // flags
   o.array(t.centroids);
   o.peers(t.peers);
   return std::move(o.b);
@@ -140,7 +140,10 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
     throw InputError("task with an impossible shape");
   const auto path = i.bytes(l.max_path);
   t.input.assign(reinterpret_cast<const char*>(path.data()), path.size());
-  t.pull = i.get<std::uint8_t>() != 0;
+  const auto flags = i.get<std::uint8_t>();
+  if (flags & ~3u) throw InputError("task with unknown flags");
+  t.pull = (flags & 1) != 0;
+  t.bounds = (flags & 2) != 0;
   t.centroids = i.array<float>(static_cast<std::uint64_t>(t.k * t.d));
   if (static_cast<std::int64_t>(t.centroids.size()) != t.k * t.d) throw InputError("task centroids are not k x d");
   t.peers = i.peers(l);

@@ -37,6 +37,7 @@ struct Task {
   std::int64_t row_begin = 0, rows = 0;
   std::string input;     // for --pull: the worker reads its rows itself
   bool pull = false;
+  bool bounds = false;  // keep Yinyang bounds between iterations (--algorithm)
   std::vector<float> centroids;  // k x d
   std::vector<Peer> peers;       // every participant but the receiver
 };

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "accel/error.hpp"
 #include "accel/registry.hpp"
 #include "cpu/kmeans_assign.hpp"
 #include "reference/kmeans_ref.hpp"
@@ -95,6 +96,7 @@ const std::vector<Case> kCases = {
     {"masked_d4_k3", 1001, 4, 3, true},
     {"float_wide", 1031, 100, 70, false},
     {"float_mnist_like", 700, 784, 256, false},
+    {"float_groups", 3000, 10, 120, false},  // k > d: the bounds keep k/10 groups
 };
 
 class KMeansAssignConformance : public ::testing::TestWithParam<Case> {};
@@ -138,6 +140,78 @@ TEST_P(KMeansAssignConformance, BothCpuPathsMatchReference) {
                               &o.inertia, path - 1);
     expect_conforms(o, want, c, path == 0 ? "cpu direct" : path == 1 ? "cpu gemm rows x k" : "cpu gemm k x rows");
   }
+}
+
+// Launches that keep bounds (KMeansAssignArgs::bounds) must give what a full
+// launch gives at every step: Lloyd updates (small moves, the common case),
+// a jump of every centroid, a jitter below float rounding, a return to the
+// start, and a state discarded by zeroing its header.
+TEST_P(KMeansAssignConformance, BoundsMatchReferenceAcrossLaunches) {
+  const Case& c = GetParam();
+  std::vector<float> x, cent;
+  make_inputs(c, x, cent);
+  static const Registry reg = Registry::discover_all();
+  int ran = 0;
+  for (const auto& dev : reg.devices()) {
+    if (!dev->info().kmeans_bounds) continue;
+    SCOPED_TRACE(dev->info().name);
+    auto bx = dev->allocate(x.size() * sizeof(float));
+    auto bc = dev->allocate(cent.size() * sizeof(float));
+    auto bl = dev->allocate(c.n * sizeof(std::int32_t));
+    auto bs = dev->allocate(c.k * c.d * sizeof(double));
+    auto bn = dev->allocate(c.k * sizeof(std::int64_t));
+    auto bi = dev->allocate(sizeof(double));
+    auto bb = dev->allocate(kmeans_bounds_bytes(c.n, c.d, c.k));
+    const std::int64_t zero[8] = {};
+    bb->write(zero, sizeof zero);
+    bx->write(x.data(), x.size() * sizeof(float));
+    std::vector<float> cur = cent;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> noise(0.0f, 1.0f);
+    for (int step = 0; step < 9; ++step) {
+      if (step == 4)
+        for (auto& v : cur) v += c.integer_valued ? std::round(noise(rng)) : noise(rng);
+      if (step == 5 && !c.integer_valued)  // (integer cases keep exact ties exact)
+        for (auto& v : cur) v = std::nextafter(v, v + 1.0f);
+      if (step == 6) cur = cent;
+      if (step == 7) bb->write(zero, sizeof zero);
+      bc->write(cur.data(), cur.size() * sizeof(float));
+      dev->launch(KMeansAssignArgs{bx.get(), bc.get(), bl.get(), bs.get(), bn.get(), bi.get(), c.n, c.d, c.k,
+                                   bb.get()})
+          .wait();
+      Out o;
+      o.labels.resize(c.n);
+      o.sums.resize(c.k * c.d);
+      o.counts.resize(c.k);
+      bl->read(o.labels.data(), c.n * sizeof(std::int32_t));
+      bs->read(o.sums.data(), o.sums.size() * sizeof(double));
+      bn->read(o.counts.data(), o.counts.size() * sizeof(std::int64_t));
+      bi->read(&o.inertia, sizeof(double));
+      const auto want = ref::kmeans_assign(x, c.n, c.d, cur, c.k);
+      expect_conforms(o, want, c, dev->info().name + " bounds step " + std::to_string(step));
+      if (step < 3 || step >= 6)  // a Lloyd update (integer cases: rounded, to keep exact ties)
+        for (std::int64_t kk = 0; kk < c.k; ++kk)
+          for (std::int64_t j = 0; j < c.d && want.counts[kk] > 0; ++j) {
+            const double m = want.sums[kk * c.d + j] / want.counts[kk];
+            cur[kk * c.d + j] = static_cast<float>(c.integer_valued ? std::round(m) : m);
+          }
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, 1) << "the cpu keeps bounds";
+}
+
+TEST(KMeansAssignBounds, TooSmallStateIsAnError) {
+  const Registry reg = Registry::discover_all();
+  Device* cpu = reg.select("cpu", KernelId::KMeansAssign).at(0);
+  const std::int64_t n = 10, d = 4, k = 3;
+  auto bx = cpu->allocate(n * d * sizeof(float)), bc = cpu->allocate(k * d * sizeof(float));
+  auto bl = cpu->allocate(n * 4), bs = cpu->allocate(k * d * 8), bn = cpu->allocate(k * 8), bi = cpu->allocate(8);
+  auto bb = cpu->allocate(kmeans_bounds_bytes(n, d, k) - 1);
+  EXPECT_THROW(cpu->launch(KMeansAssignArgs{bx.get(), bc.get(), bl.get(), bs.get(), bn.get(), bi.get(), n, d, k,
+                                            bb.get()})
+                   .wait(),
+               DeviceError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, KMeansAssignConformance, ::testing::ValuesIn(kCases),

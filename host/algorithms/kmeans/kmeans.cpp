@@ -18,7 +18,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 struct Shard {
   Device* dev = nullptr;
   std::int64_t begin = 0, rows = 0;
-  std::unique_ptr<Buffer> x, centroids, labels, sums, counts, inertia;
+  std::unique_ptr<Buffer> x, centroids, labels, sums, counts, inertia, bounds;
 };
 
 ShapeKey key_of(const Device* dev, std::int64_t d, std::int64_t k) {
@@ -31,6 +31,7 @@ struct PartialAssigner::Impl {
   const float* x;
   std::int64_t n, d, k;
   PerfModel& model;
+  bool use_bounds;
   std::vector<Shard> shards;
   std::vector<std::int64_t> rows;
 
@@ -47,6 +48,14 @@ struct PartialAssigner::Impl {
       if (count > 0) s.x->write(src, count * d * sizeof(float));
     }
     s.labels = s.dev->allocate(std::max<std::size_t>(count * sizeof(std::int32_t), 1));
+    if (use_bounds && s.dev->info().kmeans_bounds && count > 0) {
+      // New rows, new bounds: a zero header makes the next launch start over.
+      s.bounds = s.dev->allocate(kmeans_bounds_bytes(count, d, k));
+      const std::int64_t zero[8] = {};
+      s.bounds->write(zero, sizeof zero);
+    } else {
+      s.bounds.reset();
+    }
     if (!s.centroids) {
       s.centroids = s.dev->allocate(k * d * sizeof(float));
       s.sums = s.dev->allocate(k * d * sizeof(double));
@@ -80,8 +89,8 @@ struct PartialAssigner::Impl {
 };
 
 PartialAssigner::PartialAssigner(const float* rows, std::int64_t n, std::int64_t d, std::int64_t k,
-                                 std::vector<Device*> devices, PerfModel& model)
-    : impl_(new Impl{rows, n, d, k, model, {}, {}}) {
+                                 std::vector<Device*> devices, PerfModel& model, bool bounds)
+    : impl_(new Impl{rows, n, d, k, model, bounds, {}, {}}) {
   if (devices.empty()) {
     delete impl_;
     throw InputError("no device to run kmeans_assign on");
@@ -115,7 +124,7 @@ PartialStep PartialAssigner::step(const std::vector<float>& c) {
     auto& s = I.shards[i];
     if (s.rows == 0) continue;
     events[i] = s.dev->launch(KMeansAssignArgs{s.x.get(), s.centroids.get(), s.labels.get(), s.sums.get(),
-                                               s.counts.get(), s.inertia.get(), s.rows, d, k});
+                                               s.counts.get(), s.inertia.get(), s.rows, d, k, s.bounds.get()});
   }
   for (auto& e : events) e.wait();
   t.compute_seconds += since(t0);
@@ -182,6 +191,13 @@ double update_centroids(const std::vector<double>& sums, std::vector<std::int64_
   return std::sqrt(max_shift2);
 }
 
+bool kmeans_uses_bounds(const std::string& algorithm, std::int64_t d) {
+  if (algorithm == "lloyd") return false;
+  if (algorithm == "yinyang") return true;
+  if (algorithm == "auto") return d >= 16;
+  throw InputError("unknown k-means algorithm '" + algorithm + "' (auto, lloyd, yinyang)");
+}
+
 std::vector<Device*> kmeans_capable(const std::vector<Device*>& candidates, std::int64_t k, std::int64_t d) {
   std::vector<Device*> out;
   std::string why;
@@ -224,7 +240,7 @@ KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions&
   const std::int64_t n = x.rows, d = x.cols, k = opts.k;
   if (initial.rows != k || initial.cols != d) throw InputError("initial centroids do not match k x d");
   const auto t_bind = Clock::now();
-  PartialAssigner assigner(x.data.data(), n, d, k, devices, model);
+  PartialAssigner assigner(x.data.data(), n, d, k, devices, model, kmeans_uses_bounds(opts.algorithm, d));
   KMeansResult res;
   res.devices = assigner.device_names();
   res.transfer_seconds += since(t_bind);

@@ -30,6 +30,8 @@ struct DeviceInfo {
   // FPGAs); 0 means unbounded.
   std::int64_t max_k = 0;
   std::int64_t max_d = 0;
+  // kmeans_assign honours KMeansAssignArgs::bounds (skips rows it proves unchanged).
+  bool kmeans_bounds = false;
 };
 
 // Device memory. Backends whose memory the host can address directly return a

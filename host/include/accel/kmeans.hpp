@@ -21,7 +21,16 @@ struct KMeansOptions {
   double tol = 1e-4;  // stop when every centroid moves less than tol; 0 = run max_iter
   std::string init = "kmeans++";  // kmeans++ | random | kmeans-parallel | path to a k x d .npy
   std::uint64_t seed = 0;
+  // lloyd: every distance every iteration. yinyang: the same iterations with
+  // rows skipped when bounds prove their label unchanged (devices that keep
+  // bounds; the others run lloyd). auto: yinyang when d >= 16, where a row
+  // costs more to read and score than its bounds do.
+  std::string algorithm = "auto";
 };
+
+// Whether `algorithm` (auto | lloyd | yinyang) keeps bounds for rows of d
+// dimensions; throws InputError for another name.
+bool kmeans_uses_bounds(const std::string& algorithm, std::int64_t d);
 
 struct KMeansIteration {
   int iteration = 0;         // 1-based
@@ -56,9 +65,11 @@ struct PartialStep {
 
 class PartialAssigner {
  public:
-  // rows (n x d, row-major) must outlive the assigner; devices must accept k and d.
+  // rows (n x d, row-major) must outlive the assigner and not change; devices
+  // must accept k and d. With `bounds`, devices that can keep Yinyang bounds
+  // between steps do (KMeansAssignArgs::bounds).
   PartialAssigner(const float* rows, std::int64_t n, std::int64_t d, std::int64_t k, std::vector<Device*> devices,
-                  PerfModel& model);
+                  PerfModel& model, bool bounds = false);
   ~PartialAssigner();
   PartialAssigner(const PartialAssigner&) = delete;
   PartialAssigner& operator=(const PartialAssigner&) = delete;

@@ -1,0 +1,515 @@
+// CPU kmeans_assign with Yinyang bounds (Ding, Zhao, Shen, Musuvathi and
+// Mytkowicz, "Yinyang K-Means", ICML 2015). Lloyd's assignment gives the same
+// labels with fewer distances: after the first launch each row carries an
+// upper bound u on the distance to its centroid and, per group of centroids,
+// a lower bound l[g] on the distance to every other centroid of the group.
+// When centroids move by delta_j, u grows by delta_{label} and l[g] shrinks by
+// the group's largest delta; then
+//   - global filter: u <= min_g l[g] proves the label unchanged without
+//     reading the row (after a few iterations most rows stop here);
+//   - otherwise u is tightened to the exact distance and tested again;
+//   - group filter: only groups with l[g] < u are searched, and inside them
+//     the local filter skips centroid j when l_old[g] - delta_j >= u.
+// The sums are not recomputed: a row that changes label moves its values
+// from one cluster's sum to the other's (double), and the inertia follows
+// from the sums, sum ||x - c_a||^2 = sum ||x||^2 - 2 sum_a c_a.S_a +
+// sum_a n_a ||c_a||^2, so skipped rows are never read at all.
+//
+// Rounding: distances are computed as sum (x - c)^2 in float (no
+// cancellation), stored upper bounds are raised and lower bounds lowered by
+// kSlack (1e-5 relative, several times the float error of a 1000-term sum),
+// and the first launch's lower bounds, which come from the sgemm scores
+// (||x||^2 - 2 x.c + ||c||^2), are lowered by 2e-4 (||x||^2 + ||c||^2), above
+// the worst-case error of a float dot product of d <= 1600 terms (d eps). A bound can
+// therefore only be loose, never wrong; labels differ from a full launch at
+// most where two centroids are equally near within float precision.
+#include <cblas.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "accel/kernels.hpp"
+#include "kmeans_assign.hpp"
+
+namespace accel::cpu {
+namespace {
+
+constexpr std::int64_t kMagic = 0x59696e59616e6731;  // "Yinyang1"
+constexpr float kSlack = 1e-5f;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+typedef float v8f __attribute__((vector_size(32)));
+
+inline float hsum(v8f v) {
+  float s = 0;
+  for (int q = 0; q < 8; ++q) s += v[q];
+  return s;
+}
+
+// ||x - c||^2 for one centroid.
+inline float dist2(const float* x, const float* c, std::int64_t d) {
+  v8f acc = v8f{};
+  std::int64_t j = 0;
+  for (; j + 8 <= d; j += 8) {
+    v8f a, b;
+    std::memcpy(&a, x + j, sizeof a);
+    std::memcpy(&b, c + j, sizeof b);
+    const v8f t = a - b;
+    acc += t * t;
+  }
+  float s = hsum(acc);
+  for (; j < d; ++j) s += (x[j] - c[j]) * (x[j] - c[j]);
+  return s;
+}
+
+// ||x - c_q||^2 for four centroids: each slice of x is loaded once.
+inline void dist2_x4(const float* x, const float* c0, const float* c1, const float* c2, const float* c3,
+                     std::int64_t d, float* out) {
+  v8f a0 = v8f{}, a1 = v8f{}, a2 = v8f{}, a3 = v8f{};
+  std::int64_t j = 0;
+  for (; j + 8 <= d; j += 8) {
+    v8f xv, v;
+    std::memcpy(&xv, x + j, sizeof xv);
+    std::memcpy(&v, c0 + j, sizeof v);
+    v = xv - v;
+    a0 += v * v;
+    std::memcpy(&v, c1 + j, sizeof v);
+    v = xv - v;
+    a1 += v * v;
+    std::memcpy(&v, c2 + j, sizeof v);
+    v = xv - v;
+    a2 += v * v;
+    std::memcpy(&v, c3 + j, sizeof v);
+    v = xv - v;
+    a3 += v * v;
+  }
+  out[0] = hsum(a0);
+  out[1] = hsum(a1);
+  out[2] = hsum(a2);
+  out[3] = hsum(a3);
+  for (; j < d; ++j) {
+    out[0] += (x[j] - c0[j]) * (x[j] - c0[j]);
+    out[1] += (x[j] - c1[j]) * (x[j] - c1[j]);
+    out[2] += (x[j] - c2[j]) * (x[j] - c2[j]);
+    out[3] += (x[j] - c3[j]) * (x[j] - c3[j]);
+  }
+}
+
+// lower[j] -= delta[j] for every j; returns the smallest result.
+inline float shrink_bounds(float* lower, const float* delta, std::int64_t k) {
+  v8f m = v8f{} + kInf;
+  std::int64_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    v8f l, dl;
+    std::memcpy(&l, lower + j, sizeof l);
+    std::memcpy(&dl, delta + j, sizeof dl);
+    l -= dl;
+    std::memcpy(lower + j, &l, sizeof l);
+    m = m < l ? m : l;
+  }
+  float glob = kInf;
+  for (int q = 0; q < 8; ++q) glob = std::min(glob, m[q]);
+  for (; j < k; ++j) glob = std::min(glob, lower[j] -= delta[j]);
+  return glob;
+}
+
+// Indices j with lower[j] < bound, in increasing order; returns how many.
+inline int below(const float* lower, std::int64_t k, float bound, std::int32_t* out) {
+  int nc = 0;
+  std::int64_t j = 0;
+#ifdef __AVX__
+  const __m256 b = _mm256_set1_ps(bound);
+  for (; j + 8 <= k; j += 8) {
+    unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(lower + j), b, _CMP_LT_OQ)));
+    while (mask) {
+      out[nc++] = static_cast<std::int32_t>(j + __builtin_ctz(mask));
+      mask &= mask - 1;
+    }
+  }
+#endif
+  for (; j < k; ++j) {
+    out[nc] = static_cast<std::int32_t>(j);
+    nc += lower[j] < bound;
+  }
+  return nc;
+}
+
+struct State {
+  KMeansBoundsLayout l;
+  std::int64_t* header;
+  double* sumsq;
+  float* centroids;
+  double* sums;
+  std::int64_t* counts;
+  std::int32_t* group_of;
+  std::int32_t* labels;
+  float* upper;
+  float* lower;
+
+  State(std::byte* base, std::int64_t n, std::int64_t d, std::int64_t k) : l(kmeans_bounds_layout(n, d, k)) {
+    header = reinterpret_cast<std::int64_t*>(base + l.header);
+    sumsq = reinterpret_cast<double*>(base + l.sumsq);
+    centroids = reinterpret_cast<float*>(base + l.centroids);
+    sums = reinterpret_cast<double*>(base + l.sums);
+    counts = reinterpret_cast<std::int64_t*>(base + l.counts);
+    group_of = reinterpret_cast<std::int32_t*>(base + l.group_of);
+    labels = reinterpret_cast<std::int32_t*>(base + l.labels);
+    upper = reinterpret_cast<float*>(base + l.upper);
+    lower = reinterpret_cast<float*>(base + l.lower);
+  }
+  bool matches(std::int64_t n, std::int64_t d, std::int64_t k) const {
+    return header[0] == kMagic && header[1] == n && header[2] == d && header[3] == k && header[4] == l.groups;
+  }
+};
+
+// Groups of centroids, as the paper forms them: a few Lloyd iterations over
+// the centroids themselves, so that a group's members lie close together and
+// one bound describes them well.
+void form_groups(const float* c, std::int64_t k, std::int64_t d, std::int64_t groups, std::int32_t* group_of) {
+  if (groups == k) {  // Elkan's form: every centroid alone
+    for (std::int64_t kk = 0; kk < k; ++kk) group_of[kk] = static_cast<std::int32_t>(kk);
+    return;
+  }
+  std::vector<double> centre(groups * d);
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (std::int64_t j = 0; j < d; ++j) centre[g * d + j] = c[(g * k / groups) * d + j];
+  for (int it = 0; it < 5; ++it) {
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      double best = std::numeric_limits<double>::infinity();
+      for (std::int64_t g = 0; g < groups; ++g) {
+        double s = 0;
+        for (std::int64_t j = 0; j < d; ++j) {
+          const double t = c[kk * d + j] - centre[g * d + j];
+          s += t * t;
+        }
+        if (s < best) best = s, group_of[kk] = static_cast<std::int32_t>(g);
+      }
+    }
+    std::vector<double> next(groups * d, 0.0);
+    std::vector<std::int64_t> members(groups, 0);
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      ++members[group_of[kk]];
+      for (std::int64_t j = 0; j < d; ++j) next[group_of[kk] * d + j] += c[kk * d + j];
+    }
+    for (std::int64_t g = 0; g < groups; ++g)
+      if (members[g] > 0)
+        for (std::int64_t j = 0; j < d; ++j) centre[g * d + j] = next[g * d + j] / members[g];
+  }
+}
+
+// Per-thread sums and counts (a delta during updates), merged once.
+struct Acc {
+  std::vector<double> sums;
+  std::vector<std::int64_t> counts;
+  bool touched = false;
+  Acc(std::int64_t k, std::int64_t d) : sums(k * d, 0.0), counts(k, 0) {}
+  void add(const float* xi, std::int64_t d, std::int32_t label, double sign) {
+    double* s = sums.data() + static_cast<std::int64_t>(label) * d;
+    for (std::int64_t j = 0; j < d; ++j) s[j] += sign * xi[j];
+    counts[label] += sign > 0 ? 1 : -1;
+    touched = true;
+  }
+};
+
+// First launch: every distance through sgemm (as the gemm path), the label
+// by the same argmax, and the bounds from the whole score row.
+void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, State& s) {
+  const std::int64_t G = s.l.groups;
+  form_groups(c, k, d, G, s.group_of);
+  std::vector<float> cc(k), half(k);
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    float t = 0;
+    for (std::int64_t j = 0; j < d; ++j) t += c[kk * d + j] * c[kk * d + j];
+    cc[kk] = t;
+    half[kk] = -0.5f * t;
+  }
+  const std::int64_t rows = std::clamp<std::int64_t>(262144 / std::max<std::int64_t>(k, 1), 256, 4096);
+  const std::int64_t cap = std::min(rows, n);
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(omp_get_max_threads());
+  const bool transposed = cap > 0 && detail::pick_layout(x, cap, d, c, k);
+  std::vector<float> score(cap * k);
+  std::vector<Acc> acc(omp_get_max_threads(), Acc(k, d));
+  double sumsq = 0;
+  constexpr std::int64_t kChunk = 64;
+  // sgemm adds onto -||c||^2 / 2 (beta = 1), refilled after every block.
+  auto prefill = [&] {
+    if (transposed)
+      for (std::int64_t kk = 0; kk < k; ++kk) std::fill(score.begin() + kk * cap, score.begin() + (kk + 1) * cap, half[kk]);
+    else
+      for (std::int64_t q = 0; q < cap; ++q) std::copy(half.begin(), half.end(), score.begin() + q * k);
+  };
+  prefill();
+  for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
+    const std::int64_t m = std::min(rows, n - i0);
+    detail::block_sgemm(transposed, x + i0 * d, m, d, c, k, 1.0f, score.data(), cap);
+#pragma omp parallel reduction(+ : sumsq)
+    {
+      Acc& a = acc[omp_get_thread_num()];
+      std::vector<float> rowbuf(transposed ? kChunk * k : 0), gmin(G);
+#pragma omp for schedule(static)
+      for (std::int64_t q0 = 0; q0 < m; q0 += kChunk) {
+        const std::int64_t qn = std::min(kChunk, m - q0);
+        // A chunk's score rows, contiguous per point (copied out of a
+        // transposed block in row order, so both reads stream).
+        if (transposed)
+          for (std::int64_t kk = 0; kk < k; ++kk)
+            for (std::int64_t t = 0; t < qn; ++t) rowbuf[t * k + kk] = score[kk * cap + q0 + t];
+        for (std::int64_t t = 0; t < qn; ++t) {
+          const std::int64_t i = i0 + q0 + t;
+          const float* sc = transposed ? rowbuf.data() + t * k : score.data() + (q0 + t) * k;
+          const float* xi = x + i * d;
+          float top = sc[0];
+          std::int64_t arg = 0;
+          for (std::int64_t kk = 1; kk < k; ++kk)
+            if (sc[kk] > top) top = sc[kk], arg = kk;
+          double xx_exact = 0;
+          for (std::int64_t j = 0; j < d; ++j) xx_exact += static_cast<double>(xi[j]) * xi[j];
+          sumsq += xx_exact;
+          const float xx = static_cast<float>(xx_exact);
+          float* lower = s.lower + i * G;
+          // ||x - c||^2 from the score, lowered by its worst-case error.
+          if (G == k) {
+#pragma omp simd
+            for (std::int64_t kk = 0; kk < k; ++kk)
+              lower[kk] = std::sqrt(std::max(xx - 2.0f * sc[kk] - 2e-4f * (xx + cc[kk]), 0.0f)) * (1 - kSlack);
+            lower[arg] = kInf;  // a group of one: nothing else in it
+          } else {
+            std::fill(gmin.begin(), gmin.end(), kInf);
+            for (std::int64_t kk = 0; kk < k; ++kk) {
+              if (kk == arg) continue;
+              float& g = gmin[s.group_of[kk]];
+              g = std::min(g, xx - 2.0f * sc[kk] - 2e-4f * (xx + cc[kk]));
+            }
+            for (std::int64_t g = 0; g < G; ++g)
+              lower[g] = gmin[g] == kInf ? kInf : std::sqrt(std::max(gmin[g], 0.0f)) * (1 - kSlack);
+          }
+          s.upper[i] = std::sqrt(dist2(xi, c + arg * d, d)) * (1 + kSlack);
+          s.labels[i] = static_cast<std::int32_t>(arg);
+          a.add(xi, d, static_cast<std::int32_t>(arg), 1.0);
+        }
+      }
+    }
+    prefill();
+  }
+  openblas_set_num_threads(blas_threads);
+  std::fill(s.sums, s.sums + k * d, 0.0);
+  std::fill(s.counts, s.counts + k, 0);
+  for (auto& a : acc) {
+    for (std::int64_t e = 0; e < k * d; ++e) s.sums[e] += a.sums[e];
+    for (std::int64_t kk = 0; kk < k; ++kk) s.counts[kk] += a.counts[kk];
+  }
+  *s.sumsq = sumsq;
+}
+
+// Later launches with one centroid per group (Elkan's bounds, which the
+// layout picks when they fit): the bounds are one vector per row, updated,
+// minimised and compared in SIMD; only centroids whose own bound is below the
+// row's tightened upper bound are scored.
+void next_launch_elkan(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, State& s,
+                       const std::vector<float>& delta) {
+  std::vector<Acc> acc(omp_get_max_threads(), Acc(k, d));
+#pragma omp parallel
+  {
+    Acc& a = acc[omp_get_thread_num()];
+    std::vector<float> cand(k + 4);
+    std::vector<std::int32_t> cand_idx(k + 4);
+#pragma omp for schedule(dynamic, 512)
+    for (std::int64_t i = 0; i < n; ++i) {
+      float* lower = s.lower + i * k;
+      const std::int32_t label = s.labels[i];
+      const float u = s.upper[i] + delta[label];
+      const float glob = shrink_bounds(lower, delta.data(), k);
+      if (u <= glob) {  // no centroid can be nearer: the row is not even read
+        s.upper[i] = u;
+        continue;
+      }
+      const float* xi = x + i * d;
+      const float da = std::sqrt(dist2(xi, c + static_cast<std::int64_t>(label) * d, d));
+      const float ut = da * (1 + kSlack);
+      const int nc = below(lower, k, ut, cand_idx.data());
+      float best = da;
+      std::int32_t best_idx = label;
+      int q = 0;
+      for (; q + 4 <= nc; q += 4)
+        dist2_x4(xi, c + cand_idx[q] * d, c + cand_idx[q + 1] * d, c + cand_idx[q + 2] * d, c + cand_idx[q + 3] * d,
+                 d, &cand[q]);
+      for (; q < nc; ++q) cand[q] = dist2(xi, c + cand_idx[q] * d, d);
+      for (q = 0; q < nc; ++q) {
+        const float v = std::sqrt(cand[q]);
+        lower[cand_idx[q]] = v * (1 - kSlack);
+        if (v < best || (v == best && cand_idx[q] < best_idx)) best = v, best_idx = cand_idx[q];
+      }
+      s.upper[i] = best * (1 + kSlack);
+      if (best_idx != label) {
+        lower[label] = da * (1 - kSlack);
+        a.add(xi, d, label, -1.0);
+        a.add(xi, d, best_idx, 1.0);
+        s.labels[i] = best_idx;
+      }
+      lower[best_idx] = kInf;
+    }
+  }
+  for (auto& a : acc) {
+    if (!a.touched) continue;
+    for (std::int64_t e = 0; e < k * d; ++e) s.sums[e] += a.sums[e];
+    for (std::int64_t kk = 0; kk < k; ++kk) s.counts[kk] += a.counts[kk];
+  }
+}
+
+// Later launches: the filters above; only rows that fail them are read.
+void next_launch(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, State& s) {
+  const std::int64_t G = s.l.groups;
+  // How far each centroid moved (raised slightly so bounds stay safe), and
+  // the most any member of a group moved.
+  std::vector<float> delta(k), group_delta(G, 0.0f);
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    double t = 0;
+    for (std::int64_t j = 0; j < d; ++j) {
+      const double e = static_cast<double>(c[kk * d + j]) - s.centroids[kk * d + j];
+      t += e * e;
+    }
+    delta[kk] = static_cast<float>(std::sqrt(t)) * (1 + kSlack);
+    group_delta[s.group_of[kk]] = std::max(group_delta[s.group_of[kk]], delta[kk]);
+  }
+  if (G == k) return next_launch_elkan(x, n, d, c, k, s, delta);
+  // Members of each group, contiguous.
+  std::vector<std::int64_t> gstart(G + 1, 0);
+  std::vector<std::int32_t> members(k);
+  for (std::int64_t kk = 0; kk < k; ++kk) ++gstart[s.group_of[kk] + 1];
+  for (std::int64_t g = 0; g < G; ++g) gstart[g + 1] += gstart[g];
+  {
+    std::vector<std::int64_t> at(gstart.begin(), gstart.end() - 1);
+    for (std::int64_t kk = 0; kk < k; ++kk) members[at[s.group_of[kk]]++] = static_cast<std::int32_t>(kk);
+  }
+
+  std::vector<Acc> acc(omp_get_max_threads(), Acc(k, d));
+#pragma omp parallel
+  {
+    Acc& a = acc[omp_get_thread_num()];
+    std::vector<float> lo_old(G), cand(k), gm1(G), gm2(G);
+    std::vector<std::int32_t> cand_idx(k), gi1(G);
+    std::vector<char> searched(G);
+#pragma omp for schedule(dynamic, 256)
+    for (std::int64_t i = 0; i < n; ++i) {
+      float* lower = s.lower + i * G;
+      const std::int32_t label = s.labels[i];
+      float u = s.upper[i] + delta[label];
+      float glob = kInf;
+      for (std::int64_t g = 0; g < G; ++g) {
+        lo_old[g] = lower[g];
+        lower[g] -= group_delta[g];
+        glob = std::min(glob, lower[g]);
+      }
+      if (u <= glob) {  // global filter: the row is not even read
+        s.upper[i] = u;
+        continue;
+      }
+      const float* xi = x + i * d;
+      const float da = std::sqrt(dist2(xi, c + static_cast<std::int64_t>(label) * d, d));
+      const float ut = da * (1 + kSlack);
+      if (ut <= glob) {
+        s.upper[i] = ut;
+        continue;
+      }
+      // Group filter, then the local filter inside each searched group. Each
+      // searched group records its nearest value (m1, whose centroid is i1;
+      // -1 for a bound) and its runner-up m2, for its new bound below.
+      float best = da;
+      std::int32_t best_idx = label;
+      for (std::int64_t g = 0; g < G; ++g) {
+        searched[g] = lower[g] < ut;
+        if (!searched[g]) continue;
+        int nc = 0;
+        float m1 = kInf, m2 = kInf;
+        std::int32_t i1 = -1;
+        auto note = [&](float v, std::int32_t idx) {
+          if (v < m1) m2 = m1, m1 = v, i1 = idx;
+          else if (v < m2) m2 = v;
+        };
+        for (std::int64_t t = gstart[g]; t < gstart[g + 1]; ++t) {
+          const std::int32_t j = members[t];
+          if (j == label) {
+            note(da, j);
+            continue;
+          }
+          const float bound = lo_old[g] - delta[j];
+          if (bound >= ut) {
+            note(bound, -1);  // provably no nearer than the current centroid
+            continue;
+          }
+          cand_idx[nc++] = j;
+        }
+        int q = 0;
+        for (; q + 4 <= nc; q += 4)
+          dist2_x4(xi, c + cand_idx[q] * d, c + cand_idx[q + 1] * d, c + cand_idx[q + 2] * d,
+                   c + cand_idx[q + 3] * d, d, &cand[q]);
+        for (; q < nc; ++q) cand[q] = dist2(xi, c + cand_idx[q] * d, d);
+        for (q = 0; q < nc; ++q) {
+          const float v = std::sqrt(cand[q]);
+          note(v, cand_idx[q]);
+          if (v < best || (v == best && cand_idx[q] < best_idx)) best = v, best_idx = cand_idx[q];
+        }
+        gm1[g] = m1, gm2[g] = m2, gi1[g] = i1;
+      }
+      // New bounds: a searched group's nearest value, or its runner-up when
+      // the nearest is the row's new centroid. An unsearched group keeps its
+      // bound, but if it holds the old centroid and the row left it, that
+      // centroid's distance now has to be under it too.
+      for (std::int64_t g = 0; g < G; ++g) {
+        if (searched[g]) lower[g] = (gi1[g] == best_idx ? gm2[g] : gm1[g]) * (1 - kSlack);
+        else if (best_idx != label && g == s.group_of[label]) lower[g] = std::min(lower[g], da * (1 - kSlack));
+      }
+      s.upper[i] = best * (1 + kSlack);
+      if (best_idx != label) {
+        a.add(xi, d, label, -1.0);
+        a.add(xi, d, best_idx, 1.0);
+        s.labels[i] = best_idx;
+      }
+    }
+  }
+  for (auto& a : acc) {
+    if (!a.touched) continue;
+    for (std::int64_t e = 0; e < k * d; ++e) s.sums[e] += a.sums[e];
+    for (std::int64_t kk = 0; kk < k; ++kk) s.counts[kk] += a.counts[kk];
+  }
+}
+
+}  // namespace
+
+void kmeans_assign_bounds(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
+                          std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia,
+                          std::byte* state) {
+  State s(state, n, d, k);
+  if (!s.matches(n, d, k)) {
+    first_launch(x, n, d, c, k, s);
+    std::fill(s.header, s.header + 8, 0);
+    s.header[1] = n, s.header[2] = d, s.header[3] = k, s.header[4] = s.l.groups;
+    s.header[0] = kMagic;
+  } else {
+    next_launch(x, n, d, c, k, s);
+  }
+  std::memcpy(s.centroids, c, sizeof(float) * k * d);
+  std::memcpy(labels, s.labels, sizeof(std::int32_t) * n);
+  std::memcpy(sums, s.sums, sizeof(double) * k * d);
+  std::memcpy(counts, s.counts, sizeof(std::int64_t) * k);
+  // sum ||x - c_a||^2 = sum ||x||^2 - 2 sum_a c_a.S_a + sum_a n_a ||c_a||^2.
+  double total = *s.sumsq;
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    double dot = 0, cc = 0;
+    for (std::int64_t j = 0; j < d; ++j) {
+      const double cj = c[kk * d + j];
+      dot += cj * s.sums[kk * d + j];
+      cc += cj * cj;
+    }
+    total += -2.0 * dot + static_cast<double>(s.counts[kk]) * cc;
+  }
+  *inertia = std::max(total, 0.0);
+}
+
+}  // namespace accel::cpu
