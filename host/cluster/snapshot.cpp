@@ -32,20 +32,24 @@ void save_snapshot(const std::string& path, const Snapshot& s) {
   put(&tlen, 8);
   put(task.data(), task.size());
   put(&rlen, 8);
-  put(s.rows.data(), rlen * 4);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw InputError(path + ": cannot write snapshot: " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < buf.size()) {
-    const ssize_t w = ::write(fd, buf.data() + done, buf.size() - done);
-    if (w <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw InputError(path + ": snapshot write failed: " + std::strerror(errno));
+  // The header, then the rows straight from memory (no copy of the rows).
+  auto write_all = [&](const char* p, std::size_t n) {
+    std::size_t done = 0;
+    while (done < n) {
+      const ssize_t w = ::write(fd, p + done, n - done);
+      if (w <= 0) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw InputError(path + ": snapshot write failed: " + std::strerror(errno));
+      }
+      done += static_cast<std::size_t>(w);
     }
-    done += static_cast<std::size_t>(w);
-  }
+  };
+  write_all(buf.data(), buf.size());
+  write_all(reinterpret_cast<const char*>(s.rows.data()), rlen * sizeof(float));
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     ::unlink(tmp.c_str());
     throw InputError(path + ": snapshot fsync failed: " + std::strerror(errno));
