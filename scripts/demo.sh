@@ -33,7 +33,7 @@ if "$ACCEL" --help | grep -q coordinator; then
   echo
   echo "== distributed k-means: 4 workers, worker 2 killed at iteration 10 and restarted at 20"
   ACCEL_CLUSTER_DIR="$OUT/cluster" "$ROOT/scripts/cluster.sh" 4 --kill-restart 2 -- \
-    --input "$DATA" --k 10 --init random --max-iter 60 --tol 0 --device cpu --timeout-ms 2000 --json
+    --input "$DATA" --k 10 --init random --max-iter 500 --tol 0 --device cpu --timeout-ms 2000 --json
   python3 - "$OUT/cluster/coordinator.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -467,10 +467,11 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
     }
     snap = std::move(s);
     // The snapshot (rows and task, fsynced) is written beside the first
-    // iterations rather than before this worker says it is ready: at 100 MB
-    // that write held the whole job's start by 0.3 s. A crash before it
-    // lands is a crash without a snapshot: the worker cannot resume, the job
-    // goes on without its rows (the rename keeps the file whole or absent).
+    // assignment step rather than before this worker says it is ready: at
+    // 100 MB that write held the whole job's start by 0.3 s. The step waits
+    // for it before its result is sent, so from iteration 1 on a restarted
+    // worker can resume (a crash before then leaves no snapshot: the rename
+    // keeps the file whole or absent, and the job goes on without its rows).
     if (!o.snapshot_dir.empty())
       snapshot_writer = std::jthread([&o, &snap] {
         try {
@@ -521,6 +522,9 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
     const PartialStep step = recovering ? PartialStep{std::vector<double>(task.k * task.d, 0.0),
                                                       std::vector<std::int64_t>(task.k, 0), 0, 0, 0}
                                         : assigner.step(c);
+    // The snapshot written beside the first step must have landed before this
+    // worker's first result counts: from iteration 1 on it can resume.
+    if (snapshot_writer.joinable()) snapshot_writer.join();
     const auto t_computed = Clock::now();
     Partial mine = to_partial(step, recovering ? 0 : task.rows);
     const bool member = std::find(view.active.begin(), view.active.end(), o.id) != view.active.end();
