@@ -100,6 +100,14 @@ inline void dist2_x4(const float* x, const float* c0, const float* c1, const flo
   }
 }
 
+// out[q] = ||x - c_{idx[q]}||^2 for nc centroids, four at a time.
+inline void score(const float* x, const float* c, std::int64_t d, const std::int32_t* idx, int nc, float* out) {
+  int q = 0;
+  for (; q + 4 <= nc; q += 4)
+    dist2_x4(x, c + idx[q] * d, c + idx[q + 1] * d, c + idx[q + 2] * d, c + idx[q + 3] * d, d, out + q);
+  for (; q < nc; ++q) out[q] = dist2(x, c + idx[q] * d, d);
+}
+
 // lower[j] -= delta[j] for every j; returns the smallest result.
 inline float shrink_bounds(float* lower, const float* delta, std::int64_t k) {
   v8f m = v8f{} + kInf;
@@ -216,6 +224,15 @@ struct Acc {
   }
 };
 
+// The state's sums and counts plus every thread's (delta) accumulation.
+void add_into(const std::vector<Acc>& acc, State& s, std::int64_t k, std::int64_t d) {
+  for (const auto& a : acc) {
+    if (!a.touched) continue;
+    for (std::int64_t e = 0; e < k * d; ++e) s.sums[e] += a.sums[e];
+    for (std::int64_t kk = 0; kk < k; ++kk) s.counts[kk] += a.counts[kk];
+  }
+}
+
 // First launch: every distance through sgemm (as the gemm path), the label
 // by the same argmax, and the bounds from the whole score row.
 void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, State& s) {
@@ -300,10 +317,7 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
   openblas_set_num_threads(blas_threads);
   std::fill(s.sums, s.sums + k * d, 0.0);
   std::fill(s.counts, s.counts + k, 0);
-  for (auto& a : acc) {
-    for (std::int64_t e = 0; e < k * d; ++e) s.sums[e] += a.sums[e];
-    for (std::int64_t kk = 0; kk < k; ++kk) s.counts[kk] += a.counts[kk];
-  }
+  add_into(acc, s, k, d);
   *s.sumsq = sumsq;
 }
 
@@ -335,12 +349,8 @@ void next_launch_elkan(const float* x, std::int64_t n, std::int64_t d, const flo
       const int nc = below(lower, k, ut, cand_idx.data());
       float best = da;
       std::int32_t best_idx = label;
-      int q = 0;
-      for (; q + 4 <= nc; q += 4)
-        dist2_x4(xi, c + cand_idx[q] * d, c + cand_idx[q + 1] * d, c + cand_idx[q + 2] * d, c + cand_idx[q + 3] * d,
-                 d, &cand[q]);
-      for (; q < nc; ++q) cand[q] = dist2(xi, c + cand_idx[q] * d, d);
-      for (q = 0; q < nc; ++q) {
+      score(xi, c, d, cand_idx.data(), nc, cand.data());
+      for (int q = 0; q < nc; ++q) {
         const float v = std::sqrt(cand[q]);
         lower[cand_idx[q]] = v * (1 - kSlack);
         if (v < best || (v == best && cand_idx[q] < best_idx)) best = v, best_idx = cand_idx[q];
@@ -355,11 +365,7 @@ void next_launch_elkan(const float* x, std::int64_t n, std::int64_t d, const flo
       lower[best_idx] = kInf;
     }
   }
-  for (auto& a : acc) {
-    if (!a.touched) continue;
-    for (std::int64_t e = 0; e < k * d; ++e) s.sums[e] += a.sums[e];
-    for (std::int64_t kk = 0; kk < k; ++kk) s.counts[kk] += a.counts[kk];
-  }
+  add_into(acc, s, k, d);
 }
 
 // Later launches: the filters above; only rows that fail them are read.
@@ -445,12 +451,8 @@ void next_launch(const float* x, std::int64_t n, std::int64_t d, const float* c,
           }
           cand_idx[nc++] = j;
         }
-        int q = 0;
-        for (; q + 4 <= nc; q += 4)
-          dist2_x4(xi, c + cand_idx[q] * d, c + cand_idx[q + 1] * d, c + cand_idx[q + 2] * d,
-                   c + cand_idx[q + 3] * d, d, &cand[q]);
-        for (; q < nc; ++q) cand[q] = dist2(xi, c + cand_idx[q] * d, d);
-        for (q = 0; q < nc; ++q) {
+        score(xi, c, d, cand_idx.data(), nc, cand.data());
+        for (int q = 0; q < nc; ++q) {
           const float v = std::sqrt(cand[q]);
           note(v, cand_idx[q]);
           if (v < best || (v == best && cand_idx[q] < best_idx)) best = v, best_idx = cand_idx[q];
@@ -473,11 +475,7 @@ void next_launch(const float* x, std::int64_t n, std::int64_t d, const float* c,
       }
     }
   }
-  for (auto& a : acc) {
-    if (!a.touched) continue;
-    for (std::int64_t e = 0; e < k * d; ++e) s.sums[e] += a.sums[e];
-    for (std::int64_t kk = 0; kk < k; ++kk) s.counts[kk] += a.counts[kk];
-  }
+  add_into(acc, s, k, d);
 }
 
 }  // namespace

@@ -44,6 +44,18 @@ void make_inputs(const Case& c, std::vector<float>& x, std::vector<float>& cent)
   if (c.far_centroid) std::fill_n(cent.begin() + (c.k - 1) * c.d, c.d, 1e4f);
 }
 
+Out read_outputs(const Buffer& bl, const Buffer& bs, const Buffer& bn, const Buffer& bi, const Case& c) {
+  Out o;
+  o.labels.resize(c.n);
+  o.sums.resize(c.k * c.d);
+  o.counts.resize(c.k);
+  bl.read(o.labels.data(), c.n * sizeof(std::int32_t));
+  bs.read(o.sums.data(), o.sums.size() * sizeof(double));
+  bn.read(o.counts.data(), o.counts.size() * sizeof(std::int64_t));
+  bi.read(&o.inertia, sizeof(double));
+  return o;
+}
+
 Out run_device(Device& dev, const std::vector<float>& x, const std::vector<float>& cent, const Case& c) {
   auto bx = dev.allocate(x.size() * sizeof(float));
   auto bc = dev.allocate(cent.size() * sizeof(float));
@@ -54,15 +66,7 @@ Out run_device(Device& dev, const std::vector<float>& x, const std::vector<float
   bx->write(x.data(), x.size() * sizeof(float));
   bc->write(cent.data(), cent.size() * sizeof(float));
   dev.launch(KMeansAssignArgs{bx.get(), bc.get(), bl.get(), bs.get(), bn.get(), bi.get(), c.n, c.d, c.k}).wait();
-  Out o;
-  o.labels.resize(c.n);
-  o.sums.resize(c.k * c.d);
-  o.counts.resize(c.k);
-  bl->read(o.labels.data(), c.n * sizeof(std::int32_t));
-  bs->read(o.sums.data(), o.sums.size() * sizeof(double));
-  bn->read(o.counts.data(), o.counts.size() * sizeof(std::int64_t));
-  bi->read(&o.inertia, sizeof(double));
-  return o;
+  return read_outputs(*bl, *bs, *bn, *bi, c);
 }
 
 void expect_conforms(const Out& got, const ref::KMeansAssignOut& want, const Case& c, const std::string& who) {
@@ -179,14 +183,7 @@ TEST_P(KMeansAssignConformance, BoundsMatchReferenceAcrossLaunches) {
       dev->launch(KMeansAssignArgs{bx.get(), bc.get(), bl.get(), bs.get(), bn.get(), bi.get(), c.n, c.d, c.k,
                                    bb.get()})
           .wait();
-      Out o;
-      o.labels.resize(c.n);
-      o.sums.resize(c.k * c.d);
-      o.counts.resize(c.k);
-      bl->read(o.labels.data(), c.n * sizeof(std::int32_t));
-      bs->read(o.sums.data(), o.sums.size() * sizeof(double));
-      bn->read(o.counts.data(), o.counts.size() * sizeof(std::int64_t));
-      bi->read(&o.inertia, sizeof(double));
+      const Out o = read_outputs(*bl, *bs, *bn, *bi, c);
       const auto want = ref::kmeans_assign(x, c.n, c.d, cur, c.k);
       expect_conforms(o, want, c, dev->info().name + " bounds step " + std::to_string(step));
       if (step < 3 || step >= 6)  // a Lloyd update (integer cases: rounded, to keep exact ties)
