@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +13,9 @@
 
 namespace accel::cluster {
 namespace {
-constexpr char kMagic[8] = {'A', 'C', 'C', 'S', 'N', 'A', 'P', '1'};
+constexpr char kMagic[8] = {'A', 'C', 'C', 'S', 'N', 'A', 'P', '2'};
+constexpr std::size_t kAlign = RowAllocator<float>::kAlign;
+std::size_t round_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 }
 
 std::string snapshot_path(const std::string& dir, std::uint32_t id) {
@@ -32,27 +35,43 @@ void save_snapshot(const std::string& path, const Snapshot& s) {
   put(&tlen, 8);
   put(task.data(), task.size());
   put(&rlen, 8);
+  buf.resize(round_up(buf.size()), 0);  // the rows start on a page of the file
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw InputError(path + ": cannot write snapshot: " + std::strerror(errno));
-  // The header, then the rows straight from memory (no copy of the rows).
-  auto write_all = [&](const char* p, std::size_t n) {
+  auto fail = [&](const char* what) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw InputError(path + ": snapshot " + what + " failed: " + why);
+  };
+  auto write_at = [&](int to, const char* p, std::size_t n, std::size_t off) {
     std::size_t done = 0;
     while (done < n) {
-      const ssize_t w = ::write(fd, p + done, n - done);
-      if (w <= 0) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw InputError(path + ": snapshot write failed: " + std::strerror(errno));
-      }
+      const ssize_t w = ::pwrite(to, p + done, n - done, static_cast<off_t>(off + done));
+      if (w <= 0) return false;
       done += static_cast<std::size_t>(w);
     }
+    return true;
   };
-  write_all(buf.data(), buf.size());
-  write_all(reinterpret_cast<const char*>(s.rows.data()), rlen * sizeof(float));
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  if (!write_at(fd, buf.data(), buf.size(), 0)) fail("write");
+  // The rows' whole pages with O_DIRECT: the disk reads them from memory
+  // (0.004 s of CPU for 100 MB, against 0.05-0.15 s to copy them into the
+  // page cache, on a core that is computing the first iteration). Where the
+  // file system refuses it (tmpfs), or for the last partial page, plain writes.
+  const char* rows = reinterpret_cast<const char*>(s.rows.data());
+  const std::size_t bytes = rlen * sizeof(float);
+  std::size_t direct = reinterpret_cast<std::uintptr_t>(rows) % kAlign == 0 ? bytes / kAlign * kAlign : 0;
+  if (direct > 0) {
+    const int dfd = ::open(tmp.c_str(), O_WRONLY | O_DIRECT);
+    if (dfd < 0 || !write_at(dfd, rows, direct, buf.size())) direct = 0;
+    if (dfd >= 0) ::close(dfd);
+  }
+  if (!write_at(fd, rows + direct, bytes - direct, buf.size() + direct)) fail("write");
+  if (::fsync(fd) != 0) fail("fsync");
+  if (::close(fd) != 0) {
     ::unlink(tmp.c_str());
-    throw InputError(path + ": snapshot fsync failed: " + std::strerror(errno));
+    throw InputError(path + ": snapshot close failed: " + std::strerror(errno));
   }
   std::filesystem::rename(tmp, path);
   // The rename itself must reach the disk too.
@@ -66,11 +85,13 @@ void save_snapshot(const std::string& path, const Snapshot& s) {
 std::optional<Snapshot> load_snapshot(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::size_t pos = 0;
-  auto take = [&](void* p, std::size_t n) {
-    if (buf.size() - pos < n) throw InputError(path + ": damaged snapshot (truncated)");
-    std::memcpy(p, buf.data() + pos, n);
+  std::error_code ec;
+  const std::uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return std::nullopt;
+  std::uint64_t pos = 0;  // read straight into place: the rows are most of the file
+  auto take = [&](void* p, std::uint64_t n) {
+    if (size - pos < n || !in.read(static_cast<char*>(p), static_cast<std::streamsize>(n)))
+      throw InputError(path + ": damaged snapshot (truncated)");
     pos += n;
   };
   char magic[8];
@@ -82,15 +103,18 @@ std::optional<Snapshot> load_snapshot(const std::string& path) {
   take(&s.id, 4);
   take(&s.incarnation, 4);
   take(&tlen, 8);
-  if (tlen > buf.size()) throw InputError(path + ": damaged snapshot (task length)");
+  if (tlen > size) throw InputError(path + ": damaged snapshot (task length)");
   std::vector<std::byte> task(tlen);
   take(task.data(), tlen);
   s.task = decode_task(task, Limits{});
   take(&rlen, 8);
   if (rlen != static_cast<std::uint64_t>(s.task.rows * s.task.d)) throw InputError(path + ": damaged snapshot (rows)");
+  std::vector<char> pad(round_up(pos) - pos);
+  take(pad.data(), pad.size());
+  if (size - pos != rlen * sizeof(float))
+    throw InputError(path + ": damaged snapshot (" + (size - pos < rlen * sizeof(float) ? "truncated" : "trailing bytes") + ")");
   s.rows.resize(rlen);
-  take(s.rows.data(), rlen * 4);
-  if (pos != buf.size()) throw InputError(path + ": damaged snapshot (trailing bytes)");
+  take(s.rows.data(), rlen * sizeof(float));
   return s;
 }
 
