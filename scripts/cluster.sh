@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs a local distributed k-means job: a coordinator and N workers on this
 # machine, and waits for it.
-#   scripts/cluster.sh N [--netns] [--delay-ms D] [--kill-restart W] -- [coordinator options]
+#   scripts/cluster.sh N [--netns] [--delay-ms D] [--rate-kbit R] [--kill-restart W] -- [coordinator options]
 # --netns          each worker in its own network namespace (veth links on a
 #                  bridge, UCX_TLS=tcp); needs root and iproute2
 # --delay-ms D     with --netns: tc netem delay on every worker's link
+# --rate-kbit R    with --netns: every worker's outgoing link limited to R
+#                  kbit/s (tc tbf), a slow link whose queue delays each message;
+#                  for kernels without netem
 # --kill-restart W kill -9 worker W at iteration 10, restart it at iteration 20
 # The N + 1 participants (the coordinator computes a partition too) share
 # this machine's cores: unless OMP_NUM_THREADS is set, each gets nproc/(N+1)
@@ -22,12 +25,13 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ACCEL="${ACCEL_BIN:-$ROOT/build/bin/accel}"
 DIR="${ACCEL_CLUSTER_DIR:-$ROOT/build/cluster}"
 N="${1:-}"; shift || true
-[[ "$N" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/cluster.sh N [--netns] [--delay-ms D] [--kill-restart W] -- --input FILE --k K ..." >&2; exit 2; }
-NETNS=0 DELAY=0 KILL=0
+[[ "$N" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/cluster.sh N [--netns] [--delay-ms D | --rate-kbit R] [--kill-restart W] -- --input FILE --k K ..." >&2; exit 2; }
+NETNS=0 DELAY=0 RATE=0 KILL=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --netns) NETNS=1; shift ;;
     --delay-ms) DELAY="$2"; shift 2 ;;
+    --rate-kbit) RATE="$2"; shift 2 ;;
     --kill-restart) KILL="$2"; shift 2 ;;
     --) shift; break ;;
     *) break ;;
@@ -41,7 +45,13 @@ PIDS=()
 cleanup() {
   for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done
   if [ "$NETNS" = 1 ]; then
-    for i in $(seq 1 "$N"); do ip netns del "accel-w$i" 2>/dev/null || true; done
+    # The host ends of the veth pairs go explicitly: a namespace's teardown
+    # is asynchronous and its links can outlive it (a next run then failed
+    # with "File exists").
+    for i in $(seq 1 "$N"); do
+      ip link del "accel-h$i" 2>/dev/null || true
+      ip netns del "accel-w$i" 2>/dev/null || true
+    done
     ip link del accel-br 2>/dev/null || true
   fi
 }
@@ -63,6 +73,9 @@ if [ "$NETNS" = 1 ]; then
     ip -n "accel-w$i" link set lo up
     ip -n "accel-w$i" route add default via 10.77.0.1
     if [ "$DELAY" != 0 ]; then ip netns exec "accel-w$i" tc qdisc add dev "accel-n$i" root netem delay "${DELAY}ms"; fi
+    if [ "$RATE" != 0 ]; then
+      ip netns exec "accel-w$i" tc qdisc add dev "accel-n$i" root tbf rate "${RATE}kbit" burst 1600 latency 10s
+    fi
   done
 fi
 
