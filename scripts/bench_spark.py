@@ -27,6 +27,10 @@ Lloyd iterations (tolerance 0), side by side in one run:
 
 The printed ratio is Spark's time / the method's time; the target is accel at
 least 50x faster than Spark, judged for accel and accel-dist separately.
+Each accel method runs --repeat times (default 3) and its row is the median
+run (every run's time is printed beside it): a 2-3 s run on a shared machine
+moved by 20% between consecutive runs, and Spark's 50-90 s run averages such
+bursts out by itself.
 
 Spark, which API: pyspark.ml.clustering.KMeans (DataFrame) takes no initial
 model, and pyspark.mllib KMeans.train() re-sends the whole RDD from Python to
@@ -391,6 +395,9 @@ def print_table(case, rows):
         r = rows.get(name)
         if r and "load" in r:
             extra.append(f"{name} data load+cache (untimed) {r['load']:.1f} s")
+    for name, r in rows.items():
+        if len(r.get("runs", [])) > 1:
+            extra.append(f"{name} runs (s): " + ", ".join(f"{v:.3f}" for v in r["runs"]) + " (median shown)")
     if "accel-dist" in rows and "detail" in rows["accel-dist"]:
         extra.append("accel-dist seconds: " + json.dumps(rows["accel-dist"]["detail"]))
     for e in extra:
@@ -440,6 +447,7 @@ def parse_args():
     p.add_argument("--spark-cores", type=int, default=2)
     p.add_argument("--spark-memory", default="8g")
     p.add_argument("--spark-partitions", type=int, default=4)
+    p.add_argument("--repeat", type=int, default=3, help="runs of each accel method; the median is reported")
     p.add_argument("--timeout", type=int, default=1800, help="per accel run, seconds")
     p.add_argument("--spark-timeout", type=int, default=3600, help="per Spark fit, seconds")
     p.add_argument("--json-out", type=Path, help="also write all results here")
@@ -457,6 +465,9 @@ def main():
         return 2
     if "accel-dist" in methods and not args.cluster_script.exists():
         print(f"error: {args.cluster_script} missing", file=sys.stderr)
+        return 2
+    if args.repeat < 1:
+        print(f"error: --repeat {args.repeat}: must be at least 1", file=sys.stderr)
         return 2
     sizes = {"blobs": 1_000_000 if args.quick else 10_000_000,
              "fmnist": 10_000 if args.quick else 60_000}
@@ -488,7 +499,11 @@ def main():
                 key = name + suffix
                 print(f"[{case.name}] {key}{what} ...", flush=True)
                 try:
-                    results[case.name][key] = fn(args, x, x_path, c0_path, case, args.tmp)
+                    runs = sorted((fn(args, x, x_path, c0_path, case, args.tmp) for _ in range(args.repeat)),
+                                  key=lambda r: r["seconds"])
+                    row = runs[(len(runs) - 1) // 2]  # the median (the lower one of an even count)
+                    row["runs"] = [r["seconds"] for r in runs]
+                    results[case.name][key] = row
                 except MethodError as e:
                     results[case.name][key] = {"error": str(e)}
                     print(f"  {key} failed: {e}", file=sys.stderr)

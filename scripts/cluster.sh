@@ -8,7 +8,8 @@
 # --rate-kbit R    with --netns: every worker's outgoing link limited to R
 #                  kbit/s (tc tbf), a slow link whose queue delays each message;
 #                  for kernels without netem
-# --kill-restart W kill -9 worker W at iteration 10, restart it at iteration 20
+# --kill-restart W kill -9 worker W at iteration 10 (once its snapshot is on
+#                  disk), restart it at iteration 20
 # The N + 1 participants (the coordinator computes a partition too) share
 # this machine's cores: unless OMP_NUM_THREADS is set, each gets nproc/(N+1)
 # threads (at least 1) and, when there are enough cores and taskset exists,
@@ -113,6 +114,9 @@ for i in $(seq 1 "$N"); do WPID[$i]=$(worker "$i"); PIDS+=("${WPID[$i]}"); done
 iteration() { local c; c=$(grep -c '"participant":0' "$DIR/coordinator.jsonl" 2>/dev/null) || true; echo "${c:-0}"; }
 if [ "$KILL" != 0 ]; then
   until [ "$(iteration)" -ge 10 ] || ! kill -0 "$COORD" 2>/dev/null; do sleep 0.02; done
+  # ... once its snapshot is on disk (written beside the first iterations;
+  # without it there is nothing to resume from). At most 30 s.
+  for _ in $(seq 1 1500); do grep -q '"event":"snapshot"' "$DIR/worker-$KILL.jsonl" 2>/dev/null && break; sleep 0.02; done
   kill -9 "${WPID[$KILL]}" 2>/dev/null && echo "cluster.sh: killed worker $KILL at iteration $(iteration)"
   until [ "$(iteration)" -ge 20 ] || ! kill -0 "$COORD" 2>/dev/null; do sleep 0.02; done
   WPID[$KILL]=$(worker "$KILL"); PIDS+=("${WPID[$KILL]}")

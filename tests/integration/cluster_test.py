@@ -220,6 +220,10 @@ def scenario_kill_restart(a, tmp):
     # outlasts the restart and the rejoin.
     job = Job(a, tmp, 4, data, 64, 300, 1000)
     job.wait_iteration(10)
+    # The snapshot lands beside the first iterations without holding any back:
+    # the kill tests a resume, so it waits for worker 2's to be on disk.
+    job.wait_for(lambda: any(j.get("event") == "snapshot" for j in jsonl(job.tmp / "worker-2.jsonl")), 30,
+                 "worker 2's snapshot")
     job.procs[2].send_signal(signal.SIGKILL)
     job.procs[2].wait()
     print(f"killed worker 2 at iteration {job.iteration()}")
