@@ -27,10 +27,13 @@ Lloyd iterations (tolerance 0), side by side in one run:
 
 The printed ratio is Spark's time / the method's time; the target is accel at
 least 50x faster than Spark, judged for accel and accel-dist separately.
-Each accel method runs --repeat times (default 3) and its row is the median
-run (every run's time is printed beside it): a 2-3 s run on a shared machine
-moved by 20% between consecutive runs, and Spark's 50-90 s run averages such
-bursts out by itself.
+Each accel method runs --repeat times (default 3) before Spark and as many
+times after it, and its row is the median run (every run's time is printed
+beside it): a 2-3 s run on a shared machine moved by 20% between consecutive
+runs, and the host's memory bandwidth, which bounds accel's iterations but
+hardly Spark's, halved for minutes at a time; Spark's 50-100 s run averages
+such spells by itself. The reruns at Spark's own iteration count (below) all
+come after it, 2 x --repeat of them.
 
 Spark, which API: pyspark.ml.clustering.KMeans (DataFrame) takes no initial
 model, and pyspark.mllib KMeans.train() re-sends the whole RDD from Python to
@@ -491,7 +494,9 @@ def main():
             case.d = data[case.name][0].shape[1]
         results = {c.name: {} for c in cases}
 
-        def run_accels(case, suffix="", what=""):
+        all_runs = {}  # (case, key) -> every run so far
+
+        def run_accels(case, suffix="", what="", repeat=args.repeat):
             x, c0, x_path, c0_path = data[case.name]
             for name, fn in (("accel", run_accel), ("accel-dist", run_accel_dist)):
                 if name not in methods:
@@ -499,9 +504,10 @@ def main():
                 key = name + suffix
                 print(f"[{case.name}] {key}{what} ...", flush=True)
                 try:
-                    runs = sorted((fn(args, x, x_path, c0_path, case, args.tmp) for _ in range(args.repeat)),
-                                  key=lambda r: r["seconds"])
-                    row = runs[(len(runs) - 1) // 2]  # the median (the lower one of an even count)
+                    runs = all_runs.setdefault((case.name, key), [])
+                    runs += [fn(args, x, x_path, c0_path, case, args.tmp) for _ in range(repeat)]
+                    runs.sort(key=lambda r: r["seconds"])
+                    row = dict(runs[(len(runs) - 1) // 2])  # the median (the lower one of an even count)
                     row["runs"] = [r["seconds"] for r in runs]
                     results[case.name][key] = row
                 except MethodError as e:
@@ -533,6 +539,13 @@ def main():
             finally:
                 spark.stop()
 
+        # The same runs again once the JVM is gone: a row is the median of runs
+        # taken before and after Spark's, so a slow spell of the shared host
+        # (its memory bandwidth halved for minutes here) weighs on both sides.
+        if "spark" in methods:
+            for case in cases:
+                run_accels(case, what=" (after Spark)")
+
         # Spark stops by itself when no centre moves (see above). Where it did,
         # accel runs again for exactly Spark's iteration count, after the JVM
         # is gone, so the headline compares the same work in total time.
@@ -541,7 +554,7 @@ def main():
             if not sp or "error" in sp or not sp.get("iterations") or sp["iterations"] >= case.iters:
                 continue
             same = Case(case.name, case.n, case.k, sp["iterations"], case.d)
-            run_accels(same, f"@{same.iters}", " (Spark's iteration count)")
+            run_accels(same, f"@{same.iters}", " (Spark's iteration count)", 2 * args.repeat)
     finally:
         shutil.rmtree(args.tmp, ignore_errors=True)
 
