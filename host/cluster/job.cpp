@@ -11,7 +11,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <random>
 #include <set>
 #include <thread>
 
