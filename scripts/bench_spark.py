@@ -400,7 +400,7 @@ def print_table(case, rows):
             extra.append(f"{name} data load+cache (untimed) {r['load']:.1f} s")
     for name, r in rows.items():
         if len(r.get("runs", [])) > 1:
-            extra.append(f"{name} runs (s): " + ", ".join(f"{v:.3f}" for v in r["runs"]) + " (median shown)")
+            extra.append(f"{name} runs (s, in order): " + ", ".join(f"{v:.3f}" for v in r["runs"]) + " (median shown)")
     if "accel-dist" in rows and "detail" in rows["accel-dist"]:
         extra.append("accel-dist seconds: " + json.dumps(rows["accel-dist"]["detail"]))
     for e in extra:
@@ -506,9 +506,9 @@ def main():
                 try:
                     runs = all_runs.setdefault((case.name, key), [])
                     runs += [fn(args, x, x_path, c0_path, case, args.tmp) for _ in range(repeat)]
-                    runs.sort(key=lambda r: r["seconds"])
-                    row = dict(runs[(len(runs) - 1) // 2])  # the median (the lower one of an even count)
-                    row["runs"] = [r["seconds"] for r in runs]
+                    ranked = sorted(runs, key=lambda r: r["seconds"])
+                    row = dict(ranked[(len(ranked) - 1) // 2])  # the median (the lower one of an even count)
+                    row["runs"] = [r["seconds"] for r in runs]  # in the order they ran
                     results[case.name][key] = row
                 except MethodError as e:
                     results[case.name][key] = {"error": str(e)}
