@@ -30,8 +30,8 @@ least 50x faster than Spark, judged for accel and accel-dist separately.
 Each accel method runs --repeat times (default 3) before Spark and as many
 times after it, and its row is the median run (every run's time is printed
 beside it): a 2-3 s run on a shared machine moved by 20% between consecutive
-runs, and the host's memory bandwidth, which bounds accel's iterations but
-hardly Spark's, halved for minutes at a time; Spark's 50-100 s run averages
+runs, and in slow spells of the host lasting minutes accel's runs took 1.5-2x
+their usual time while Spark's moved far less; Spark's 50-100 s run averages
 such spells by itself. The reruns at Spark's own iteration count (below) all
 come after it, 2 x --repeat of them.
 
@@ -541,7 +541,7 @@ def main():
 
         # The same runs again once the JVM is gone: a row is the median of runs
         # taken before and after Spark's, so a slow spell of the shared host
-        # (its memory bandwidth halved for minutes here) weighs on both sides.
+        # (minutes long here) weighs on both sides.
         if "spark" in methods:
             for case in cases:
                 run_accels(case, what=" (after Spark)")
