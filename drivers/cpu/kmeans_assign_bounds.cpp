@@ -306,9 +306,12 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
           float* lower = s.lower + i * G;
           // ||x - c||^2 from the score, lowered by its worst-case error.
           if (G == k) {
+            const float* ccp = cc.data();
 #pragma omp simd
-            for (std::int64_t kk = 0; kk < k; ++kk)
-              lower[kk] = std::sqrt(std::max(xx - 2.0f * sc[kk] - err * (xx + cc[kk]), 0.0f)) * (1 - kSlack);
+            for (std::int64_t kk = 0; kk < k; ++kk) {
+              const float d2 = xx - 2.0f * sc[kk] - err * (xx + ccp[kk]);
+              lower[kk] = std::sqrt(d2 > 0.0f ? d2 : 0.0f) * (1 - kSlack);
+            }
             lower[arg] = kInf;  // a group of one: nothing else in it
           } else {
             std::fill(gmin.begin(), gmin.end(), kInf);
