@@ -127,7 +127,7 @@ template <int D, int K>
 struct MaskedLanes {
   static constexpr int kCap = K > 0 ? K : kMaskedMaxKD;
   v8f sum[kCap * D];
-  v8f count[kCap];
+  v8i count[kCap];  // minus the members: a mask lane is -1
   v8f inertia;
 };
 
@@ -158,10 +158,9 @@ inline void masked_step(const v8f (&xs)[D], const float* c, std::int64_t k_rt, i
     std::memcpy(labels, &arg, sizeof arg);
   }
   L.inertia += best;
-  const v8f one = v8f{} + 1.0f;
   for (std::int32_t kk = 0; kk < k; ++kk) {
     const v8i mine = arg == kk;
-    L.count[kk] += mine ? one : v8f{};
+    L.count[kk] += mine;  // one integer add instead of a select and a float add
     for (int j = 0; j < D; ++j) L.sum[kk * D + j] += mine ? xs[j] : v8f{};
   }
 }
@@ -187,8 +186,8 @@ void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::i
         L.sum[e] = v8f{};
       }
       for (std::int64_t kk = 0; kk < k; ++kk) {
-        for (int q = 0; q < 8; ++q) my_count[kk] += L.count[kk][q];
-        L.count[kk] = v8f{};
+        for (int q = 0; q < 8; ++q) my_count[kk] -= L.count[kk][q];
+        L.count[kk] = v8i{};
       }
       for (int q = 0; q < 8; ++q) total += L.inertia[q];
       L.inertia = v8f{};
