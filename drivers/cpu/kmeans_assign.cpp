@@ -106,14 +106,21 @@ constexpr int kFlushSteps = 64;
 typedef float v8f __attribute__((vector_size(32)));
 typedef std::int32_t v8i __attribute__((vector_size(32)));
 
+// Lane q of a transposed block holds point kPointOf<D>[q]. For D = 2 the
+// points come out of in-lane shuffles (one vshufps each, where keeping their
+// order costs cross-lane permutes): 0 1 4 5 2 3 6 7. Sums, counts and inertia
+// do not care; labels are put back in order when stored.
+template <int D>
+constexpr v8i kPointOf = D == 2 ? v8i{0, 1, 4, 5, 2, 3, 6, 7} : v8i{0, 1, 2, 3, 4, 5, 6, 7};
+
 template <int D>
 inline void load_transposed(const float* x, v8f (&xs)[D]) {
   if constexpr (D == 2) {
     v8f a, b;
     std::memcpy(&a, x, sizeof a);
     std::memcpy(&b, x + 8, sizeof b);
-    xs[0] = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
-    xs[1] = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+    xs[0] = __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14);
+    xs[1] = __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
   } else {
     for (int j = 0; j < D; ++j)
       for (int q = 0; q < 8; ++q) xs[j][q] = x[q * D + j];
@@ -148,14 +155,15 @@ inline void masked_step(const v8f (&xs)[D], const float* c, std::int64_t k_rt, i
     best = better ? dist : best;
     arg = better ? (v8i{} + kk) : arg;
   }
+  // Point order: the shuffle that maps lanes to points is its own inverse.
+  const v8i in_order = D == 2 ? __builtin_shufflevector(arg, arg, 0, 1, 4, 5, 2, 3, 6, 7) : arg;
   if (valid < 8) {
-    const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    const v8i live = lane < valid;
+    const v8i live = kPointOf<D> < valid;
     arg = live ? arg : (v8i{} - 1);
     best = live ? best : v8f{};
-    for (int q = 0; q < valid; ++q) labels[q] = arg[q];
+    for (int q = 0; q < valid; ++q) labels[q] = in_order[q];
   } else {
-    std::memcpy(labels, &arg, sizeof arg);
+    std::memcpy(labels, &in_order, sizeof in_order);
   }
   L.inertia += best;
   for (std::int32_t kk = 0; kk < k; ++kk) {
