@@ -355,8 +355,17 @@ bool pick_layout(const float* x, std::int64_t rows, std::int64_t d, const float*
   return transposed;
 }
 
+void fill_scores(bool transposed, const std::vector<float>& half, std::int64_t cap, float* score) {
+  const std::int64_t k = static_cast<std::int64_t>(half.size());
+  if (transposed)
+    for (std::int64_t kk = 0; kk < k; ++kk) std::fill(score + kk * cap, score + (kk + 1) * cap, half[kk]);
+  else
+    for (std::int64_t q = 0; q < cap; ++q) std::copy(half.begin(), half.end(), score + q * k);
+}
+
 }  // namespace detail
 
+using detail::argmax_low;
 using detail::block_sgemm;
 using detail::pick_layout;
 
@@ -372,9 +381,7 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
     for (std::int64_t j = 0; j < d; ++j) s += c[kk * d + j] * c[kk * d + j];
     half_norm[kk] = -0.5f * s;
   }
-  // Rows per block: the block's scores (rows x k floats) stay near 1 MiB,
-  // large enough for sgemm to run at full rate.
-  const std::int64_t rows = std::clamp<std::int64_t>(262144 / std::max<std::int64_t>(k, 1), 256, 4096);
+  const std::int64_t rows = detail::block_rows(k);
   const std::int64_t cap = std::min(rows, n);
   // One sgemm per block on OpenBLAS's threads, then the fused argmax on
   // OpenMP's. This needs the OpenMP build of OpenBLAS (CMakeLists.txt): with
@@ -384,10 +391,7 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   openblas_set_num_threads(omp_get_max_threads());
   const bool transposed = layout >= 0 ? layout == 1 : cap > 0 && pick_layout(x, cap, d, c, k);
   std::vector<float> score(cap * k);
-  if (transposed)
-    for (std::int64_t kk = 0; kk < k; ++kk) std::fill(score.begin() + kk * cap, score.begin() + (kk + 1) * cap, half_norm[kk]);
-  else
-    for (std::int64_t q = 0; q < cap; ++q) std::copy(half_norm.begin(), half_norm.end(), score.begin() + q * k);
+  detail::fill_scores(transposed, half_norm, cap, score.data());
   std::vector<Partial> parts(omp_get_max_threads(), Partial(k, d));
   for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
     const std::int64_t m = std::min(rows, n - i0);
@@ -432,12 +436,7 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
 #pragma omp for schedule(static)
         for (std::int64_t q = 0; q < m; ++q) {
           float* g = score.data() + q * k;
-          // Vectorised max, then the first index holding it: ties go low.
-          float top = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : top)
-          for (std::int64_t kk = 0; kk < k; ++kk) top = std::max(top, g[kk]);
-          std::int64_t arg = 0;
-          while (arg < k - 1 && g[arg] != top) ++arg;
+          const std::int64_t arg = argmax_low(g, k);
           std::copy(half_norm.begin(), half_norm.end(), g);  // ready for the next block
           finish_point(xb + q * d, d, c, arg, labels + i0 + q, p);
         }

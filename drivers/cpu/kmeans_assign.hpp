@@ -1,7 +1,10 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 namespace accel::cpu {
 
@@ -33,6 +36,24 @@ void block_sgemm(bool transposed, const float* xb, std::int64_t m, std::int64_t 
                  float beta, float* score, std::int64_t ld);
 // The faster layout for (d, k, threads), timed on the first call and cached.
 bool pick_layout(const float* x, std::int64_t rows, std::int64_t d, const float* c, std::int64_t k);
+// Rows per block: the block's scores (rows x k floats) stay near 1 MiB,
+// large enough for sgemm to run at full rate.
+inline std::int64_t block_rows(std::int64_t k) {
+  return std::clamp<std::int64_t>(262144 / std::max<std::int64_t>(k, 1), 256, 4096);
+}
+// Every score of a cap-row block set to half[kk] = -||c_kk||^2 / 2, the
+// value sgemm adds x.c onto (beta = 1), in either layout.
+void fill_scores(bool transposed, const std::vector<float>& half, std::int64_t cap, float* score);
+// The first index of the largest of g[0..k): a vectorised max, then a scan;
+// ties go to the lower index.
+inline std::int64_t argmax_low(const float* g, std::int64_t k) {
+  float top = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : top)
+  for (std::int64_t kk = 0; kk < k; ++kk) top = std::max(top, g[kk]);
+  std::int64_t arg = 0;
+  while (arg < k - 1 && g[arg] != top) ++arg;
+  return arg;
+}
 }  // namespace detail
 
 }  // namespace accel::cpu

@@ -77,44 +77,34 @@ inline float dist2(const float* x, const float* c, std::int64_t d) {
   return s;
 }
 
-// ||x - c_q||^2 for four centroids: each slice of x is loaded once.
-inline void dist2_x4(const float* x, const float* c0, const float* c1, const float* c2, const float* c3,
-                     std::int64_t d, float* out) {
-  v8f a0 = v8f{}, a1 = v8f{}, a2 = v8f{}, a3 = v8f{};
+// ||x - c_q||^2 for four centroids: each slice of x is loaded once. Per
+// centroid, the same sums in the same order as dist2.
+inline void dist2_x4(const float* x, const float* const (&cs)[4], std::int64_t d, float* out) {
+  v8f acc[4] = {};
   std::int64_t j = 0;
   for (; j + 8 <= d; j += 8) {
-    v8f xv, v;
+    v8f xv;
     std::memcpy(&xv, x + j, sizeof xv);
-    std::memcpy(&v, c0 + j, sizeof v);
-    v = xv - v;
-    a0 += v * v;
-    std::memcpy(&v, c1 + j, sizeof v);
-    v = xv - v;
-    a1 += v * v;
-    std::memcpy(&v, c2 + j, sizeof v);
-    v = xv - v;
-    a2 += v * v;
-    std::memcpy(&v, c3 + j, sizeof v);
-    v = xv - v;
-    a3 += v * v;
+    for (int q = 0; q < 4; ++q) {
+      v8f v;
+      std::memcpy(&v, cs[q] + j, sizeof v);
+      v = xv - v;
+      acc[q] += v * v;
+    }
   }
-  out[0] = hsum(a0);
-  out[1] = hsum(a1);
-  out[2] = hsum(a2);
-  out[3] = hsum(a3);
-  for (; j < d; ++j) {
-    out[0] += (x[j] - c0[j]) * (x[j] - c0[j]);
-    out[1] += (x[j] - c1[j]) * (x[j] - c1[j]);
-    out[2] += (x[j] - c2[j]) * (x[j] - c2[j]);
-    out[3] += (x[j] - c3[j]) * (x[j] - c3[j]);
+  for (int q = 0; q < 4; ++q) {
+    out[q] = hsum(acc[q]);
+    for (std::int64_t t = j; t < d; ++t) out[q] += (x[t] - cs[q][t]) * (x[t] - cs[q][t]);
   }
 }
 
 // out[q] = ||x - c_{idx[q]}||^2 for nc centroids, four at a time.
 inline void score(const float* x, const float* c, std::int64_t d, const std::int32_t* idx, int nc, float* out) {
   int q = 0;
-  for (; q + 4 <= nc; q += 4)
-    dist2_x4(x, c + idx[q] * d, c + idx[q + 1] * d, c + idx[q + 2] * d, c + idx[q + 3] * d, d, out + q);
+  for (; q + 4 <= nc; q += 4) {
+    const float* const cs[4] = {c + idx[q] * d, c + idx[q + 1] * d, c + idx[q + 2] * d, c + idx[q + 3] * d};
+    dist2_x4(x, cs, d, out + q);
+  }
   for (; q < nc; ++q) out[q] = dist2(x, c + idx[q] * d, d);
 }
 
@@ -255,7 +245,7 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
     cc[kk] = t;
     half[kk] = -0.5f * t;
   }
-  const std::int64_t rows = std::clamp<std::int64_t>(262144 / std::max<std::int64_t>(k, 1), 256, 4096);
+  const std::int64_t rows = detail::block_rows(k);
   const std::int64_t cap = std::min(rows, n);
   const int blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(omp_get_max_threads());
@@ -266,13 +256,7 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
   double sumsq = 0;
   constexpr std::int64_t kChunk = 64;
   // sgemm adds onto -||c||^2 / 2 (beta = 1), refilled after every block.
-  auto prefill = [&] {
-    if (transposed)
-      for (std::int64_t kk = 0; kk < k; ++kk) std::fill(score.begin() + kk * cap, score.begin() + (kk + 1) * cap, half[kk]);
-    else
-      for (std::int64_t q = 0; q < cap; ++q) std::copy(half.begin(), half.end(), score.begin() + q * k);
-  };
-  prefill();
+  detail::fill_scores(transposed, half, cap, score.data());
   for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
     const std::int64_t m = std::min(rows, n - i0);
     detail::block_sgemm(transposed, x + i0 * d, m, d, c, k, 1.0f, score.data(), cap);
@@ -292,12 +276,7 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
           const std::int64_t i = i0 + q0 + t;
           const float* sc = transposed ? rowbuf.data() + t * k : score.data() + (q0 + t) * k;
           const float* xi = x + i * d;
-          // Vectorised max, then the first index holding it: ties go low.
-          float top = sc[0];
-#pragma omp simd reduction(max : top)
-          for (std::int64_t kk = 0; kk < k; ++kk) top = std::max(top, sc[kk]);
-          std::int64_t arg = 0;
-          while (arg < k - 1 && sc[arg] != top) ++arg;
+          const std::int64_t arg = detail::argmax_low(sc, k);
           double xx_exact = 0;  // in double lanes (sequential, it took a third of this loop's samples)
 #pragma omp simd reduction(+ : xx_exact)
           for (std::int64_t j = 0; j < d; ++j) xx_exact += static_cast<double>(xi[j]) * xi[j];
@@ -329,7 +308,7 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
         }
       }
     }
-    prefill();
+    detail::fill_scores(transposed, half, cap, score.data());
   }
   openblas_set_num_threads(blas_threads);
   std::fill(s.sums, s.sums + k * d, 0.0);
