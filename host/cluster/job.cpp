@@ -96,7 +96,10 @@ std::vector<Device*> local_devices(const std::string& spec, std::int64_t k, std:
 // come from a multiplicative hash (normal deviates cost 56 ms of a 200 ms
 // probe at d = 784), and the warm-up step (allocations, thread pools, the
 // cpu's sgemm layout choice) runs on a prefix of them.
-double measure_capability(std::int64_t d, std::int64_t k, const std::vector<Device*>& devs, PerfModel& model) {
+// Logged as a "probe" event (seconds, rows/s) on every participant.
+double measure_capability(std::int64_t d, std::int64_t k, const std::vector<Device*>& devs, PerfModel& model,
+                          Log& log) {
+  const auto t_probe = Clock::now();
   const std::int64_t n = std::clamp<std::int64_t>(20000000 / std::max<std::int64_t>(d * k, 1), 1024, 65536);
   std::vector<float> x(n * d), c(k * d);
   auto fill = [](std::vector<float>& v, std::uint32_t seed) {
@@ -116,6 +119,7 @@ double measure_capability(std::int64_t d, std::int64_t k, const std::vector<Devi
     const auto s = a.step(c);
     total += n / std::max(s.compute_seconds, 1e-6);
   }
+  log.write({{"event", "probe"}, {"seconds", secs(t_probe, Clock::now())}, {"rows_per_s", total}});
   return total;
 }
 
@@ -246,9 +250,7 @@ int run_coordinator(const CoordinatorOptions& o) {
       node.send(h.sender, kProbe, 0, encode_i64s({d, k}));
       if (static_cast<int>(address.size()) == N + 1) {
         waiting = secs(t_waiting, Clock::now());
-        const auto t_probe = Clock::now();
-        capability[0] = measure_capability(d, k, devs, model);
-        log.write({{"event", "probe"}, {"seconds", secs(t_probe, Clock::now())}, {"rows_per_s", capability[0]}});
+        capability[0] = measure_capability(d, k, devs, model, log);
       }
     } else if (h.type == kCapability) {
       try {
@@ -463,10 +465,9 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
     const auto shape = decode_i64s(probe.message.payload, 2);
     if (shape[0] < 1 || shape[1] < 1 || shape[0] > node.limits().max_d || shape[1] > node.limits().max_k)
       throw InputError("probe with an impossible shape");
-    const auto t_probe = Clock::now();
-    const double rate = measure_capability(shape[0], shape[1], local_devices(o.device, shape[1], shape[0], reg), model);
-    node.send(0, kCapability, 0, encode_f64(rate));
-    log.write({{"event", "probe"}, {"seconds", secs(t_probe, Clock::now())}, {"rows_per_s", rate}});
+    node.send(0, kCapability, 0,
+              encode_f64(measure_capability(shape[0], shape[1], local_devices(o.device, shape[1], shape[0], reg),
+                                            model, log)));
     const Received tr = expect_msg(node, kTask, join, "the task");
     Snapshot s;
     s.job = o.job;
