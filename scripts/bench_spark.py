@@ -22,8 +22,8 @@ Lloyd iterations (tolerance 0), side by side in one run:
                 everything but reading the input file and waiting for the
                 worker processes to start, which neither Spark's time (data
                 load and executor start-up untimed) nor accel's
-                single-process time includes either. The script's wall time (process start-up, input
-                reading) is shown too.
+                single-process time includes either. The script's wall time
+                (process start-up, input reading) is shown too.
 
 The printed ratio is Spark's time / the method's time; the target is accel at
 least 50x faster than Spark, judged for accel and accel-dist separately.
