@@ -61,79 +61,138 @@ inline float hsum(v8f v) {
   return s;
 }
 
-// ||x - c||^2 for one centroid.
+// The distance kernels below keep several independent sums per centroid, so
+// that no step waits on the previous add's latency; what limits them is
+// then the loads (two 128-bit loads a cycle on the machines this was tuned
+// on). Rounding differs between them, which the bounds' slack covers.
+
+// sum_q acc[q], then the last lanes of each in turn.
+inline float hsum4(v8f a0, v8f a1, v8f a2, v8f a3) { return hsum((a0 + a1) + (a2 + a3)); }
+
+// ||x - c||^2 for one centroid, in four sums (chunks 4t .. 4t+3).
 inline float dist2(const float* x, const float* c, std::int64_t d) {
-  v8f acc = v8f{};
+  v8f a0{}, a1{}, a2{}, a3{};
   std::int64_t j = 0;
-  for (; j + 8 <= d; j += 8) {
+  auto step = [&](v8f& acc, std::int64_t at) {
     v8f a, b;
-    std::memcpy(&a, x + j, sizeof a);
-    std::memcpy(&b, c + j, sizeof b);
+    std::memcpy(&a, x + at, sizeof a);
+    std::memcpy(&b, c + at, sizeof b);
     const v8f t = a - b;
     acc += t * t;
-  }
-  float s = hsum(acc);
+  };
+  for (; j + 32 <= d; j += 32) step(a0, j), step(a1, j + 8), step(a2, j + 16), step(a3, j + 24);
+  for (; j + 8 <= d; j += 8) step(a0, j);
+  float s = hsum4(a0, a1, a2, a3);
   for (; j < d; ++j) s += (x[j] - c[j]) * (x[j] - c[j]);
   return s;
 }
 
-// ||x - c_q||^2 for four centroids: each slice of x is loaded once. Per
-// centroid, the same sums in the same order as dist2.
+// ||x - c_q||^2 for two centroids, two sums each (even and odd chunks).
+inline void dist2_x2(const float* x, const float* c0, const float* c1, std::int64_t d, float* out) {
+  v8f e0{}, o0{}, e1{}, o1{};
+  std::int64_t j = 0;
+  auto step = [&](v8f& acc0, v8f& acc1, std::int64_t at) {
+    v8f xv, v;
+    std::memcpy(&xv, x + at, sizeof xv);
+    std::memcpy(&v, c0 + at, sizeof v);
+    v = xv - v;
+    acc0 += v * v;
+    std::memcpy(&v, c1 + at, sizeof v);
+    v = xv - v;
+    acc1 += v * v;
+  };
+  for (; j + 16 <= d; j += 16) step(e0, e1, j), step(o0, o1, j + 8);
+  for (; j + 8 <= d; j += 8) step(e0, e1, j);
+  out[0] = hsum(e0 + o0);
+  out[1] = hsum(e1 + o1);
+  for (std::int64_t t = j; t < d; ++t) {
+    out[0] += (x[t] - c0[t]) * (x[t] - c0[t]);
+    out[1] += (x[t] - c1[t]) * (x[t] - c1[t]);
+  }
+}
+
+// ||x - c_q||^2 for four centroids: each slice of x is loaded once.
 inline void dist2_x4(const float* x, const float* const (&cs)[4], std::int64_t d, float* out) {
-  v8f acc[4] = {};
+  v8f a0{}, a1{}, a2{}, a3{};
   std::int64_t j = 0;
   for (; j + 8 <= d; j += 8) {
-    v8f xv;
+    v8f xv, v;
     std::memcpy(&xv, x + j, sizeof xv);
-    for (int q = 0; q < 4; ++q) {
-      v8f v;
-      std::memcpy(&v, cs[q] + j, sizeof v);
-      v = xv - v;
-      acc[q] += v * v;
-    }
+    std::memcpy(&v, cs[0] + j, sizeof v);
+    v = xv - v;
+    a0 += v * v;
+    std::memcpy(&v, cs[1] + j, sizeof v);
+    v = xv - v;
+    a1 += v * v;
+    std::memcpy(&v, cs[2] + j, sizeof v);
+    v = xv - v;
+    a2 += v * v;
+    std::memcpy(&v, cs[3] + j, sizeof v);
+    v = xv - v;
+    a3 += v * v;
   }
-  for (int q = 0; q < 4; ++q) {
-    out[q] = hsum(acc[q]);
+  out[0] = hsum(a0), out[1] = hsum(a1), out[2] = hsum(a2), out[3] = hsum(a3);
+  for (int q = 0; q < 4; ++q)
     for (std::int64_t t = j; t < d; ++t) out[q] += (x[t] - cs[q][t]) * (x[t] - cs[q][t]);
-  }
 }
 
-// out[q] = ||x - c_{idx[q]}||^2 for nc centroids, four at a time.
+// out[q] = ||x - c_{idx[q]}||^2 for nc centroids: four at a time, and a
+// remainder of one or two with the kernels above (a remainder of three
+// repeats its last centroid in dist2_x4, which costs no more than one dist2
+// plus one dist2_x2). The remainder had been scored one dist2 at a time,
+// each waiting on its adds' latency, which took a fifth of a later launch.
 inline void score(const float* x, const float* c, std::int64_t d, const std::int32_t* idx, int nc, float* out) {
   int q = 0;
-  for (; q + 4 <= nc; q += 4) {
-    const float* const cs[4] = {c + idx[q] * d, c + idx[q + 1] * d, c + idx[q + 2] * d, c + idx[q + 3] * d};
-    dist2_x4(x, cs, d, out + q);
+  for (; q + 3 <= nc; q += 4) {
+    const int m = std::min(4, nc - q);
+    const float* const cs[4] = {c + idx[q] * d, c + idx[q + 1] * d, c + idx[q + 2] * d,
+                                c + idx[q + std::min(3, m - 1)] * d};
+    float o[4];
+    dist2_x4(x, cs, d, o);
+    std::copy(o, o + m, out + q);
   }
-  for (; q < nc; ++q) out[q] = dist2(x, c + idx[q] * d, d);
+  if (nc - q == 2) dist2_x2(x, c + idx[q] * d, c + idx[q + 1] * d, d, out + q);
+  else if (nc - q == 1) out[q] = dist2(x, c + idx[q] * d, d);
 }
 
-// lower[j] -= delta[j] for every j; returns the smallest result.
-inline float shrink_bounds(float* lower, const float* delta, std::int64_t k) {
+// Elkan's lower bounds, stored relative to the centroids' cumulative drift
+// D_j (the sum of every launch's delta_j): an entry written as b + D_j(t)
+// stands for b - (D_j(now) - D_j(t)), exactly the bound that subtracting
+// each launch's delta_j would have left, so a launch only reads the bounds
+// and rewrites the few entries it scores (a row's 256 bounds had been read
+// and written back every launch). Rounding: storing b + D and the two
+// roundings of D err by at most 2 ulp of the stored value, so the stored
+// value is lowered by 2^-20 of itself (8 ulp) before D is subtracted.
+constexpr float kKeep = 1.0f - 0x1p-20f;
+
+inline float lazy_store(float b, float drift) { return b + drift; }
+
+// min_j of the bounds the stored entries stand for.
+inline float lazy_min(const float* stored, const float* drift, std::int64_t k) {
   v8f m = v8f{} + kInf;
   std::int64_t j = 0;
   for (; j + 8 <= k; j += 8) {
     v8f l, dl;
-    std::memcpy(&l, lower + j, sizeof l);
-    std::memcpy(&dl, delta + j, sizeof dl);
-    l -= dl;
-    std::memcpy(lower + j, &l, sizeof l);
+    std::memcpy(&l, stored + j, sizeof l);
+    std::memcpy(&dl, drift + j, sizeof dl);
+    l = l * kKeep - dl;
     m = m < l ? m : l;
   }
   float glob = kInf;
   for (int q = 0; q < 8; ++q) glob = std::min(glob, m[q]);
-  for (; j < k; ++j) glob = std::min(glob, lower[j] -= delta[j]);
+  for (; j < k; ++j) glob = std::min(glob, stored[j] * kKeep - drift[j]);
   return glob;
 }
 
-// Indices j with lower[j] < bound, in increasing order; returns how many.
-inline int below(const float* lower, std::int64_t k, float bound, std::int32_t* out) {
+// Indices j whose bound is below `bound`, in increasing order; returns how many.
+inline int lazy_below(const float* stored, const float* drift, std::int64_t k, float bound, std::int32_t* out) {
   int nc = 0;
   std::int64_t j = 0;
 #ifdef __AVX__
-  const __m256 b = _mm256_set1_ps(bound);
+  const __m256 b = _mm256_set1_ps(bound), keep = _mm256_set1_ps(kKeep);
   for (; j + 8 <= k; j += 8) {
-    unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(lower + j), b, _CMP_LT_OQ)));
+    const __m256 l = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(stored + j), keep), _mm256_loadu_ps(drift + j));
+    unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(l, b, _CMP_LT_OQ)));
     while (mask) {
       out[nc++] = static_cast<std::int32_t>(j + __builtin_ctz(mask));
       mask &= mask - 1;
@@ -142,7 +201,7 @@ inline int below(const float* lower, std::int64_t k, float bound, std::int32_t* 
 #endif
   for (; j < k; ++j) {
     out[nc] = static_cast<std::int32_t>(j);
-    nc += lower[j] < bound;
+    nc += stored[j] * kKeep - drift[j] < bound;
   }
   return nc;
 }
@@ -158,6 +217,7 @@ struct State {
   std::int32_t* labels;
   float* upper;
   float* lower;
+  double* drift;
 
   State(std::byte* base, std::int64_t n, std::int64_t d, std::int64_t k) : l(kmeans_bounds_layout(n, d, k)) {
     header = reinterpret_cast<std::int64_t*>(base + l.header);
@@ -169,6 +229,7 @@ struct State {
     labels = reinterpret_cast<std::int32_t*>(base + l.labels);
     upper = reinterpret_cast<float*>(base + l.upper);
     lower = reinterpret_cast<float*>(base + l.lower);
+    drift = reinterpret_cast<double*>(base + l.drift);
   }
   bool matches(std::int64_t n, std::int64_t d, std::int64_t k) const {
     return header[0] == kMagic && header[1] == n && header[2] == d && header[3] == k && header[4] == l.groups;
@@ -315,14 +376,18 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
   std::fill(s.counts, s.counts + k, 0);
   add_into(acc, s, k, d);
   *s.sumsq = sumsq;
+  std::fill(s.drift, s.drift + G, 0.0);
 }
 
 // Later launches with one centroid per group (Elkan's bounds, which the
-// layout picks when they fit): the bounds are one vector per row, updated,
-// minimised and compared in SIMD; only centroids whose own bound is below the
-// row's tightened upper bound are scored.
+// layout picks when they fit): the bounds are one vector per row, stored
+// relative to the drift (lazy_min above), minimised and compared in SIMD;
+// only centroids whose own bound is below the row's tightened upper bound
+// are scored, and only their entries are rewritten.
 void next_launch_elkan(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, State& s,
                        const std::vector<float>& delta) {
+  std::vector<float> drift(k);
+  for (std::int64_t kk = 0; kk < k; ++kk) drift[kk] = static_cast<float>(s.drift[kk] += delta[kk]);
   std::vector<Acc> acc(omp_get_max_threads(), Acc(k, d));
 #pragma omp parallel
   {
@@ -334,7 +399,7 @@ void next_launch_elkan(const float* x, std::int64_t n, std::int64_t d, const flo
       float* lower = s.lower + i * k;
       const std::int32_t label = s.labels[i];
       const float u = s.upper[i] + delta[label];
-      const float glob = shrink_bounds(lower, delta.data(), k);
+      const float glob = lazy_min(lower, drift.data(), k);
       if (u <= glob) {  // no centroid can be nearer: the row is not even read
         s.upper[i] = u;
         continue;
@@ -342,18 +407,19 @@ void next_launch_elkan(const float* x, std::int64_t n, std::int64_t d, const flo
       const float* xi = x + i * d;
       const float da = std::sqrt(dist2(xi, c + static_cast<std::int64_t>(label) * d, d));
       const float ut = da * (1 + kSlack);
-      const int nc = below(lower, k, ut, cand_idx.data());
+      const int nc = lazy_below(lower, drift.data(), k, ut, cand_idx.data());
       float best = da;
       std::int32_t best_idx = label;
       score(xi, c, d, cand_idx.data(), nc, cand.data());
       for (int q = 0; q < nc; ++q) {
+        const std::int32_t j = cand_idx[q];
         const float v = std::sqrt(cand[q]);
-        lower[cand_idx[q]] = v * (1 - kSlack);
-        if (v < best || (v == best && cand_idx[q] < best_idx)) best = v, best_idx = cand_idx[q];
+        lower[j] = lazy_store(v * (1 - kSlack), drift[j]);
+        if (v < best || (v == best && j < best_idx)) best = v, best_idx = j;
       }
       s.upper[i] = best * (1 + kSlack);
       if (best_idx != label) {
-        lower[label] = da * (1 - kSlack);
+        lower[label] = lazy_store(da * (1 - kSlack), drift[label]);
         a.add(xi, d, label, -1.0);
         a.add(xi, d, best_idx, 1.0);
         s.labels[i] = best_idx;

@@ -44,6 +44,7 @@ KMeansBoundsLayout kmeans_bounds_layout(std::int64_t n, std::int64_t d, std::int
   l.labels = take(n * sizeof(std::int32_t));
   l.upper = take(n * sizeof(float));
   l.lower = take(n * l.groups * sizeof(float));
+  l.drift = take(l.groups * sizeof(double));
   l.bytes = at;
   return l;
 }

@@ -56,6 +56,7 @@ struct KMeansBoundsLayout {
   std::size_t labels = 0;     // int32[n]
   std::size_t upper = 0;      // float[n]
   std::size_t lower = 0;      // float[n*groups]
+  std::size_t drift = 0;      // double[groups]: cumulative movement, for bounds stored relative to it
   std::size_t bytes = 0;
 };
 KMeansBoundsLayout kmeans_bounds_layout(std::int64_t n, std::int64_t d, std::int64_t k);
