@@ -286,17 +286,22 @@ void kmeans_assign_direct(const float* x, std::int64_t n, std::int64_t d, const 
 namespace {
 
 // Which layout of a block's score matrix OpenBLAS multiplies faster, per
-// (d, k, threads). Both are the same product; measured on this machine's
-// OpenBLAS 0.3 (Zen), one thread runs rows x k (A.B^T with a narrow B) at
-// 12-14 GFLOP/s but k x rows at 37-40, while two threads run rows x k
-// fastest (73-78 against 67-72). So it is timed once, not assumed.
+// (d, k, threads). Both are the same product, and which wins depends on the
+// shape, the thread count and the OpenBLAS build, so it is measured, on the
+// job's own blocks (LayoutPicker below) rather than on extra products: a
+// separate trial had cost 30-40 ms of every job's first launch.
 struct LayoutKey {
   std::int64_t d, k;
   int threads;
   auto operator<=>(const LayoutKey&) const = default;
 };
+struct LayoutTrial {
+  int blocks = 0;                     // full blocks seen so far
+  double best[2] = {1e30, 1e30};      // fastest block per layout
+  int decided = -1;                   // the winner, once known
+};
 std::mutex layout_mu;
-std::map<LayoutKey, bool> layout_transposed;
+std::map<LayoutKey, LayoutTrial> layout_trials;
 
 // Exact distance to the chosen centroid, the label and the accumulation.
 inline void finish_point(const float* xi, std::int64_t d, const float* c, std::int64_t arg, std::int32_t* label,
@@ -331,28 +336,28 @@ void block_sgemm(bool transposed, const float* xb, std::int64_t m, std::int64_t 
                 static_cast<int>(k));
 }
 
-bool pick_layout(const float* x, std::int64_t rows, std::int64_t d, const float* c, std::int64_t k) {
-  const LayoutKey key{d, k, omp_get_max_threads()};
-  {
-    std::lock_guard lock(layout_mu);
-    if (auto it = layout_transposed.find(key); it != layout_transposed.end()) return it->second;
-  }
-  std::vector<float> scratch(rows * k);
-  double best[2] = {1e30, 1e30};
-  // A second round only when the first is close: the slow layout of a
-  // 1024-row block costs 30 ms at one thread, on every job's first step.
-  for (int rep = 0; rep < 2; ++rep) {
-    if (rep == 1 && std::max(best[0], best[1]) > 1.3 * std::min(best[0], best[1])) break;
-    for (int t = 0; t < 2; ++t) {
-      const auto t0 = std::chrono::steady_clock::now();
-      block_sgemm(t == 1, x, rows, d, c, k, 0.0f, scratch.data(), rows);
-      best[t] = std::min(best[t], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-  }
-  const bool transposed = best[1] < best[0];
+LayoutPicker::LayoutPicker(std::int64_t d, std::int64_t k, std::int64_t rows)
+    : d_(d), k_(k), threads_(omp_get_max_threads()), rows_(rows) {}
+
+// Full blocks 0, 2, 4 run rows x k and 1, 3 run k x rows; block 0 only
+// warms up (the first products of a process ran at a third of the rate while
+// the clock rose), so the winner is known after block 2 when one layout is
+// 1.3x faster, else after block 4 by the faster of two blocks each.
+bool LayoutPicker::transposed() {
   std::lock_guard lock(layout_mu);
-  layout_transposed[key] = transposed;
-  return transposed;
+  const LayoutTrial& t = layout_trials[LayoutKey{d_, k_, threads_}];
+  current_ = t.decided >= 0 ? t.decided : t.blocks % 2;
+  return current_ == 1;
+}
+
+void LayoutPicker::record(std::int64_t m, double seconds) {
+  if (m != rows_) return;  // a short block says nothing about a full one
+  std::lock_guard lock(layout_mu);
+  LayoutTrial& t = layout_trials[LayoutKey{d_, k_, threads_}];
+  if (t.decided >= 0) return;
+  if (t.blocks++ > 0) t.best[current_] = std::min(t.best[current_], seconds);
+  const double lo = std::min(t.best[0], t.best[1]), hi = std::max(t.best[0], t.best[1]);
+  if ((t.blocks == 3 && hi > 1.3 * lo) || t.blocks == 5) t.decided = t.best[1] < t.best[0];
 }
 
 void fill_scores(bool transposed, const std::vector<float>& half, std::int64_t cap, float* score) {
@@ -367,7 +372,6 @@ void fill_scores(bool transposed, const std::vector<float>& half, std::int64_t c
 
 using detail::argmax_low;
 using detail::block_sgemm;
-using detail::pick_layout;
 
 void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia, int layout) {
@@ -389,14 +393,19 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   // rate halves; per-thread 1-thread sgemm calls are serialised by it too.
   const int blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(omp_get_max_threads());
-  const bool transposed = layout >= 0 ? layout == 1 : cap > 0 && pick_layout(x, cap, d, c, k);
+  detail::LayoutPicker picker(d, k, rows);
   std::vector<float> score(cap * k);
-  detail::fill_scores(transposed, half_norm, cap, score.data());
+  int filled = -1;  // the layout the scores are prefilled in
   std::vector<Partial> parts(omp_get_max_threads(), Partial(k, d));
   for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
     const std::int64_t m = std::min(rows, n - i0);
     const float* xb = x + i0 * d;
+    const bool transposed = layout >= 0 ? layout == 1 : picker.transposed();
+    if (filled != transposed) detail::fill_scores(transposed, half_norm, cap, score.data());
+    filled = transposed;
+    const auto t0 = std::chrono::steady_clock::now();
     block_sgemm(transposed, xb, m, d, c, k, 1.0f, score.data(), cap);
+    if (layout < 0) picker.record(m, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     // Fused argmax, exact distance and accumulation: ~1/K of the gemm's work.
 #pragma omp parallel
     {

@@ -34,8 +34,22 @@ namespace detail {
 // score (m x k, row stride k) or, transposed, (k x m, row stride ld) += X C^T.
 void block_sgemm(bool transposed, const float* xb, std::int64_t m, std::int64_t d, const float* c, std::int64_t k,
                  float beta, float* score, std::int64_t ld);
-// The faster layout for (d, k, threads), timed on the first call and cached.
-bool pick_layout(const float* x, std::int64_t rows, std::int64_t d, const float* c, std::int64_t k);
+// The faster layout for (d, k, threads), learnt from the blocks themselves:
+// ask transposed() before each block's sgemm and record() its time after.
+// The first few full blocks of a shape try both layouts (shared by every
+// launch in the process); from then on the winner is kept.
+class LayoutPicker {
+ public:
+  LayoutPicker(std::int64_t d, std::int64_t k, std::int64_t rows);
+  bool transposed();
+  void record(std::int64_t m, double seconds);
+
+ private:
+  std::int64_t d_, k_;
+  int threads_;
+  std::int64_t rows_;
+  int current_ = 0;
+};
 // Rows per block: the block's scores (rows x k floats) stay near 1 MiB,
 // large enough for sgemm to run at full rate.
 inline std::int64_t block_rows(std::int64_t k) {

@@ -28,6 +28,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -310,17 +311,20 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
   const std::int64_t cap = std::min(rows, n);
   const int blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(omp_get_max_threads());
-  const bool transposed = cap > 0 && detail::pick_layout(x, cap, d, c, k);
+  detail::LayoutPicker picker(d, k, rows);
   std::vector<float> score(cap * k);
   std::vector<Acc> acc(omp_get_max_threads(), Acc(k, d));
   const float err = gemm_slack(d);
   double sumsq = 0;
   constexpr std::int64_t kChunk = 64;
-  // sgemm adds onto -||c||^2 / 2 (beta = 1), refilled after every block.
-  detail::fill_scores(transposed, half, cap, score.data());
   for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
     const std::int64_t m = std::min(rows, n - i0);
+    // sgemm adds onto -||c||^2 / 2 (beta = 1), refilled for every block.
+    const bool transposed = picker.transposed();
+    detail::fill_scores(transposed, half, cap, score.data());
+    const auto t0 = std::chrono::steady_clock::now();
     detail::block_sgemm(transposed, x + i0 * d, m, d, c, k, 1.0f, score.data(), cap);
+    picker.record(m, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 #pragma omp parallel reduction(+ : sumsq)
     {
       Acc& a = acc[omp_get_thread_num()];
@@ -369,7 +373,6 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
         }
       }
     }
-    detail::fill_scores(transposed, half, cap, score.data());
   }
   openblas_set_num_threads(blas_threads);
   std::fill(s.sums, s.sums + k * d, 0.0);
