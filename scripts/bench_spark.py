@@ -256,7 +256,25 @@ class Spark:
         self.version = self.sc.version
 
     def stop(self):
+        """Stops Spark and ends its JVM. session.stop() alone leaves the JVM
+        process (8 GB heap, its GC and compiler threads) alive until Python
+        exits, and accel's runs "after Spark" then shared the 2 cores with
+        it: 1.56-1.71 s against 1.40-1.54 s before Spark in one run."""
+        from pyspark import SparkContext
         self.session.stop()
+        gateway = SparkContext._gateway
+        proc = getattr(gateway, "proc", None)
+        if gateway is not None:
+            gateway.shutdown()
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
 
     def python_rdd(self, x):
         """Cached Python RDD of mllib DenseVectors (float64 copies of x's rows)."""
