@@ -69,7 +69,9 @@ int worker_main(const std::vector<std::string>& args) {
   d.add_options()("help,h", "this help")
       ("coordinator", po::value(&o.coordinator)->required(), "the coordinator's ADDR:PORT")
       ("id", po::value(&o.id), "worker id 1..N (default: the launcher's rank)")
-      ("snapshot-dir", po::value(&o.snapshot_dir), "keep the task here and resume from it after a restart");
+      ("snapshot-dir", po::value(&o.snapshot_dir), "keep the task here and resume from it after a restart")
+      ("snapshot-rows", "keep the partition's rows in the snapshot too (default: a resume asks the coordinator "
+                        "for them again)");
   common_options(d, o);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(d).run(), vm);
@@ -79,6 +81,7 @@ int worker_main(const std::vector<std::string>& args) {
   }
   po::notify(vm);
   if (!vm.count("id")) o.id = static_cast<std::uint32_t>(env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}, 0));
+  o.snapshot_rows = vm.count("snapshot-rows") > 0;
   return cluster::run_worker(o);
 }
 

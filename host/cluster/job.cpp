@@ -368,6 +368,21 @@ int run_coordinator(const CoordinatorOptions& o) {
         if (id != h.sender) cur.peers.push_back({id, a});
       node.send(h.sender, kCurrent, current_t, encode(cur));
       log.write({{"event", "rejoin"}, {"worker", h.sender}, {"incarnation", h.incarnation}, {"iteration", current_t}});
+    } else if (h.type == kTicket) {
+      // A worker resuming from a snapshot without rows asks for its
+      // partition again before its hello. The push runs in the background
+      // (UCX progresses it whenever this loop receives); a malformed ticket
+      // or one of the wrong size is refused by push().
+      if (h.sender < 1 || h.sender > static_cast<std::uint32_t>(N) || r.from == transport::kNoEndpoint ||
+          loads[h.sender] == 0)
+        return;
+      const std::size_t bytes = loads[h.sender] * d * sizeof(float);
+      try {
+        net.push(r.from, r.message.payload, x.row(begin[h.sender]), bytes);
+        log.write({{"event", "rows_resent"}, {"worker", h.sender}, {"bytes", bytes}, {"iteration", current_t}});
+      } catch (const std::exception& e) {
+        std::cerr << "accel coordinator: dropped ticket from " << h.sender << ": " << e.what() << "\n";
+      }
     } else if (h.type == kResync) {
       if (recovering.count(h.sender) && returned_at.count(h.sender)) {
         resynced.insert(h.sender);
@@ -448,6 +463,25 @@ int run_coordinator(const CoordinatorOptions& o) {
 
 namespace {
 
+// The worker's partition into s.rows: read from the input file (--pull), or
+// pushed by the coordinator into this buffer after a ticket, at the start
+// and again when resuming from a snapshot without rows.
+void fetch_rows(Node& node, Snapshot& s, Ms timeout) {
+  const Task& task = s.task;
+  s.rows.resize(task.rows * task.d);
+  if (task.pull) {
+    const Matrix all = load_matrix(task.input);
+    if (all.rows != task.n_total || all.cols != task.d) throw InputError(task.input + ": not the coordinator's input");
+    std::copy_n(all.row(task.row_begin), s.rows.size(), s.rows.begin());
+  } else if (task.rows > 0) {
+    auto& net = node.net();
+    auto h = net.expect(s.rows.data(), s.rows.size() * sizeof(float), transport::MemoryType::Host, node.endpoint(0));
+    node.send(0, kTicket, 0, h.ticket);
+    if (!net.wait(h.completion, timeout) || !h.completion->ok())
+      throw InputError("receiving rows failed: " + (h.completion->done ? h.completion->error : "timed out"));
+  }
+}
+
 // One incarnation of a worker: join (fresh or resuming), then iterate until
 // done. Returns normally when the job is done; throws Evicted to rejoin.
 void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::optional<Snapshot>& snap, Log& log,
@@ -457,10 +491,18 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
   const auto [ip, port] = split_addr(o.coordinator);
   node.set_endpoint(0, net.connect(ip, port));
   const bool resume = snap.has_value();
-  node.send(0, kHello, 0, encode_hello(resume, 0, net.worker_address()));
   // A resuming worker is answered within an iteration; a fresh one waits for
   // every worker to join and for the coordinator's measurements.
   const Ms join = resume ? Ms(std::max(o.timeout_ms * 5, 5000)) : Ms(std::max(o.timeout_ms * 10, 30000));
+  if (resume && snap->rows.size() != static_cast<std::size_t>(snap->task.rows * snap->task.d)) {
+    // A snapshot without rows (snapshot.hpp): get them back before saying
+    // hello, so that the recovery handshake itself is as quick as ever.
+    const auto t0 = Clock::now();
+    fetch_rows(node, *snap, join);
+    log.write({{"event", "rows_fetched"}, {"rows", snap->task.rows}, {"seconds", secs(t0, Clock::now())},
+               {"from", snap->task.pull ? "input file" : "coordinator"}});
+  }
+  node.send(0, kHello, 0, encode_hello(resume, 0, net.worker_address()));
 
   std::int64_t t = 1;
   Membership view;
@@ -485,18 +527,7 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
     s.id = o.id;
     s.incarnation = incarnation;
     s.task = decode_task(tr.message.payload, node.limits());
-    const auto& task = s.task;
-    s.rows.resize(task.rows * task.d);
-    if (task.pull) {
-      const Matrix all = load_matrix(task.input);
-      if (all.rows != task.n_total || all.cols != task.d) throw InputError(task.input + ": not the coordinator's input");
-      std::copy_n(all.row(task.row_begin), s.rows.size(), s.rows.begin());
-    } else if (task.rows > 0) {
-      auto h = net.expect(s.rows.data(), s.rows.size() * sizeof(float), transport::MemoryType::Host, node.endpoint(0));
-      node.send(0, kTicket, 0, h.ticket);
-      if (!net.wait(h.completion, join) || !h.completion->ok())
-        throw InputError("receiving rows failed: " + h.completion->error);
-    }
+    fetch_rows(node, s, join);
     snap = std::move(s);
     // The snapshot (rows and task, fsynced) is written beside the first
     // iterations rather than before this worker says it is ready: at 100 MB
@@ -510,7 +541,7 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
       snapshot_writer = std::jthread([&o, &snap, &snapshot_seconds, &snapshot_done] {
         const auto t0 = Clock::now();
         try {
-          save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap);
+          save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap, o.snapshot_rows);
         } catch (const std::exception& e) {
           std::cerr << "accel worker " << o.id << ": no snapshot: " << e.what() << "\n";
         }
@@ -628,7 +659,7 @@ int run_worker(const WorkerOptions& o) {
       lost_coordinator = true;
       ++incarnation;
       snap->incarnation = incarnation;
-      if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap);
+      if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap, o.snapshot_rows);
       std::cerr << "accel worker " << o.id << ": " << e.what() << "; trying to rejoin as incarnation " << incarnation
                 << "\n";
     } catch (const Evicted& e) {
@@ -641,7 +672,7 @@ int run_worker(const WorkerOptions& o) {
       ++incarnation;
       if (snap) {
         snap->incarnation = incarnation;
-        if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap);
+        if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap, o.snapshot_rows);
       } else {
         std::cerr << "accel worker " << o.id << ": no task to resume; exiting\n";
         return 3;

@@ -35,6 +35,7 @@ struct WorkerOptions : Common {
   std::string coordinator;  // ADDR:PORT
   std::uint32_t id = 0;     // 1..N
   std::string snapshot_dir;
+  bool snapshot_rows = false;  // the rows in the snapshot too (else a resume asks the coordinator for them)
 };
 
 int run_coordinator(const CoordinatorOptions& o);

@@ -22,13 +22,13 @@ std::string snapshot_path(const std::string& dir, std::uint32_t id) {
   return (std::filesystem::path(dir) / ("worker-" + std::to_string(id) + ".snapshot")).string();
 }
 
-void save_snapshot(const std::string& path, const Snapshot& s) {
+void save_snapshot(const std::string& path, const Snapshot& s, bool with_rows) {
   const auto task = encode(s.task);
   std::vector<char> buf(kMagic, kMagic + 8);
   auto put = [&](const void* p, std::size_t n) {
     buf.insert(buf.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
   };
-  const std::uint64_t tlen = task.size(), rlen = s.rows.size();
+  const std::uint64_t tlen = task.size(), rlen = with_rows ? s.rows.size() : 0;
   put(&s.job, 8);
   put(&s.id, 4);
   put(&s.incarnation, 4);
@@ -108,7 +108,8 @@ std::optional<Snapshot> load_snapshot(const std::string& path) {
   take(task.data(), tlen);
   s.task = decode_task(task, Limits{});
   take(&rlen, 8);
-  if (rlen != static_cast<std::uint64_t>(s.task.rows * s.task.d)) throw InputError(path + ": damaged snapshot (rows)");
+  if (rlen != 0 && rlen != static_cast<std::uint64_t>(s.task.rows * s.task.d))
+    throw InputError(path + ": damaged snapshot (rows)");
   std::vector<char> pad(round_up(pos) - pos);
   take(pad.data(), pad.size());
   if (size - pos != rlen * sizeof(float))

@@ -86,8 +86,9 @@ def jsonl(path):
 
 
 class Job:
-    def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=()):
+    def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=()):
         self.a, self.tmp, self.n = a, Path(tmp), workers
+        self.worker_extra = list(worker_extra)
         self.port = free_port()
         self.addr = f"127.0.0.1:{self.port}"
         self.timeout_ms = timeout_ms
@@ -106,7 +107,7 @@ class Job:
     def start_worker(self, i):
         cmd = [self.a.accel, "worker", "--coordinator", self.addr, "--id", str(i), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--snapshot-dir",
-               str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl")]
+               str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
         self.procs[i] = subprocess.Popen(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
                                          stderr=open(self.tmp / f"worker-{i}.err", "a"))
 
@@ -213,12 +214,12 @@ def scenario_large_partials(a, tmp):
     print("200 x 700 partials (1.1 MB) exchanged for 3 iterations")
 
 
-def scenario_kill_restart(a, tmp):
+def scenario_kill_restart(a, tmp, snapshot_rows=False):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 600000, 8, 16, 2)
     # k = 64: iterations of tens of ms even on a fast machine, so the job
     # outlasts the restart and the rejoin.
-    job = Job(a, tmp, 4, data, 64, 300, 1000)
+    job = Job(a, tmp, 4, data, 64, 300, 1000, worker_extra=["--snapshot-rows"] if snapshot_rows else [])
     job.wait_iteration(10)
     # The snapshot lands beside the first iterations without holding any back:
     # the kill tests a resume, so it waits for worker 2's to be on disk.
@@ -235,6 +236,16 @@ def scenario_kill_restart(a, tmp):
     logs = job.logs()
     if not any(j.get("event") == "resumed" for j in logs[2]):
         fail("worker 2 did not resume from its snapshot")
+    # Without --snapshot-rows the file holds the task only and the rows come
+    # back from the coordinator; with it they come from the file.
+    fetched = [j for j in logs[2] if j.get("event") == "rows_fetched"]
+    resent = [j for j in logs[0] if j.get("event") == "rows_resent" and j.get("worker") == 2]
+    if snapshot_rows and (fetched or resent):
+        fail(f"worker 2 fetched its rows although its snapshot held them: {fetched} {resent}")
+    if not snapshot_rows and (len(fetched) != 1 or len(resent) != 1 or fetched[0]["from"] != "coordinator"):
+        fail(f"worker 2 did not get its rows back from the coordinator once: {fetched} {resent}")
+    if fetched:
+        print(f"worker 2 got its rows back from the coordinator in {fetched[0]['seconds']:.3f} s")
     s = job.summary()
     if 2 not in s["members"]["active"]:
         fail(f"worker 2 did not rejoin: {s['members']}")
@@ -242,6 +253,10 @@ def scenario_kill_restart(a, tmp):
     print(f"worker 2 active again at iteration {rejoined_at}; final members {s['members']}")
     check_agreement(job, {0, 1, 3, 4})
     check_no_stall(job, {0, 1, 3, 4})
+
+
+def scenario_kill_restart_rows(a, tmp):
+    scenario_kill_restart(a, tmp, snapshot_rows=True)
 
 
 def scenario_sigstop(a, tmp):

@@ -1,6 +1,7 @@
 // The worker's snapshot on disk: what is written reads back exactly (rows
-// through O_DIRECT where the file system takes it, plain writes where not),
-// and a damaged file is refused with a reason instead of trusted.
+// through O_DIRECT where the file system takes it, plain writes where not;
+// or no rows at all, the default), and a damaged file is refused with a
+// reason instead of trusted.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -63,7 +64,7 @@ TEST_F(SnapshotFile, RoundTripsWholePagesAndAPartialOne) {
   // 3001 x 7 floats: 20 whole pages of rows and a partial last one.
   const Snapshot s = sample(3001, 7);
   const std::string path = snapshot_path(dir.string(), s.id);
-  save_snapshot(path, s);
+  save_snapshot(path, s, true);
   const auto back = load_snapshot(path);
   ASSERT_TRUE(back.has_value());
   expect_same(s, *back);
@@ -76,11 +77,26 @@ TEST_F(SnapshotFile, RoundTripsOnTmpfsWhereODirectIsRefused) {
   fs::create_directories(shm);
   const Snapshot s = sample(1024, 16);
   const std::string path = snapshot_path(shm.string(), s.id);
-  save_snapshot(path, s);
+  save_snapshot(path, s, true);
   const auto back = load_snapshot(path);
   fs::remove_all(shm);
   ASSERT_TRUE(back.has_value());
   expect_same(s, *back);
+}
+
+TEST_F(SnapshotFile, WithoutRowsKeepsTheTaskOnly) {
+  // The default (snapshot.hpp): the rows come back from the coordinator.
+  const Snapshot s = sample(3001, 7);
+  const std::string path = snapshot_path(dir.string(), s.id);
+  save_snapshot(path, s, false);
+  EXPECT_LT(fs::file_size(path), 8192u) << "no rows in the file";
+  const auto back = load_snapshot(path);
+  ASSERT_TRUE(back.has_value());
+  Snapshot want = s;
+  want.rows.clear();
+  expect_same(want, *back);
+  { std::ofstream(path, std::ios::app) << "x"; }
+  EXPECT_THROW(load_snapshot(path), accel::InputError) << "a trailing byte after a task-only snapshot";
 }
 
 TEST_F(SnapshotFile, MissingIsNoSnapshot) {
@@ -90,7 +106,7 @@ TEST_F(SnapshotFile, MissingIsNoSnapshot) {
 TEST_F(SnapshotFile, DamagedFilesAreRefused) {
   const Snapshot s = sample(100, 3);
   const std::string path = snapshot_path(dir.string(), s.id);
-  save_snapshot(path, s);
+  save_snapshot(path, s, true);
   const auto size = fs::file_size(path);
   auto expect_refused = [&](const std::string& why) {
     try {
@@ -104,10 +120,10 @@ TEST_F(SnapshotFile, DamagedFilesAreRefused) {
   expect_refused("last row cut short");
   fs::resize_file(path, 100);
   expect_refused("cut inside the task");
-  save_snapshot(path, s);
+  save_snapshot(path, s, true);
   { std::ofstream(path, std::ios::app) << "x"; }
   expect_refused("a trailing byte");
-  save_snapshot(path, s);
+  save_snapshot(path, s, true);
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(7);
