@@ -529,11 +529,12 @@ void worker_incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::
     s.task = decode_task(tr.message.payload, node.limits());
     fetch_rows(node, s, join);
     snap = std::move(s);
-    // The snapshot (rows and task, fsynced) is written beside the first
-    // iterations rather than before this worker says it is ready: at 100 MB
-    // that write held the whole job's start by 0.3 s. Nor does any iteration
-    // wait for it: it waits on the disk (0.1-0.4 s here), several iterations
-    // of a fast job (blobs: 18 ms each), and it held the first one back. From
+    // The snapshot (the task, and the rows with --snapshot-rows; fsynced) is
+    // written beside the first iterations rather than before this worker
+    // says it is ready: with 100 MB of rows that write held the whole job's
+    // start by 0.3 s. Nor does any iteration wait for it: it waits on the
+    // disk (an fsync; 0.1-0.4 s with the rows here), several iterations of a
+    // fast job (blobs: 18 ms each), and it held the first one back. From
     // the iteration it lands in (logged as the "snapshot" event) a restarted
     // worker can resume; a crash before then leaves no snapshot (the rename
     // keeps the file whole or absent) and the job goes on without its rows.
