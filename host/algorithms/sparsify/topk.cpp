@@ -309,15 +309,15 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
     return finish(static_cast<float>(tau));
   }
 
-  // exact and ldte-hist. A sample of 128 spread blocks (<= 1% of R) gives a
-  // first estimate of tau; the histogram pass then covers only a window
-  // [floor * estimate, inf) -- the few percent of values near and above the
-  // threshold -- while still taking the moments of everything. If the window
-  // misses (fewer than k values in it), a full-range pass follows.
+  // exact and ldte-hist. A sample of 64 spread blocks (<= 0.5% of R) gives
+  // the window's floor; the histogram pass then covers only [floor, inf) --
+  // the values near and above the threshold -- while still taking the
+  // moments of everything. If the window misses (fewer than k values in
+  // it), a full-range pass follows.
   res.k = static_cast<std::int64_t>(std::ceil(opts.ratio * n));
   std::uint32_t lo = 0;
   if (n >= (1 << 20) && res.k > 0) {
-    constexpr std::int64_t kBlocks = 128, kLen = 1024;
+    constexpr std::int64_t kBlocks = 64, kLen = 1024;
     std::vector<float> sample;
     sample.reserve(kBlocks * kLen);
     for (std::int64_t b = 0; b < kBlocks; ++b) {
@@ -325,20 +325,26 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
       for (std::int64_t i = start; i < start + kLen; ++i)
         if (std::isfinite(r[i])) sample.push_back(r[i]);
     }
-    // The window's floor comes from the sample's own top-ratio value for both
-    // methods: it is distribution-free and within ~10% at this sample size,
-    // so 3/4 of it is safe, where the Laplacian estimate can overshoot a
-    // non-Laplacian tail (a uniform one by 3x) and miss. ldte-hist still
-    // chooses its threshold from the Laplacian estimate, on the histogram.
+    // The window's floor is an order statistic of the sample, for both
+    // methods: the (kk + 3 sqrt(kk) + 1)-th largest, where kk values of the
+    // sample are expected above the threshold. That many sampled values
+    // above it put, with ~3 standard deviations to spare, at least k values
+    // of R above it, whatever the distribution (a Laplacian estimate can
+    // overshoot a non-Laplacian tail, a uniform one by 3x, and miss). For a
+    // Laplacian at ratio 0.001 the window holds ~1.4k values; the earlier
+    // floor, 3/4 of the kk-th largest, held ~5.6k, and every one of them is
+    // read again (scattered) to pick S. ldte-hist still chooses its
+    // threshold from the Laplacian estimate, on the histogram.
     double est = 0;
     if (!sample.empty()) {
       for (auto& v : sample) v = std::fabs(v);
       const auto m = static_cast<std::int64_t>(sample.size());
       const std::int64_t kk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(opts.ratio * m)), 1, m);
-      std::nth_element(sample.begin(), sample.begin() + (kk - 1), sample.end(), std::greater<float>());
-      est = sample[kk - 1];
+      const auto rank = std::min<std::int64_t>(m, kk + static_cast<std::int64_t>(std::ceil(3 * std::sqrt(kk))) + 1);
+      std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(), std::greater<float>());
+      est = sample[rank - 1];
     }
-    lo = std::min(bits_of(static_cast<float>(est * 0.75)) & 0x7fffffffu, kInfBits - 1);
+    lo = std::min(bits_of(static_cast<float>(est)) & 0x7fffffffu, kInfBits - 1);
     lo &= ~((std::uint32_t{1} << kCoarseShift) - 1);  // bin edges stay on the global grid
   }
   // With a window, the same pass lists its members (a Laplacian puts ~3% of
