@@ -58,42 +58,55 @@ inline std::uint32_t lane_mask(v8u hit) {
 
 typedef float v8f __attribute__((vector_size(32)));
 
-// Sum, sum of squares and largest magnitude of a block, in float. Four
-// independent sums of each: with one (omp simd) every add waited on the
-// previous one, and this loop took half of the kernel's time. A NaN or Inf
-// makes all three non-finite (the caller redoes the block in double).
-inline void block_moments(const float* x, std::int64_t m, float& s, float& s2, float& mx) {
-  v8f a0{}, a1{}, a2{}, a3{}, q0{}, q1{}, q2{}, q3{}, m0{}, m1{}, m2{}, m3{};
-  auto step = [&](v8f& a, v8f& q, v8f& mm, const float* p) {
+// Lane-wise running sum, sum of squares and largest magnitude, in float. A
+// NaN or Inf makes the sums non-finite, and the caller redoes the block in
+// double.
+struct MomentLanes {
+  v8f a{}, q{}, mm{};
+  // Adds eight values; returns their magnitudes' bits.
+  v8u add(const float* p) {
     v8f v;
     std::memcpy(&v, p, sizeof v);
     a += v;
     q += v * v;
-    v8u b;
-    std::memcpy(&b, &v, sizeof b);
-    b &= 0x7fffffffu;
-    std::memcpy(&v, &b, sizeof v);
-    mm = mm > v ? mm : v;  // a NaN lane becomes the maximum
-  };
+    v8u u;
+    std::memcpy(&u, &v, sizeof u);
+    u &= 0x7fffffffu;
+    std::memcpy(&v, &u, sizeof v);
+    mm = mm > v ? mm : v;
+    return u;
+  }
+  void merge(const MomentLanes& o) {
+    a += o.a;
+    q += o.q;
+    mm = mm > o.mm ? mm : o.mm;
+  }
+  void finish(float& s, float& s2, float& mx) const {
+    for (int l = 0; l < 8; ++l) {
+      s += a[l];
+      s2 += q[l];
+      mx = std::max(mx, mm[l]);
+    }
+  }
+};
+
+inline void add_moments(float v, float& s, float& s2, float& mx) {
+  s += v;
+  s2 += v * v;
+  mx = std::max(mx, std::fabs(v));
+}
+
+// The moments of a block. Four sets of lanes: with one running sum (omp
+// simd) every add waited on the previous one, and this loop took half of the
+// kernel's time.
+inline void block_moments(const float* x, std::int64_t m, float& s, float& s2, float& mx) {
+  MomentLanes l0, l1, l2, l3;
   std::int64_t i = 0;
-  for (; i + 32 <= m; i += 32)
-    step(a0, q0, m0, x + i), step(a1, q1, m1, x + i + 8), step(a2, q2, m2, x + i + 16), step(a3, q3, m3, x + i + 24);
-  for (; i + 8 <= m; i += 8) step(a0, q0, m0, x + i);
-  const v8f a = (a0 + a1) + (a2 + a3), q = (q0 + q1) + (q2 + q3);
-  v8f mm = m0 > m1 ? m0 : m1;
-  const v8f mm2 = m2 > m3 ? m2 : m3;
-  mm = mm > mm2 ? mm : mm2;
-  for (int l = 0; l < 8; ++l) {
-    s += a[l];
-    s2 += q[l];
-    mx = mx > mm[l] || std::isnan(mx) ? mx : mm[l];
-  }
-  for (; i < m; ++i) {
-    s += x[i];
-    s2 += x[i] * x[i];
-    const float v = std::fabs(x[i]);
-    mx = mx > v || std::isnan(mx) ? mx : v;
-  }
+  for (; i + 32 <= m; i += 32) l0.add(x + i), l1.add(x + i + 8), l2.add(x + i + 16), l3.add(x + i + 24);
+  for (; i + 8 <= m; i += 8) l0.add(x + i);
+  l0.merge(l1), l2.merge(l3), l0.merge(l2);
+  l0.finish(s, s2, mx);
+  for (; i < m; ++i) add_moments(x[i], s, s2, mx);
 }
 
 // lo > 0: the caller histograms a window (the upper tail around an
@@ -105,7 +118,7 @@ inline void block_moments(const float* x, std::int64_t m, float& s, float& s2, f
 template <bool Collect>
 void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint32_t lo, std::uint32_t hi, int shift,
                     std::int64_t bins, Local& L, float& s, float& s2, float& mx) {
-  v8f a0{}, a1{}, q0{}, q1{}, m0{}, m1{};
+  MomentLanes l0, l1;
   std::uint64_t below = 0;
   std::uint32_t* h = L.hist.data();
   auto classify = [&](std::uint32_t u, std::int64_t j) {
@@ -121,16 +134,8 @@ void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint
     if (u >= hi) ++L.above;
     else ++h[(j % kCopies) * bins + ((u - lo) >> shift)];
   };
-  auto chunk = [&](v8f& a, v8f& q, v8f& mm, std::int64_t i) {
-    v8f v;
-    std::memcpy(&v, x + i, sizeof v);
-    a += v;
-    q += v * v;
-    v8u u;
-    std::memcpy(&u, &v, sizeof u);
-    u &= 0x7fffffffu;
-    std::memcpy(&v, &u, sizeof v);
-    mm = mm > v ? mm : v;  // a NaN lane becomes the maximum
+  auto chunk = [&](MomentLanes& ml, std::int64_t i) {
+    const v8u u = ml.add(x + i);
     std::uint32_t mask = lane_mask(u >= lo);
     below += 8 - static_cast<unsigned>(__builtin_popcount(mask));
     while (mask) {
@@ -140,19 +145,12 @@ void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint
     }
   };
   std::int64_t i = 0;
-  for (; i + 16 <= m; i += 16) chunk(a0, q0, m0, i), chunk(a1, q1, m1, i + 8);
-  for (; i + 8 <= m; i += 8) chunk(a0, q0, m0, i);
-  const v8f a = a0 + a1, q = q0 + q1, mm = m0 > m1 ? m0 : m1;
-  for (int l = 0; l < 8; ++l) {
-    s += a[l];
-    s2 += q[l];
-    mx = mx > mm[l] || std::isnan(mx) ? mx : mm[l];
-  }
+  for (; i + 16 <= m; i += 16) chunk(l0, i), chunk(l1, i + 8);
+  for (; i + 8 <= m; i += 8) chunk(l0, i);
+  l0.merge(l1);
+  l0.finish(s, s2, mx);
   for (; i < m; ++i) {
-    s += x[i];
-    s2 += x[i] * x[i];
-    const float v = std::fabs(x[i]);
-    mx = mx > v || std::isnan(mx) ? mx : v;
+    add_moments(x[i], s, s2, mx);
     classify(abs_bits(x[i]), i);
   }
   L.below += below;
