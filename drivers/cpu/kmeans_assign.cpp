@@ -122,8 +122,11 @@ inline void load_transposed(const float* x, v8f (&xs)[D]) {
     xs[0] = __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14);
     xs[1] = __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
   } else {
-    for (int j = 0; j < D; ++j)
-      for (int q = 0; q < 8; ++q) xs[j][q] = x[q * D + j];
+    for (int j = 0; j < D; ++j) {
+      v8f v{};  // built whole, then stored: setting lanes of xs[j] in place drew -Wmaybe-uninitialized
+      for (int q = 0; q < 8; ++q) v[q] = x[q * D + j];
+      xs[j] = v;
+    }
   }
 }
 
