@@ -251,8 +251,13 @@ int run_coordinator(const CoordinatorOptions& o) {
         std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
         continue;
       }
-      if (h.sender < 1 || h.sender > static_cast<std::uint32_t>(N) || address.count(h.sender) || r->from == transport::kNoEndpoint) {
-        std::cerr << "accel coordinator: rejected hello from id " << h.sender << "\n";
+      // Nothing can be resumed before the job starts: a resuming worker holds
+      // a snapshot of an earlier job with the same token, which it discards
+      // when rejected, and then joins afresh.
+      if (resume || h.sender < 1 || h.sender > static_cast<std::uint32_t>(N) || address.count(h.sender) ||
+          r->from == transport::kNoEndpoint) {
+        std::cerr << "accel coordinator: rejected " << (resume ? "a resume" : "hello") << " from id " << h.sender
+                  << "\n";
         if (r->from != transport::kNoEndpoint) net.send(r->from, kReject, 0, {});
         continue;
       }
@@ -263,6 +268,10 @@ int run_coordinator(const CoordinatorOptions& o) {
         waiting = secs(t_waiting, Clock::now());
         capability[0] = measure_capability(d, k, devs, model, log);
       }
+    } else if (h.type == kTicket && r->from != transport::kNoEndpoint) {
+      // Rows asked for by a worker resuming a snapshot (see the hello above).
+      std::cerr << "accel coordinator: rejected a resume from id " << h.sender << " (no job running yet)\n";
+      net.send(r->from, kReject, 0, {});
     } else if (h.type == kCapability) {
       try {
         capability[h.sender] = decode_f64(r->message.payload);
@@ -477,8 +486,19 @@ void fetch_rows(Node& node, Snapshot& s, Ms timeout) {
     auto& net = node.net();
     auto h = net.expect(s.rows.data(), s.rows.size() * sizeof(float), transport::MemoryType::Host, node.endpoint(0));
     node.send(0, kTicket, 0, h.ticket);
-    if (!net.wait(h.completion, timeout) || !h.completion->ok())
-      throw InputError("receiving rows failed: " + (h.completion->done ? h.completion->error : "timed out"));
+    // Waits for the rows, or for a reject (a resume the coordinator cannot
+    // serve: its job is not the snapshot's); other messages keep their turn.
+    const auto deadline = Clock::now() + timeout;
+    while (!h.completion->done) {
+      const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+      if (left.count() <= 0) throw InputError("receiving rows failed: timed out");
+      if (auto r = node.receive(std::min(left, Ms(20)))) {
+        if (r->message.header.type == kReject)
+          throw InputError("the coordinator rejected this worker (job over or unknown id)");
+        node.stash(std::move(*r));
+      }
+    }
+    if (!h.completion->ok()) throw InputError("receiving rows failed: " + h.completion->error);
   }
 }
 
@@ -679,10 +699,15 @@ int run_worker(const WorkerOptions& o) {
         return 3;
       }
     } catch (const InputError& e) {
-      // A rejected resume: the snapshot belongs to a job that is over.
-      if (snap && std::string(e.what()).find("rejected") != std::string::npos && !o.snapshot_dir.empty()) {
-        std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
-        std::cerr << "accel worker " << o.id << ": stale snapshot discarded\n";
+      // A rejected resume: the snapshot belongs to a job that is over (or to
+      // an earlier job with the same token). Discard it and join afresh,
+      // once: a fresh join that is rejected too ends here.
+      if (snap && std::string(e.what()).find("rejected") != std::string::npos) {
+        if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
+        std::cerr << "accel worker " << o.id << ": stale snapshot discarded; joining afresh\n";
+        snap.reset();
+        ++incarnation;
+        continue;
       }
       throw;
     }

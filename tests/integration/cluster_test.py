@@ -11,6 +11,7 @@ import array
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import struct
@@ -257,6 +258,47 @@ def scenario_kill_restart(a, tmp, snapshot_rows=False):
 
 def scenario_kill_restart_rows(a, tmp):
     scenario_kill_restart(a, tmp, snapshot_rows=True)
+
+
+def scenario_stale_snapshot(a, tmp, snapshot_rows=False):
+    # A worker crashes and leaves its snapshot; a later job with the same
+    # (default) token starts with that snapshot in place. The worker's resume
+    # is rejected (nothing is running to resume), it discards the snapshot
+    # and joins the new job afresh, which then runs with every worker.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 200000, 8, 8, 3)
+    extra = ["--snapshot-rows"] if snapshot_rows else []
+    first = Path(tmp) / "first"
+    first.mkdir()
+    job = Job(a, first, 2, data, 16, 100000, 1000, worker_extra=extra)
+    job.wait_for(lambda: any(j.get("event") == "snapshot" for j in jsonl(job.tmp / "worker-2.jsonl")), 30,
+                 "worker 2's snapshot")
+    job.kill_all()  # the whole first job crashes
+    for p in [job.coord, *job.procs.values()]:
+        p.wait()
+    snap = first / "snapshots" / "worker-2.snapshot"
+    if not snap.exists():
+        fail("the first job left no snapshot to test with")
+    second = Path(tmp) / "second"
+    (second / "snapshots").mkdir(parents=True)
+    shutil.copy(snap, second / "snapshots" / "worker-2.snapshot")
+    t0 = time.time()
+    job = Job(a, second, 2, data, 16, 10, 1000, worker_extra=extra)
+    if job.finish(60) != 0:
+        fail("the second job failed: " + (second / "coordinator.err").read_text()[-500:])
+    err = (second / "worker-2.err").read_text()
+    if "stale snapshot discarded" not in err:
+        fail("worker 2 did not discard its stale snapshot: " + err[-500:])
+    s = job.summary()
+    if s["members"]["active"] != [0, 1, 2] or s["iterations"] != 10:
+        fail(f"unexpected summary of the second job: {s}")
+    if (second / "snapshots" / "worker-2.snapshot").exists():
+        fail("worker 2's snapshot is still there after the job")
+    print(f"stale snapshot discarded; the second job ran with every worker in {time.time() - t0:.1f} s")
+
+
+def scenario_stale_snapshot_rows(a, tmp):
+    scenario_stale_snapshot(a, tmp, snapshot_rows=True)
 
 
 def scenario_sigstop(a, tmp):
