@@ -492,13 +492,17 @@ void fetch_rows(Node& node, Snapshot& s, Ms timeout) {
     while (!h.completion->done) {
       const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
       if (left.count() <= 0) throw InputError("receiving rows failed: timed out");
+      if (!node.reachable(0)) throw CoordinatorGone("the coordinator is gone");
       if (auto r = node.receive(std::min(left, Ms(20)))) {
         if (r->message.header.type == kReject)
           throw InputError("the coordinator rejected this worker (job over or unknown id)");
         node.stash(std::move(*r));
       }
     }
-    if (!h.completion->ok()) throw InputError("receiving rows failed: " + h.completion->error);
+    if (!h.completion->ok()) {
+      if (!node.reachable(0)) throw CoordinatorGone("the coordinator is gone (" + h.completion->error + ")");
+      throw InputError("receiving rows failed: " + h.completion->error);
+    }
   }
 }
 
