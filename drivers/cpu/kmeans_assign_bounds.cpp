@@ -114,23 +114,19 @@ inline void dist2_x2(const float* x, const float* c0, const float* c1, std::int6
 
 // ||x - c_q||^2 for four centroids: each slice of x is loaded once.
 inline void dist2_x4(const float* x, const float* const (&cs)[4], std::int64_t d, float* out) {
+  // Four named sums, not an array: `v8f acc[4] = {}` was zeroed with rep stos.
   v8f a0{}, a1{}, a2{}, a3{};
   std::int64_t j = 0;
   for (; j + 8 <= d; j += 8) {
-    v8f xv, v;
+    v8f xv;
     std::memcpy(&xv, x + j, sizeof xv);
-    std::memcpy(&v, cs[0] + j, sizeof v);
-    v = xv - v;
-    a0 += v * v;
-    std::memcpy(&v, cs[1] + j, sizeof v);
-    v = xv - v;
-    a1 += v * v;
-    std::memcpy(&v, cs[2] + j, sizeof v);
-    v = xv - v;
-    a2 += v * v;
-    std::memcpy(&v, cs[3] + j, sizeof v);
-    v = xv - v;
-    a3 += v * v;
+    auto step = [&](v8f& acc, const float* cq) {
+      v8f v;
+      std::memcpy(&v, cq + j, sizeof v);
+      v = xv - v;
+      acc += v * v;
+    };
+    step(a0, cs[0]), step(a1, cs[1]), step(a2, cs[2]), step(a3, cs[3]);
   }
   out[0] = hsum(a0), out[1] = hsum(a1), out[2] = hsum(a2), out[3] = hsum(a3);
   for (int q = 0; q < 4; ++q)
@@ -167,6 +163,8 @@ inline void score(const float* x, const float* c, std::int64_t d, const std::int
 constexpr float kKeep = 1.0f - 0x1p-20f;
 
 inline float lazy_store(float b, float drift) { return b + drift; }
+// The bound a stored entry stands for (the vector loops below inline it).
+inline float lazy_bound(float stored, float drift) { return stored * kKeep - drift; }
 
 // min_j of the bounds the stored entries stand for.
 inline float lazy_min(const float* stored, const float* drift, std::int64_t k) {
@@ -181,7 +179,7 @@ inline float lazy_min(const float* stored, const float* drift, std::int64_t k) {
   }
   float glob = kInf;
   for (int q = 0; q < 8; ++q) glob = std::min(glob, m[q]);
-  for (; j < k; ++j) glob = std::min(glob, stored[j] * kKeep - drift[j]);
+  for (; j < k; ++j) glob = std::min(glob, lazy_bound(stored[j], drift[j]));
   return glob;
 }
 
@@ -202,7 +200,7 @@ inline int lazy_below(const float* stored, const float* drift, std::int64_t k, f
 #endif
   for (; j < k; ++j) {
     out[nc] = static_cast<std::int32_t>(j);
-    nc += stored[j] * kKeep - drift[j] < bound;
+    nc += lazy_bound(stored[j], drift[j]) < bound;
   }
   return nc;
 }
