@@ -38,7 +38,6 @@ struct Local {
   std::uint64_t below = 0, above = 0, nonfinite = 0;
 };
 
-// FullRange: lo = 0 and hi = +inf bits, so only the non-finite test remains.
 typedef std::uint32_t v8u __attribute__((vector_size(32)));
 
 // One bit per lane of a comparison's result (all ones or all zeros per
@@ -156,6 +155,8 @@ void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint
   L.below += below;
 }
 
+// lo = 0, no candidates (the full-range pass). FullRange: lo = 0 and hi =
+// +inf bits, so only the non-finite test remains.
 template <bool FullRange>
 void bin_block(const float* x, std::int64_t m, std::uint32_t lo, std::uint32_t hi, int shift, std::int64_t bins,
                Local& L) {
