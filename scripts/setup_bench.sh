@@ -13,7 +13,7 @@ VENV="$REPO/.bench-venv"
 
 # Nothing is pinned: the benchmark compares against whatever current releases
 # do, and all of these ship manylinux wheels for CPython 3.11 on x86_64.
-REQUIREMENTS=(numpy scikit-learn faiss-cpu threadpoolctl matplotlib pyspark)
+REQUIREMENTS=(numpy scikit-learn scikit-learn-intelex faiss-cpu threadpoolctl matplotlib pyspark)
 
 # The marker records exactly what was installed, so adding a package to the
 # list above triggers a reinstall, while an unchanged list costs nothing.

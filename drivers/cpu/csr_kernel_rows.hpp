@@ -8,7 +8,7 @@ namespace accel::cpu {
 
 // The CPU csr_kernel_rows kernel (contract in accel/kernels.hpp):
 // out[a*m + b] = K(x_{queries[a]}, x_{active[b]}). OpenMP threads split the
-// active rows; each row's dot products are accumulated in double.
+// active rows; dot products are accumulated in double (sgemm on the gemm path).
 struct CsrView {
   const std::int64_t* row_ptr;
   const std::int32_t* col_idx;
@@ -21,7 +21,7 @@ enum class CsrDotPath {
   Auto,     // whichever was measured faster for this matrix (cached per matrix)
   Merge,    // seeds/001 Algorithm 2: merge of two sorted index lists
   Scatter,  // query rows scattered into dense buffers, active rows gather from them
-  Gemm,     // both sides written out dense in tiles, dots by dgemm (many queries)
+  Gemm,     // both sides written out dense in float tiles, dots by sgemm (many queries)
 };
 
 void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,

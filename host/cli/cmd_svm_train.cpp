@@ -20,7 +20,7 @@ namespace accel::cli {
 int svm_train_main(const std::vector<std::string>& args) {
   int svm_type = 0, kernel = 2, shrinking = 1, wss = 1;
   SvmParams p;
-  std::string shrink = "", device = "cpu", train_file, model_file;
+  std::string shrink = "", device = "cpu", solver = "batch", train_file, model_file;
   po::options_description opts(
       "accel svm-train [options] training_file [model_file]\n"
       "  LIBSVM's options and defaults; C-SVC (-s 0) only");
@@ -35,10 +35,13 @@ int svm_train_main(const std::vector<std::string>& args) {
       ("m,m", po::value(&p.cache_mb)->default_value(100), "kernel row cache, MB (0: none)")
       ("h,h", po::value(&shrinking)->default_value(1), "shrinking: 0 off, 1 on (heuristic from --shrink)")
       ("q,q", po::bool_switch(), "quiet")
-      ("shrink", po::value(&shrink), "shrinking heuristic (seeds/001 Table 3): none, single2, single500, single1000, "
-                                      "single5pc, single10pc, single50pc, multi2 ... multi50pc (default single2, the fastest on "
-                                      "Fashion-MNIST in scripts/bench_svm.py)")
+      ("shrink", po::value(&shrink), "shrinking heuristic (Narasimhan et al. 2014 Table 3): none, single2, single500, single1000, "
+                                      "single5pc, single10pc, single50pc, multi2 ... multi50pc, or auto (the default: none "
+                                      "when the cache holds n/8 full rows, else multi2; see scripts/bench_svm.py)")
       ("wss", po::value(&wss)->default_value(1), "working-set selection: 1 first order (Keerthi), 2 second order (LIBSVM)")
+      ("solver", po::value(&solver)->default_value("batch"),
+       "batch: working sets of --ws-size samples per round (ThunderSVM's); pair: one pair per step (the seed's SMO)")
+      ("ws-size", po::value(&p.ws_size)->default_value(0), "batch working-set size q (0: chosen from n and -m)")
       ("device", po::value(&device)->default_value("cpu"), "cpu | fpga-emu | cuda | fpga | <name> | all | auto")
       ("json", "print the summary as one JSON object")
       ("training_file", po::value(&train_file)->required(), "")
@@ -54,13 +57,16 @@ int svm_train_main(const std::vector<std::string>& args) {
   if (svm_type != 0) throw InputError("-s " + std::to_string(svm_type) + ": only C-SVC (-s 0) is supported");
   if (kernel < 0 || kernel > 3) throw InputError("-t " + std::to_string(kernel) + ": kernel must be 0..3");
   if (shrinking != 0 && shrinking != 1) throw InputError("-h " + std::to_string(shrinking) + ": must be 0 or 1");
+  if (solver != "batch" && solver != "pair") throw InputError("--solver " + solver + ": must be batch or pair");
+  if (p.ws_size < 0 || p.ws_size == 1) throw InputError("--ws-size " + std::to_string(p.ws_size) + ": must be 0 or >= 2");
+  p.solver = solver == "pair" ? Solver::Pair : Solver::Batch;
   if (wss != 1 && wss != 2) throw InputError("--wss " + std::to_string(wss) + ": must be 1 or 2");
   if (p.gamma < 0) throw InputError("-g: gamma must be >= 0");
   p.kernel = static_cast<KernelType>(kernel);
   p.wss = wss == 1 ? WorkingSet::FirstOrder : WorkingSet::SecondOrder;
   if (shrinking == 0 && !shrink.empty() && shrink != "none")
     throw InputError("-h 0 with --shrink " + shrink + ": pick one");
-  p.shrink = parse_shrink(shrinking == 0 ? "none" : shrink.empty() ? "single2" : shrink);
+  p.shrink = parse_shrink(shrinking == 0 ? "none" : shrink.empty() ? "auto" : shrink);
   if (model_file.empty()) model_file = std::filesystem::path(train_file).filename().string() + ".model";
   const bool quiet = vm["q"].as<bool>();
 
@@ -79,8 +85,8 @@ int svm_train_main(const std::vector<std::string>& args) {
     for (const auto& s : rep.problems)
       probs.push_back({{"classes", {s.class_a, s.class_b}}, {"n", s.n}, {"iterations", s.iterations},
                        {"obj", s.obj}, {"rho", s.rho}, {"nSV", s.n_sv}, {"nBSV", s.n_bsv},
-                       {"reconstructions", s.reconstructions}, {"min_active", s.min_active},
-                       {"cache_hits", s.cache_hits}, {"cache_misses", s.cache_misses},
+                       {"rounds", s.rounds}, {"shrink", s.shrink}, {"ws_size", s.ws_size}, {"reconstructions", s.reconstructions}, {"min_active", s.min_active},
+                       {"cache_hits", s.cache_hits}, {"kernel_values", s.kernel_values}, {"cache_misses", s.cache_misses},
                        {"prefetched", s.prefetched}, {"prefetch_used", s.prefetch_used}});
     std::int64_t total_sv = model.sv.rows;
     nlohmann::json j = {{"n", data.x.rows},
@@ -91,6 +97,7 @@ int svm_train_main(const std::vector<std::string>& args) {
                         {"eps", p.eps},
                         {"shrink", p.shrink.name},
                         {"wss", wss},
+                        {"solver", solver},
                         {"total_sv", total_sv},
                         {"problems", probs},
                         {"seconds", {{"total", t.total}, {"kernel", t.kernel}, {"select", t.select},
@@ -101,9 +108,9 @@ int svm_train_main(const std::vector<std::string>& args) {
   } else if (!quiet) {
     for (const auto& s : rep.problems)
       std::printf("classes %d vs %d: optimization finished, #iter = %lld\nobj = %.6f, rho = %.6f\nnSV = %lld, nBSV = %lld"
-                  " (reconstructions %d, fewest active %lld, cache %lld hits / %lld misses)\n",
+                  " (shrink %s, reconstructions %d, fewest active %lld, cache %lld hits / %lld misses)\n",
                   s.class_a, s.class_b, static_cast<long long>(s.iterations), s.obj, s.rho,
-                  static_cast<long long>(s.n_sv), static_cast<long long>(s.n_bsv), s.reconstructions,
+                  static_cast<long long>(s.n_sv), static_cast<long long>(s.n_bsv), s.shrink.c_str(), s.reconstructions,
                   static_cast<long long>(s.min_active), static_cast<long long>(s.cache_hits),
                   static_cast<long long>(s.cache_misses));
     std::printf("Total nSV = %lld\n", static_cast<long long>(model.sv.rows));

@@ -147,6 +147,12 @@ class SvmVsLibsvmData : public SvmVsLibsvm {
     variants.push_back("--wss 2 --shrink none");
     variants.push_back("--wss 2 --shrink multi5pc");
     variants.push_back("-h 0 -m 0");
+    // The batched solver (the default) at other working-set sizes, and the
+    // pair solver (the seed's SMO) it replaced as the default.
+    for (const char* v : {"--ws-size 2", "--ws-size 16 --wss 2", "--ws-size 600 --shrink multi2", "--solver pair",
+                          "--solver pair --shrink single2", "--solver pair --wss 2 --shrink multi5pc",
+                          "--solver pair -h 0 -m 0"})
+      variants.push_back(v);
     for (const auto& v : variants) {
       SCOPED_TRACE(v);
       const auto model = path("acc.model");

@@ -84,7 +84,10 @@ Check check(const Problem& p, const std::vector<double>& alpha, double C, double
 
 TEST(SvmSolver, FirstOrderSolutionIsOptimalWithinEps) {
   const Problem p = make_problem(300, 1);
-  const SvmParams prm = params("none");
+  for (const Solver solver : {Solver::Pair, Solver::Batch}) {
+  SCOPED_TRACE(solver == Solver::Pair ? "pair" : "batch");
+  SvmParams prm = params("none");
+  prm.solver = solver;
   KernelRows kr(p.x, prm, cpu());
   SvmTimes t;
   const BinarySolution s = solve_binary(p.y, prm, kr, t);
@@ -102,39 +105,93 @@ TEST(SvmSolver, FirstOrderSolutionIsOptimalWithinEps) {
   EXPECT_LE(s.stats.rho, c.rho_hi + 1e-5);
   EXPECT_GT(s.stats.n_sv, s.stats.n_bsv);
   EXPECT_GT(s.stats.n_bsv, 0);
+  }
 }
 
 TEST(SvmSolver, EveryShrinkingHeuristicGivesTheSameAnswer) {
   const Problem p = make_problem(400, 2);
-  const SvmParams base = params("none");
+  SvmParams base = params("none");
+  base.solver = Solver::Pair;
   KernelRows kr0(p.x, base, cpu());
   SvmTimes t;
   const BinarySolution ref = solve_binary(p.y, base, kr0, t);
-  for (const auto& name : shrink_heuristic_names()) {
-    for (const double cache : {100.0, 0.0}) {
-      SCOPED_TRACE(name + " cache " + std::to_string(cache));
-      const SvmParams prm = params(name, WorkingSet::FirstOrder, cache);
+  for (const Solver solver : {Solver::Pair, Solver::Batch})
+    for (const auto& name : shrink_heuristic_names()) {
+      for (const double cache : {100.0, 0.0}) {
+        SCOPED_TRACE(name + " cache " + std::to_string(cache) + (solver == Solver::Pair ? " pair" : " batch"));
+        SvmParams prm = params(name, WorkingSet::FirstOrder, cache);
+        prm.solver = solver;
+        KernelRows kr(p.x, prm, cpu());
+        const BinarySolution s = solve_binary(p.y, prm, kr, t);
+        const Check c = check(p, s.alpha, prm.C, prm.gamma);
+        EXPECT_LE(c.gap, prm.eps + 1e-5) << "reconstruction must precede the final test";
+        EXPECT_NEAR(s.stats.obj, ref.stats.obj, 1e-3 * std::abs(ref.stats.obj));
+        EXPECT_NEAR(s.stats.rho, ref.stats.rho, 1e-3);
+        if (name == "single2" || name == "multi2") {
+          EXPECT_LT(s.stats.min_active, p.x.rows) << "shrinking every 2 iterations removes samples";
+          EXPECT_GE(s.stats.reconstructions, 1);
+        }
+        if (solver == Solver::Pair) {
+          // -m 0 keeps only the rows of the last two requests (callers hold them).
+          if (cache == 0) EXPECT_LT(s.stats.cache_hits, s.stats.cache_misses / 10);
+          if (cache == 100) EXPECT_GT(s.stats.cache_hits, s.stats.cache_misses);
+        } else {
+          // Half of each working set is the previous round's: its rows are
+          // still held even without a cache.
+          EXPECT_GT(s.stats.cache_hits, 0);
+          EXPECT_LT(s.stats.rounds, s.stats.iterations / 4) << "a round makes many pair updates";
+        }
+      }
+    }
+}
+
+// The batched solver at every working-set size, from one pair per round to
+// the whole problem in one set, with either local selection rule, reaches
+// the pair solver's optimum.
+TEST(SvmSolver, BatchSolverAnyWorkingSetSize) {
+  const Problem p = make_problem(500, 7);
+  SvmParams base = params("none");
+  base.solver = Solver::Pair;
+  KernelRows kr0(p.x, base, cpu());
+  SvmTimes t;
+  const BinarySolution ref = solve_binary(p.y, base, kr0, t);
+  for (const std::int64_t q : {2, 3, 16, 64, 256, 500, 4096})
+    for (const WorkingSet wss : {WorkingSet::FirstOrder, WorkingSet::SecondOrder}) {
+      SCOPED_TRACE("q " + std::to_string(q) + (wss == WorkingSet::FirstOrder ? " wss 1" : " wss 2"));
+      SvmParams prm = params("multi2", wss);
+      prm.ws_size = q;
       KernelRows kr(p.x, prm, cpu());
       const BinarySolution s = solve_binary(p.y, prm, kr, t);
+      EXPECT_EQ(s.stats.ws_size, std::min<std::int64_t>(q, 500));
       const Check c = check(p, s.alpha, prm.C, prm.gamma);
-      EXPECT_LE(c.gap, prm.eps + 1e-5) << "reconstruction must precede the final test";
+      EXPECT_LE(c.gap, prm.eps + 1e-5);
       EXPECT_NEAR(s.stats.obj, ref.stats.obj, 1e-3 * std::abs(ref.stats.obj));
       EXPECT_NEAR(s.stats.rho, ref.stats.rho, 1e-3);
-      if (name == "single2" || name == "multi2") {
-        EXPECT_LT(s.stats.min_active, p.x.rows) << "shrinking every 2 iterations removes samples";
-        EXPECT_GE(s.stats.reconstructions, 1);
-      }
-      // -m 0 keeps only the rows of the last two requests (callers hold them).
-      if (cache == 0) EXPECT_LT(s.stats.cache_hits, s.stats.cache_misses / 10);
-      if (cache == 100) EXPECT_GT(s.stats.cache_hits, s.stats.cache_misses);
+      for (std::size_t k = 0; k < s.alpha.size(); ++k) ASSERT_TRUE(s.alpha[k] >= 0 && s.alpha[k] <= prm.C) << k;
     }
-  }
+}
+
+TEST(SvmSolver, BatchWorkingSetSizeFollowsTheCache) {
+  SvmParams prm;
+  prm.cache_mb = 100;
+  EXPECT_EQ(batch_ws_size(prm, 60000), 512);   // 436 rows fit: the nearest power of two
+  EXPECT_EQ(batch_ws_size(prm, 10000), 512);   // capped
+  prm.cache_mb = 10;
+  EXPECT_EQ(batch_ws_size(prm, 60000), 32 * 2);   // 43 rows fit: the floor
+  EXPECT_EQ(batch_ws_size(prm, 20000), 128);      // 131 rows fit
+  prm.cache_mb = 100;
+  EXPECT_EQ(batch_ws_size(prm, 300), 300);     // never more than n
+  prm.cache_mb = 0;
+  EXPECT_EQ(batch_ws_size(prm, 60000), 64);    // the floor
+  prm.ws_size = 100;
+  EXPECT_EQ(batch_ws_size(prm, 60000), 100);   // --ws-size wins
 }
 
 TEST(SvmSolver, SecondOrderSelectionSameAnswerFewerIterations) {
   const Problem p = make_problem(400, 3);
   SvmTimes t;
-  const SvmParams p1 = params("none"), p2 = params("none", WorkingSet::SecondOrder);
+  SvmParams p1 = params("none"), p2 = params("none", WorkingSet::SecondOrder);
+  p1.solver = p2.solver = Solver::Pair;  // one pair per iteration: the counts compare the rules
   KernelRows k1(p.x, p1, cpu()), k2(p.x, p2, cpu());
   const BinarySolution a = solve_binary(p.y, p1, k1, t), b = solve_binary(p.y, p2, k2, t);
   EXPECT_NEAR(a.stats.obj, b.stats.obj, 1e-3 * std::abs(a.stats.obj));
@@ -217,12 +274,17 @@ TEST(SvmSolver, FpgaEmuAndSplitAcrossDevicesGiveTheSameAnswer) {
 }
 
 TEST(SvmShrink, NamesAndPeriods) {
-  EXPECT_EQ(shrink_heuristic_names().size(), 13u);  // seeds/001 Table 3 rows 1-13
+  EXPECT_EQ(shrink_heuristic_names().size(), 13u);  // Narasimhan et al. 2014 Table 3 rows 1-13
   EXPECT_EQ(parse_shrink("multi5pc").period(10000), 500);
   EXPECT_EQ(parse_shrink("single50pc").period(10000), 5000);
   EXPECT_EQ(parse_shrink("multi1000").period(10), 1000);
   EXPECT_EQ(parse_shrink("single2").kind, ShrinkHeuristic::Kind::Single);
   EXPECT_EQ(parse_shrink("none").kind, ShrinkHeuristic::Kind::None);
+  // auto: no shrinking while the cache holds full rows of n/8 samples.
+  const ShrinkHeuristic a = parse_shrink("auto");
+  EXPECT_EQ(resolve_shrink(a, 100, 10000).name, "none");   // 2621 rows >= 1250
+  EXPECT_EQ(resolve_shrink(a, 100, 20000).name, "multi2");  // 1310 rows < 2500
+  EXPECT_EQ(resolve_shrink(parse_shrink("single2"), 100, 10000).name, "single2");
   EXPECT_THROW(parse_shrink("multi7"), InputError);
 }
 

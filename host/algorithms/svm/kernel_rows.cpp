@@ -26,6 +26,9 @@ namespace {
 // Queries per launch when prefetching: the CPU kernel serves up to four per
 // pass over the rows.
 constexpr int kPassQueries = 4;
+// Rows per launch when many are missing (a batched working set): enough for
+// the matrix-product path's full rate.
+constexpr std::size_t kLaunchQueries = 256;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -88,9 +91,11 @@ struct KernelRows::Impl {
     std::list<std::int32_t>::iterator lru;
     std::int64_t bytes() const { return 4 * static_cast<std::int64_t>(vals.size() + (own_cover ? cover->size() : 0)); }
   };
+  std::int64_t computed = 0;  // kernel values computed on the devices
   std::int64_t budget = 0;  // bytes
   std::int64_t used = 0;
   std::int64_t call = 0;
+  int held_calls = 2;  // rows of this many latest rows() calls are never evicted
   std::vector<Entry> entries;
   std::vector<std::int32_t> free_entries;
   std::vector<std::int32_t> entry_of;  // row -> entry or -1
@@ -151,6 +156,7 @@ struct KernelRows::Impl {
   void launch(const std::int32_t* q, std::int64_t nq, const std::int32_t* t, std::int64_t m, float* out,
               std::int64_t version) {
     if (nq == 0 || m == 0) return;
+    computed += nq * m;
     const auto off = split(m);
     std::vector<Event> events(devs.size());
     std::vector<std::unique_ptr<Buffer>> held;  // wrapped host buffers alive until the waits
@@ -267,13 +273,13 @@ struct KernelRows::Impl {
   }
 
   // Evicts least recently used rows until the cache fits its budget; rows
-  // returned by this call or the previous one stay (callers hold them).
+  // returned by the latest held_calls calls stay (callers hold them).
   void enforce_budget() {
     auto it = lru.end();
     while (used > budget && it != lru.begin()) {
       --it;
       const std::int32_t e = *it;
-      if (entries[e].call >= call - 1) continue;
+      if (entries[e].call > call - held_calls) continue;
       it = std::next(it);  // drop() erases *prev(it)
       drop(e);
     }
@@ -339,6 +345,10 @@ KernelRows::KernelRows(const CsrMatrix& x, const SvmParams& params, const std::v
 
 KernelRows::~KernelRows() = default;
 
+std::int64_t KernelRows::computed() const { return impl_->computed; }
+
+void KernelRows::set_held_calls(int calls) { impl_->held_calls = std::max(1, calls); }
+
 void KernelRows::set_active(const std::vector<std::int32_t>& active) {
   impl_->active = std::make_shared<const std::vector<std::int32_t>>(active);
   ++impl_->active_version;
@@ -400,14 +410,16 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
       ++prefetched_;
     }
   }
-  if (!fulls.empty()) {
-    const std::int64_t nq = static_cast<std::int64_t>(fulls.size());
+  // Computed in launches of at most kLaunchQueries rows, so the staging
+  // buffer stays a fraction of the rows themselves.
+  for (std::size_t f0 = 0; f0 < fulls.size(); f0 += kLaunchQueries) {
+    const std::int64_t nq = static_cast<std::int64_t>(std::min<std::size_t>(kLaunchQueries, fulls.size() - f0));
     std::vector<std::int32_t> rows(nq);
-    for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[fulls[a]].row;
+    for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[fulls[f0 + a]].row;
     s.tmp.resize(nq * m);
     s.launch(rows.data(), nq, cur.data(), m, s.tmp.data(), s.active_version);
     for (std::int64_t a = 0; a < nq; ++a)
-      std::memcpy(s.entries[fulls[a]].vals.data(), s.tmp.data() + a * m, m * sizeof(float));
+      std::memcpy(s.entries[fulls[f0 + a]].vals.data(), s.tmp.data() + a * m, m * sizeof(float));
   }
   // Rows that cover part of the active set (samples came back since they
   // were computed): every row extending the same cover misses the same

@@ -66,17 +66,28 @@ SvmModel svm_train(const LabeledCsr& data, const SvmParams& params_in, const std
   SvmTrainReport rep;
   for (int a = 0; a < k; ++a)
     for (int b = a + 1; b < k; ++b) {
+      // Two classes train on the data as it is (no copy); more take the
+      // rows of each pair, class a first.
       CsrMatrix sub;
       std::vector<std::int8_t> y;
       std::vector<std::int32_t> orig;
-      for (int c : {a, b})
-        for (const std::int32_t r : rows_of[c]) {
-          sub.add_row_from(data.x, r);
-          y.push_back(c == a ? 1 : -1);
-          orig.push_back(r);
+      if (k == 2) {
+        y.resize(n);
+        orig.resize(n);
+        for (std::int64_t r = 0; r < n; ++r) {
+          y[r] = cls[r] == 0 ? 1 : -1;
+          orig[r] = static_cast<std::int32_t>(r);
         }
-      sub.cols = data.x.cols;
-      KernelRows kr(sub, params, devices);
+      } else {
+        for (int c : {a, b})
+          for (const std::int32_t r : rows_of[c]) {
+            sub.add_row_from(data.x, r);
+            y.push_back(c == a ? 1 : -1);
+            orig.push_back(r);
+          }
+        sub.cols = data.x.cols;
+      }
+      KernelRows kr(k == 2 ? data.x : sub, params, devices);
       BinarySolution sol = solve_binary(y, params, kr, rep.times);
       sol.stats.class_a = labels[a];
       sol.stats.class_b = labels[b];

@@ -1,4 +1,5 @@
-// The shrinking heuristics of seeds/001 Table 3 by name.
+// The shrinking heuristics of Narasimhan et al. 2014 Table 3 by name.
+#include <algorithm>
 #include <string>
 
 #include "accel/error.hpp"
@@ -34,6 +35,10 @@ ShrinkHeuristic parse_shrink(const std::string& name) {
   ShrinkHeuristic h;
   h.name = name;
   if (name == "none") return h;
+  if (name == "auto") {
+    h.kind = ShrinkHeuristic::Kind::Auto;
+    return h;
+  }
   for (const auto& [prefix, kind] : {std::pair{"single", ShrinkHeuristic::Kind::Single},
                                      std::pair{"multi", ShrinkHeuristic::Kind::Multi}}) {
     const std::string p = prefix;
@@ -48,7 +53,13 @@ ShrinkHeuristic parse_shrink(const std::string& name) {
   }
   std::string all;
   for (const auto& n : shrink_heuristic_names()) all += (all.empty() ? "" : ", ") + n;
-  throw InputError("--shrink " + name + ": unknown heuristic (one of: " + all + ")");
+  throw InputError("--shrink " + name + ": unknown heuristic (one of: auto, " + all + ")");
+}
+
+ShrinkHeuristic resolve_shrink(const ShrinkHeuristic& h, double cache_mb, std::int64_t n) {
+  if (h.kind != ShrinkHeuristic::Kind::Auto) return h;
+  const double rows_cached = std::max(0.0, cache_mb) * 1048576.0 / (4.0 * std::max<std::int64_t>(1, n));
+  return parse_shrink(rows_cached * 8 >= double(n) ? "none" : "multi2");
 }
 
 }  // namespace accel

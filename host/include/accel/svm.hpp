@@ -1,4 +1,6 @@
-// C-SVC training by SMO with adaptive shrinking (seeds/001; DESIGN.md 4) and
+// C-SVC training by SMO with adaptive shrinking (Narasimhan, Vishnu, Holder,
+// Hoisie, "Fast Support Vector Machines Using Parallel Adaptive Shrinking on
+// Distributed Systems", 2014) and
 // LIBSVM-compatible models. Conventions are LIBSVM's: the dual is
 //   min f(a) = 1/2 a'Qa - e'a,  0 <= a_i <= C,  y'a = 0,  Q_ij = y_i y_j K_ij,
 // G = Qa - e its gradient, and the seed's gamma_i = y_i G_i. The decision
@@ -16,22 +18,35 @@
 
 namespace accel {
 
-// When to shrink (seeds/001 Table 3): every `every` iterations, a fixed count
+// When to shrink (Narasimhan et al. 2014 Table 3): every `every` iterations, a fixed count
 // ("2", "500", "1000") or a fraction of the samples ("5pc", "10pc", "50pc");
 // Single reconstructs the gradient once and then optimises unshrunk, Multi
 // keeps shrinking and reconstructs each time the shrunk problem converges.
 struct ShrinkHeuristic {
-  enum class Kind { None, Single, Multi } kind = Kind::None;
+  enum class Kind { None, Single, Multi, Auto } kind = Kind::None;
   std::int64_t every = 0;     // iterations, when fraction == 0
   double fraction = 0;        // of n, when > 0
   std::string name = "none";
   std::int64_t period(std::int64_t n) const;
 };
-// "none", "single2" ... "single50pc", "multi2" ... "multi50pc"; InputError otherwise.
+// "none", "single2" ... "single50pc", "multi2" ... "multi50pc", "auto";
+// InputError otherwise.
 ShrinkHeuristic parse_shrink(const std::string& name);
+// The heuristic "auto" stands for with n samples: none when the kernel cache
+// holds full rows of at least n/8 samples (the support vectors' rows then
+// stay cached, and a reconstruction would cost more than shrinking saves;
+// Fashion-MNIST has 10-16% support vectors), else multi2. Other heuristics
+// are returned as they are.
+ShrinkHeuristic resolve_shrink(const ShrinkHeuristic& h, double cache_mb, std::int64_t n);
 std::vector<std::string> shrink_heuristic_names();
 
 enum class WorkingSet { FirstOrder, SecondOrder };
+
+// Batch: working sets of ws_size samples per round, their kernel rows in one
+// launch (Wen et al., "ThunderSVM: A Fast SVM Library on GPUs and CPUs",
+// JMLR 2018). Pair: one pair per iteration, the seed's SMO, kept as the
+// reference.
+enum class Solver { Batch, Pair };
 
 struct SvmParams {
   KernelType kernel = KernelType::Rbf;
@@ -43,6 +58,8 @@ struct SvmParams {
   double cache_mb = 100;
   ShrinkHeuristic shrink;
   WorkingSet wss = WorkingSet::FirstOrder;
+  Solver solver = Solver::Batch;
+  std::int64_t ws_size = 0;  // batch working-set size q; 0: chosen from n and the cache
 };
 
 // Seconds spent per phase of the solver, summed over every binary problem.
@@ -51,18 +68,21 @@ struct SvmTimes {
   double select = 0;       // working-set selection and the stopping test
   double update = 0;       // gradient (gamma) update of the active samples
   double shrink = 0;       // applying the shrinking rule
-  double reconstruct = 0;  // gradient reconstruction (seeds/001 Algorithm 6)
+  double reconstruct = 0;  // gradient reconstruction (Narasimhan et al. 2014 Algorithm 6)
   double total = 0;
 };
 
 struct BinaryStats {
   int class_a = 0, class_b = 0;  // labels of the +1 and -1 sides
-  std::int64_t iterations = 0, n = 0, n_sv = 0, n_bsv = 0;
+  std::int64_t iterations = 0, n = 0, n_sv = 0, n_bsv = 0;  // iterations: pair updates
+  std::int64_t rounds = 0, ws_size = 0;  // kernel-row rounds (= iterations for the pair solver), q
   double obj = 0, rho = 0;
   int reconstructions = 0;
+  std::string shrink;  // the heuristic used (auto resolved)
   std::int64_t cache_hits = 0, cache_misses = 0;
   std::int64_t prefetched = 0, prefetch_used = 0;  // rows computed ahead, and of those asked for later
   std::int64_t min_active = 0;
+  std::int64_t kernel_values = 0;  // computed on the devices (cache misses and reconstruction)
 };
 
 struct SvmModel {
@@ -95,7 +115,7 @@ SvmModel read_svm_model(const std::string& path);
 // ---- the pieces, exposed for tests ----
 
 // Kernel rows of one CSR matrix on one or more devices, with an optional LRU
-// cache of whole rows (seeds/001 runs without one; LIBSVM's -m sizes it).
+// cache of whole rows (Narasimhan et al. 2014 runs without one; LIBSVM's -m sizes it).
 class KernelRows {
  public:
   KernelRows(const CsrMatrix& x, const SvmParams& params, const std::vector<Device*>& devices);
@@ -107,12 +127,17 @@ class KernelRows {
   // (shrinking filters them, reconstruction restores all).
   void set_active(const std::vector<std::int32_t>& active);
   // One compact row per query over the active set: row[b] = K(x_q, x_active[b]),
-  // from the cache or computed together in one launch per device. Pointers
-  // stay valid until the second rows() call after this one. When a row has
+  // from the cache or computed together in launches of up to 256 rows per
+  // device. Pointers stay valid until the second rows() call after this one
+  // (see set_held_calls). When a row has
   // to be computed, uncached `prefetch` rows are computed in the same launch
   // (up to four rows in all) and cached.
   std::vector<const float*> rows(const std::vector<std::int32_t>& queries,
                                  const std::vector<std::int32_t>& prefetch = {});
+  // How many of the latest rows() calls keep their rows alive (default 2,
+  // the behaviour described above; 1 when a caller is done with a call's
+  // rows once it makes the next).
+  void set_held_calls(int calls);
   // Uncached: out[a*m + b] = K(x_queries[a], x_targets[b]).
   void compute(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets, float* out);
   // Values the caller computed (gradient reconstruction: K(x_q, x_t) for every
@@ -127,6 +152,7 @@ class KernelRows {
   std::int64_t misses() const { return misses_; }
   std::int64_t prefetched() const { return prefetched_; }        // rows computed ahead
   std::int64_t prefetch_used() const { return prefetch_used_; }  // of which later asked for
+  std::int64_t computed() const;  // kernel values computed on the devices, in all
 
  private:
   struct Impl;
@@ -135,12 +161,19 @@ class KernelRows {
   std::int64_t hits_ = 0, misses_ = 0, prefetched_ = 0, prefetch_used_ = 0;
 };
 
-// The SMO solver for one binary problem with labels y (+1/-1).
+// The SMO solver for one binary problem with labels y (+1/-1): params.solver
+// picks solve_batch or solve_pair.
 struct BinarySolution {
   std::vector<double> alpha;
   BinaryStats stats;
 };
 BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kernel,
                             SvmTimes& times);
+BinarySolution solve_pair(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kernel,
+                          SvmTimes& times);
+BinarySolution solve_batch(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kernel,
+                           SvmTimes& times);
+// The working-set size solve_batch uses for n samples.
+std::int64_t batch_ws_size(const SvmParams& params, std::int64_t n);
 
 }  // namespace accel

@@ -1,0 +1,232 @@
+// The dual state, shrinking and reconstruction shared by both SMO solvers.
+//
+// Stopping: beta_low - beta_up <= eps, which is the seed's
+// beta_up + 2*epsilon >= beta_low with LIBSVM's -e as 2*epsilon, so the same
+// -e means the same accuracy as svm-train.
+//
+// Shrinking removes bounded samples that cannot be part of a violating pair
+// (seed eq. 10). When the shrunk problem looks solved the gradient of every
+// removed sample is rebuilt from the support vectors (Algorithm 6) and
+// optimality is tested on all samples, so shrinking never changes the answer
+// beyond eps. The first such test happens at 10*eps (the seed's 20*epsilon),
+// later ones at eps.
+#include "solver_state.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace accel::svm_detail {
+namespace {
+
+// Bytes of kernel values one reconstruction launch may produce.
+constexpr std::int64_t kReconstructBytes = 64ll << 20;
+
+// Seed eq. 10, in -gamma terms: a sample only in I_low with -gamma above
+// every I_up value, or only in I_up with -gamma below every I_low value, can
+// form no violating pair.
+void shrink(State& s, const Extremes& e) {
+  std::size_t w = 0;
+  for (const std::int32_t k : s.active) {
+    const bool up = s.in_up(k), low = s.in_low(k);
+    const double v = s.v(k);
+    const bool out = (low && !up && v > e.gmax) || (up && !low && v < e.gmin);
+    if (!out) s.active[w++] = k;
+  }
+  s.active.resize(w);
+}
+
+// Algorithm 6, from the last point where every gradient was exact (the
+// start, or the previous reconstruction): G_k = G_ref_k + y_k sum_j y_j
+// (a_j - a_ref_j) K(x_j, x_k) for every shrunk k, over the samples j that
+// moved since. The first time that is every support vector (a_ref = 0, the
+// seed's form); a later one (multi heuristics) pays only for what moved
+// after the previous. The values are computed in batches of many samples
+// (the kernel's matrix-product path) and handed to the cache, whose rows of
+// these samples then cover every sample.
+void reconstruct(State& s, KernelRows& kr) {
+  const std::int64_t n = static_cast<std::int64_t>(s.y.size());
+  std::vector<char> is_active(n, 0);
+  for (const std::int32_t k : s.active) is_active[k] = 1;
+  std::vector<std::int32_t> shrunk, moved;
+  for (std::int64_t k = 0; k < n; ++k) {
+    if (!is_active[k]) shrunk.push_back(static_cast<std::int32_t>(k));
+    if (s.alpha[k] != s.alpha_ref[k]) moved.push_back(static_cast<std::int32_t>(k));
+  }
+  const std::int64_t m = static_cast<std::int64_t>(shrunk.size());
+  if (m > 0) {
+    std::vector<double> acc(m, 0.0), c;
+    std::vector<const float*> rows;
+    const std::int64_t chunk = std::max<std::int64_t>(1, kReconstructBytes / 4 / m);
+    std::vector<float> out;
+    for (std::size_t a0 = 0; a0 < moved.size(); a0 += chunk) {
+      const std::vector<std::int32_t> q(moved.begin() + a0,
+                                        moved.begin() + std::min<std::size_t>(moved.size(), a0 + chunk));
+      out.resize(q.size() * m);
+      kr.compute(q, shrunk, out.data());
+      kr.complete_rows(q, shrunk, out.data());
+      rows.resize(q.size());
+      c.resize(q.size());
+      for (std::size_t a = 0; a < q.size(); ++a) {
+        rows[a] = out.data() + a * m;
+        c[a] = s.y[q[a]] * (s.alpha[q[a]] - s.alpha_ref[q[a]]);
+      }
+      accumulate_rows(rows, c, m, acc.data());
+    }
+    for (std::int64_t b = 0; b < m; ++b) s.G[shrunk[b]] = s.G_ref[shrunk[b]] + s.y[shrunk[b]] * acc[b];
+  }
+  s.alpha_ref = s.alpha;
+  s.G_ref = s.G;
+}
+
+}  // namespace
+
+State::State(const std::vector<std::int8_t>& labels, double c)
+    : y(labels), alpha(labels.size(), 0.0), G(labels.size(), -1.0), C(c), active(labels.size()),
+      alpha_ref(alpha), G_ref(G) {
+  std::iota(active.begin(), active.end(), 0);
+}
+
+void accumulate_rows(const std::vector<const float*>& rows, const std::vector<double>& c, std::int64_t m,
+                     double* acc) {
+  const std::int64_t q = static_cast<std::int64_t>(rows.size());
+  const std::int64_t blocks = (m + kAccumulateBlock - 1) / kAccumulateBlock;
+#pragma omp parallel for schedule(static) if (m * q >= kParallelMin)
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t b0 = blk * kAccumulateBlock, nb = std::min(kAccumulateBlock, m - b0);
+    double* out = acc + b0;
+    for (std::int64_t a = 0; a < q; ++a) {
+      if (c[a] == 0) continue;
+      const float* r = rows[a] + b0;
+      const double ca = c[a];
+#pragma omp simd
+      for (std::int64_t b = 0; b < nb; ++b) out[b] += ca * double(r[b]);
+    }
+  }
+}
+
+Extremes extremes(const State& s) {
+  Extremes e;
+  double g2max = e.gmax, g2min = e.gmin;
+  const std::int64_t m = static_cast<std::int64_t>(s.active.size());
+  for (std::int64_t b = 0; b < m; ++b) {
+    const std::int32_t k = s.active[b];
+    const double v = s.v(k);
+    if (s.in_up(k) && v > g2max) {
+      if (v > e.gmax) {
+        g2max = e.gmax;
+        e.i2 = e.i;
+        e.gmax = v;
+        e.i = k;
+        e.bi = b;
+      } else {
+        g2max = v;
+        e.i2 = k;
+      }
+    }
+    if (s.in_low(k) && v < g2min) {
+      if (v < e.gmin) {
+        g2min = e.gmin;
+        e.j2 = e.j;
+        e.gmin = v;
+        e.j = k;
+        e.bj = b;
+      } else {
+        g2min = v;
+        e.j2 = k;
+      }
+    }
+  }
+  return e;
+}
+
+double pair_step(State& s, std::int32_t i, std::int32_t j, double Kii, double Kjj, double Kij) {
+  const auto& y = s.y;
+  double a = Kii + Kjj - 2.0 * Kij;
+  if (a <= 0) a = 1e-12;
+  const double ti_max = y[i] > 0 ? s.C - s.alpha[i] : s.alpha[i];
+  const double tj_max = y[j] > 0 ? s.alpha[j] : s.C - s.alpha[j];
+  const double t = std::min({(s.v(i) - s.v(j)) / a, ti_max, tj_max});
+  // A clipped multiplier is set to its bound exactly, so the bound tests
+  // of the index sets never see a value a rounding error away from C.
+  s.alpha[i] = t == ti_max ? (y[i] > 0 ? s.C : 0.0) : s.alpha[i] + y[i] * t;
+  s.alpha[j] = t == tj_max ? (y[j] > 0 ? 0.0 : s.C) : s.alpha[j] - y[j] * t;
+  return t;
+}
+
+Control::Control(const SvmParams& params, std::int64_t n, bool loose_first)
+    : eps_(params.eps),
+      h_(resolve_shrink(params.shrink, params.cache_mb, n)),
+      n_(n),
+      period_(h_.period(n)),
+      counter_(period_),
+      shrinking_(h_.kind != ShrinkHeuristic::Kind::None),
+      loose_(shrinking_ && loose_first) {}
+
+bool Control::maybe_shrink(State& s, std::int64_t steps, BinaryStats& st, SvmTimes& times) {
+  if (!shrinking_) return false;
+  counter_ -= steps;
+  if (counter_ > 0) return false;
+  counter_ = period_;
+  const auto t0 = clock_type::now();
+  const std::size_t before = s.active.size();
+  shrink(s, extremes(s));
+  st.min_active = std::min<std::int64_t>(st.min_active, static_cast<std::int64_t>(s.active.size()));
+  times.shrink += since(t0);
+  return s.active.size() != before;
+}
+
+bool Control::done(State& s, const Extremes& e, KernelRows& kr, BinaryStats& st, SvmTimes& times, bool& restored) {
+  restored = false;
+  const double tol = loose_ ? 10 * eps_ : eps_;
+  if (e.i >= 0 && e.j >= 0 && e.gmax - e.gmin > tol) return false;
+  if (static_cast<std::int64_t>(s.active.size()) < n_) {
+    const auto t0 = clock_type::now();
+    reconstruct(s, kr);
+    s.active.resize(n_);
+    std::iota(s.active.begin(), s.active.end(), 0);
+    kr.set_active(s.active);
+    ++st.reconstructions;
+    if (h_.kind == ShrinkHeuristic::Kind::Single) shrinking_ = false;
+    loose_ = false;
+    counter_ = period_;
+    times.reconstruct += since(t0);
+    restored = true;
+    return false;
+  }
+  if (loose_) {
+    loose_ = false;
+    return false;
+  }
+  return true;
+}
+
+void finish(const State& s, BinaryStats& st) {
+  // Objective 1/2 a'Qa - e'a = 1/2 sum a_i (G_i - 1); rho from the free
+  // samples, or the middle of [beta_low, beta_up] when none is free.
+  const std::int64_t n = static_cast<std::int64_t>(s.y.size());
+  double obj = 0, free_sum = 0;
+  std::int64_t n_free = 0;
+  st.n_sv = st.n_bsv = 0;
+  for (std::int64_t k = 0; k < n; ++k) {
+    obj += s.alpha[k] * (s.G[k] - 1.0);
+    if (s.alpha[k] > 0) {
+      ++st.n_sv;
+      if (s.alpha[k] >= s.C) ++st.n_bsv;
+      else {
+        ++n_free;
+        free_sum += s.y[k] * s.G[k];
+      }
+    }
+  }
+  st.obj = obj / 2;
+  if (n_free > 0) {
+    st.rho = free_sum / n_free;
+  } else {
+    const Extremes all = extremes(s);
+    st.rho = (-all.gmax - all.gmin) / 2;
+  }
+}
+
+}  // namespace accel::svm_detail
