@@ -7,18 +7,12 @@
 //    column); each active row then costs nnz(v) branch-free multiply-adds
 //    that vectorise with gathers, and every active row is read once for all
 //    queries in the group.
-//  - gemm: for launches with many queries (the batched solver's working
-//    sets, prediction, gradient reconstruction) both sides are written out
-//    dense in float tiles and their dot products come from one sgemm per
-//    tile: matrix-multiply speed on dense data, where one gather per
-//    non-zero is the scatter path's limit. Single precision, as the values
-//    are stored: the float dot's error (~1e-6 of |u||v|, magnified by the
-//    RBF's |u|^2 + |v|^2 - 2u.v) moved the Fashion-MNIST dual objective by
-//    ~1e-6 relative, against LIBSVM's double, for twice dgemm's rate.
+//  - gemm: for launches with many queries, frequent columns by sgemm on
+//    dense float tiles and rare ones through an inverted index of the
+//    queries (csr_kernel_rows_gemm.cpp).
 // Auto times the candidates on a slice of the first launch for a matrix (one
 // choice for launches with few queries, one for many) and keeps the faster.
 #include "csr_kernel_rows.hpp"
-#include "kernel_tile.hpp"
 
 #include <omp.h>
 #if defined(__SSE2__)
@@ -233,56 +227,6 @@ void rows_scatter(const CsrView& x, const std::int32_t* queries, std::int64_t q,
 // two-query launches (a batched round's few missing rows already win with
 // sgemm from about 8).
 constexpr std::int64_t kBatchQueries = 8;
-// Dense tiles wider than this cost more to write out than the product saves.
-constexpr std::int64_t kMaxGemmCols = 16384;
-
-// Dense copies of rows idx[0..r) into r x cols floats (zero elsewhere).
-void densify(const CsrView& x, const std::int32_t* idx, std::int64_t r, float* d) {
-  const std::int64_t cols = x.cols;
-#pragma omp parallel for schedule(static) if (r * cols > 65536)
-  for (std::int64_t a = 0; a < r; ++a) {
-    float* row = d + a * cols;
-    std::fill(row, row + cols, 0.0f);
-    const std::int64_t u = idx[a];
-    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k) row[x.col_idx[k]] = x.values[k];
-  }
-}
-
-void rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
-               std::int64_t b0, std::int64_t b1, std::int64_t m, const Params& p, float* out) {
-  const std::int64_t cols = std::max<std::int64_t>(1, x.cols);
-  // Target tiles of about 1 MiB; each thread writes its own tiles out and
-  // multiplies them with every query block by a single-threaded sgemm (OpenBLAS
-  // runs one thread inside a parallel region), so no call is too small to
-  // share and the write-out is paid once per target row.
-  const std::int64_t tile = std::clamp<std::int64_t>((std::int64_t{1} << 18) / cols, 16, 512);
-  const std::int64_t qblock = std::clamp<std::int64_t>((std::int64_t{1} << 23) / cols, tile, 8192);
-  const std::int64_t tiles = (b1 - b0 + tile - 1) / tile;
-  std::vector<float> dq(std::min(q, qblock) * cols);
-  std::vector<double> su(std::min(q, qblock));
-  for (std::int64_t a0 = 0; a0 < q; a0 += qblock) {
-    const std::int64_t qa = std::min(qblock, q - a0);
-    densify(x, queries + a0, qa, dq.data());
-    for (std::int64_t a = 0; a < qa; ++a) su[a] = x.sq_norms[queries[a0 + a]];
-#pragma omp parallel if (tiles > 1)
-    {
-      std::vector<float> dt(tile * cols), dots(qa * tile);
-      std::vector<double> sv(tile);
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t t = 0; t < tiles; ++t) {
-        const std::int64_t t0 = b0 + t * tile, tb = std::min(tile, b1 - t0);
-        densify(x, active + t0, tb, dt.data());
-        for (std::int64_t b = 0; b < tb; ++b) sv[b] = x.sq_norms[active[t0 + b]];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(qa), static_cast<int>(tb),
-                    static_cast<int>(cols), 1.0f, dq.data(), static_cast<int>(cols), dt.data(),
-                    static_cast<int>(cols), 0.0f, dots.data(), static_cast<int>(tb));
-        kernel_tile(p.type, dots.data(), qa, tb, su.data(), sv.data(), p.gamma, p.coef0, p.degree,
-                    out + a0 * m + t0, m);
-      }
-    }
-  }
-}
-
 // Per-matrix choice of path, keyed by the matrix's storage and shape, and by
 // whether the launch is batched.
 struct MatrixKey {
@@ -307,8 +251,7 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
   if (q <= 0 || m <= 0) return;
   if (x.cols > kMaxScatterCols) path = CsrDotPath::Merge;
   const bool batched = q >= kBatchQueries;
-  const bool gemm_ok = batched && x.cols <= kMaxGemmCols;
-  if (path == CsrDotPath::Gemm && x.cols > kMaxGemmCols) path = CsrDotPath::Scatter;
+  const bool gemm_ok = batched && path != CsrDotPath::Merge;
   if (path == CsrDotPath::Auto) {
     const MatrixKey key{x.values, x.n, x.row_ptr[x.n], x.cols, batched};
     {
@@ -337,7 +280,7 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
       // gemm (the merge loses to scatter whenever a dense row fits in cache).
       if (gemm_ok) {
         const double t_scatter = time([&] { rows_scatter(x, queries, tq, active, 0, slice, m, p, out); });
-        const double t_gemm = time([&] { rows_gemm(x, queries, tq, active, 0, slice, m, p, out); });
+        const double t_gemm = time([&] { csr_rows_gemm(x, queries, tq, active, 0, slice, m, p.type, p.gamma, p.coef0, p.degree, out); });
         path = t_gemm <= t_scatter ? CsrDotPath::Gemm : CsrDotPath::Scatter;
       } else {
         const double t_merge = time([&] { rows_merge(x, queries, tq, active, 0, slice, m, p, out); });
@@ -353,7 +296,7 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
   if (path == CsrDotPath::Merge)
     rows_merge(x, queries, q, active, 0, m, m, p, out);
   else if (path == CsrDotPath::Gemm)
-    rows_gemm(x, queries, q, active, 0, m, m, p, out);
+    csr_rows_gemm(x, queries, q, active, 0, m, m, p.type, p.gamma, p.coef0, p.degree, out);
   else
     rows_scatter(x, queries, q, active, 0, m, m, p, out);
 }

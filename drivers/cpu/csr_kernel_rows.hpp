@@ -21,12 +21,18 @@ enum class CsrDotPath {
   Auto,     // whichever was measured faster for this matrix (cached per matrix)
   Merge,    // seeds/001 Algorithm 2: merge of two sorted index lists
   Scatter,  // query rows scattered into dense buffers, active rows gather from them
-  Gemm,     // both sides written out dense in float tiles, dots by sgemm (many queries)
+  Gemm,     // frequent columns by sgemm on dense tiles, rare ones by an inverted index (many queries)
 };
 
 void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                      std::int64_t m, KernelType type, double gamma, double coef0, int degree, float* out,
                      CsrDotPath path = CsrDotPath::Auto);
+
+// The gemm path over target slots [b0, b1) of out (row stride m); see
+// csr_kernel_rows_gemm.cpp.
+void csr_rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
+                   std::int64_t b0, std::int64_t b1, std::int64_t m, KernelType type, double gamma, double coef0,
+                   int degree, float* out);
 
 // The kernel function applied to a dot product (and, for RBF, the two norms).
 double kernel_value(KernelType type, double dot, double sq_u, double sq_v, double gamma, double coef0, int degree);

@@ -23,6 +23,8 @@ struct Case {
   bool empty_rows = false;
   bool single_nnz = false;
   int many_queries = 0;  // query count (prediction and reconstruction launch thousands)
+  bool zipf = false;     // column j used with probability min(1, 2 / (j+1)^0.7), as words in text:
+                         // the gemm path's dense columns and its rare ones both occur
 };
 
 // Rows are generated with shuffled (unsorted) column order: add_row sorts.
@@ -40,7 +42,8 @@ CsrMatrix make_matrix(const Case& c) {
       row.emplace_back(static_cast<std::int32_t>((i * 13) % c.cols), val(rng));
     } else if (!empty) {
       for (std::int32_t j = 0; j < c.cols; ++j)
-        if (dense || coin(rng) < c.density) row.emplace_back(j, val(rng));
+        if (dense || coin(rng) < (c.zipf ? std::min(1.0, 2.0 / std::pow(j + 1.0, 0.7)) : c.density))
+          row.emplace_back(j, val(rng));
     }
     std::shuffle(row.begin(), row.end(), rng);
     x.add_row(std::move(row));
@@ -107,6 +110,7 @@ const std::vector<Case> kCases = {
     {"dense_like", 500, 784, 0.5},
     {"many_rows", 5000, 100, 0.1},
     {"many_queries", 400, 300, 0.1, 0, true, false, 61},
+    {"text_like", 400, 3000, 0, 0, false, false, 61, true},
 };
 
 class CsrKernelRowsConformance : public ::testing::TestWithParam<Case> {};
