@@ -49,9 +49,13 @@ int svm_predict_main(const std::vector<std::string>& args) {
       o << buf;
     }
   });
-  if (!vm["q"].as<bool>())
+  if (vm["q"].as<bool>()) return 0;
+  if (is_regression(model.params.type)) {
+    print_regression_quality(pred, test.labels, "", " (regression)");
+  } else {
     std::printf("Accuracy = %g%% (%lld/%lld) (classification)\n", 100.0 * double(correct) / double(pred.size()),
                 static_cast<long long>(correct), static_cast<long long>(pred.size()));
+  }
   return 0;
 }
 

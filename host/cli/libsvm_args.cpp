@@ -1,5 +1,7 @@
 #include "libsvm_args.hpp"
 
+#include <cstdio>
+
 namespace po = boost::program_options;
 
 namespace accel::cli {
@@ -27,6 +29,24 @@ po::variables_map parse_libsvm_style(const std::vector<std::string>& args, const
                 .run(),
             vm);
   return vm;
+}
+
+void print_regression_quality(const std::vector<double>& pred, const std::vector<double>& truth,
+                              const char* prefix, const char* suffix) {
+  const double n = double(pred.size());
+  double err = 0, sv = 0, sy = 0, svv = 0, syy = 0, svy = 0;
+  for (std::size_t i = 0; i < pred.size(); ++i) {
+    const double v = pred[i], y = truth[i];
+    err += (v - y) * (v - y);
+    sv += v;
+    sy += y;
+    svv += v * v;
+    syy += y * y;
+    svy += v * y;
+  }
+  std::printf("%sMean squared error = %g%s\n", prefix, err / n, suffix);
+  std::printf("%sSquared correlation coefficient = %g%s\n", prefix,
+              ((n * svy - sv * sy) * (n * svy - sv * sy)) / ((n * svv - sv * sv) * (n * syy - sy * sy)), suffix);
 }
 
 }  // namespace accel::cli

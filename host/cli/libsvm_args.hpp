@@ -17,4 +17,11 @@ boost::program_options::variables_map parse_libsvm_style(
     const boost::program_options::options_description& opts,
     const boost::program_options::positional_options_description& positional);
 
+// LIBSVM's two regression lines ("<prefix>Mean squared error = %g<suffix>",
+// "<prefix>Squared correlation coefficient = %g<suffix>"): svm-predict
+// prints them with suffix " (regression)", svm-train -v with prefix
+// "Cross Validation ".
+void print_regression_quality(const std::vector<double>& pred, const std::vector<double>& truth,
+                              const char* prefix, const char* suffix);
+
 }  // namespace accel::cli

@@ -121,7 +121,7 @@ TEST_F(SvmIo, ModelRoundTripPredictsTheSame) {
 }
 
 TEST_F(SvmIo, ModelErrorsNameFileAndLine) {
-  const auto p = file("m.model", "svm_type nu_svc\nkernel_type rbf\n");
+  const auto p = file("m.model", "svm_type nu_svm\nkernel_type rbf\n");
   try {
     read_svm_model(p);
     FAIL();

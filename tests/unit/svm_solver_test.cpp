@@ -253,7 +253,11 @@ TEST(SvmSolver, KernelRowCacheMatchesUncachedRows) {
 }
 
 // The kernel rows may come from any device, or be split across several
-// (rows in proportion to measured speed): the answer must not change.
+// (rows in proportion to measured speed): the answer must not change. The
+// cpu's many-query launches compute in float (sgemm) and fpga-emu in double,
+// so the solvers' paths differ by rounding: the objective still agrees to
+// 1e-6, rho (fixed only to within eps by the optimality conditions) to a
+// tenth of eps.
 TEST(SvmSolver, FpgaEmuAndSplitAcrossDevicesGiveTheSameAnswer) {
   static const Registry reg = Registry::discover_all();
   const Problem p = make_problem(300, 5);
@@ -268,7 +272,7 @@ TEST(SvmSolver, FpgaEmuAndSplitAcrossDevicesGiveTheSameAnswer) {
     KernelRows kr(p.x, prm, devs);
     const BinarySolution got = solve_binary(p.y, prm, kr, t);
     EXPECT_NEAR(got.stats.obj, want.stats.obj, 1e-6 * std::abs(want.stats.obj));
-    EXPECT_NEAR(got.stats.rho, want.stats.rho, 1e-6);
+    EXPECT_NEAR(got.stats.rho, want.stats.rho, prm.eps / 10);
     EXPECT_EQ(got.stats.n_sv, want.stats.n_sv);
   }
 }

@@ -47,10 +47,12 @@ void take_best(std::vector<std::pair<double, std::int32_t>>& cand, std::size_t n
   std::sort(cand.begin(), cand.end(), better);
 }
 
-// Fills ws up to q: first `fresh` new samples, alternately the largest -gamma
-// in I_up and the smallest in I_low, then samples of the previous set
-// (free ones first) while they are active, then new ones again.
-std::vector<std::int32_t> select_ws(const State& s, std::size_t q, std::size_t fresh,
+// Fills ws up to q: the working pair e (the nu forms' pair lies within one
+// sign, which the alternation below may miss), then new samples up to
+// `fresh`, alternately the largest -gamma in I_up and the smallest in I_low,
+// then samples of the previous set (free ones first) while they are
+// active, then new ones again.
+std::vector<std::int32_t> select_ws(const State& s, const Extremes& e, std::size_t q, std::size_t fresh,
                                     const std::vector<std::int32_t>& prev, const std::vector<std::int32_t>& slot,
                                     std::vector<char>& in_ws) {
   std::vector<std::pair<double, std::int32_t>> up, low;
@@ -62,6 +64,11 @@ std::vector<std::int32_t> select_ws(const State& s, std::size_t q, std::size_t f
   take_best(low, q, [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::int32_t> ws;
   ws.reserve(q);
+  for (const std::int32_t k : {e.i, e.j})
+    if (k >= 0 && !in_ws[k] && ws.size() < q) {
+      ws.push_back(k);
+      in_ws[k] = 1;
+    }
   std::size_t u = 0, l = 0;
   auto add_new = [&](std::size_t limit) {
     while (ws.size() < limit && (u < up.size() || l < low.size())) {
@@ -80,7 +87,7 @@ std::vector<std::int32_t> select_ws(const State& s, std::size_t q, std::size_t f
     for (const std::int32_t k : prev) {
       if (ws.size() >= q) break;
       if (in_ws[k] || slot[k] < 0) continue;
-      const bool is_free = s.alpha[k] > 0 && s.alpha[k] < s.C;
+      const bool is_free = s.alpha[k] > 0 && s.alpha[k] < s.C(k);
       if (is_free != free_pass) continue;
       ws.push_back(k);
       in_ws[k] = 1;
@@ -99,7 +106,7 @@ std::int64_t solve_subproblem(State& ls, const std::vector<float>& Kws, const st
   double local_eps = params.eps;
   std::int64_t steps = 0;
   for (; steps < max_steps; ++steps) {
-    const Extremes e = extremes(ls);
+    const Extremes e = working_extremes(ls);
     if (e.i < 0 || e.j < 0) break;
     if (steps == 0) local_eps = std::max(params.eps, kLocalTolerance * (e.gmax - e.gmin));
     if (e.gmax - e.gmin <= local_eps) break;
@@ -147,16 +154,17 @@ std::int64_t batch_ws_size(const SvmParams& params, std::int64_t n) {
   return std::max<std::int64_t>(2, std::min(q, n));
 }
 
-BinarySolution solve_batch(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kr,
-                           SvmTimes& times) {
+BinarySolution solve_batch(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
   const auto t_start = clock_type::now();
+  const auto& y = pb.y;
   const std::int64_t n = static_cast<std::int64_t>(y.size());
   const std::int64_t q = batch_ws_size(params, n);
-  State s(y, params.C);
+  State s(pb);
   kr.set_active(s.active);
+  if (!pb.alpha0.empty()) add_initial_gradient(s, kr);
   kr.set_held_calls(1);  // a round is done with its rows when the next asks for its own
   const std::int64_t computed0 = kr.computed(), hits0 = kr.hits(), misses0 = kr.misses();
-  Control ctl(params, n, false);
+  Control ctl(params, n, false, pb.nu);
   const std::int64_t max_steps = std::max<std::int64_t>(10000000, n > INT32_MAX / 100 ? INT32_MAX : 100 * n);
 
   BinaryStats st;
@@ -171,6 +179,10 @@ BinarySolution solve_batch(const std::vector<std::int8_t>& y, const SvmParams& p
   };
   index_slots();
   std::vector<std::int8_t> ly;
+  DualProblem local;
+  local.Cp = pb.Cp;
+  local.Cn = pb.Cn;
+  local.nu = pb.nu;
   std::vector<float> Kws;
   std::vector<double> ldiag, c, acc;
   std::int64_t steps = 0, last = 0;
@@ -180,7 +192,7 @@ BinarySolution solve_batch(const std::vector<std::int8_t>& y, const SvmParams& p
       index_slots();
     }
     auto t0 = clock_type::now();
-    const Extremes e = extremes(s);
+    const Extremes e = working_extremes(s);
     times.select += since(t0);
     bool restored;
     if (ctl.done(s, e, kr, st, times, restored)) break;
@@ -189,7 +201,7 @@ BinarySolution solve_batch(const std::vector<std::int8_t>& y, const SvmParams& p
     const std::size_t m = s.active.size();
     const std::size_t qq = std::min<std::size_t>(q, m);
     // At least one new sample from each side: the maximal violating pair.
-    ws = select_ws(s, qq, ws.empty() || restored ? qq : std::max<std::size_t>(2, qq / 2), ws, slot, in_ws);
+    ws = select_ws(s, e, qq, ws.empty() || restored ? qq : std::max<std::size_t>(2, qq / 2), ws, slot, in_ws);
     times.select += since(t0);
     if (ws.size() < 2) break;
 
@@ -207,7 +219,9 @@ BinarySolution solve_batch(const std::vector<std::int8_t>& y, const SvmParams& p
       ldiag[a] = kr.diag(ws[a]);
       for (std::size_t b = 0; b < w; ++b) Kws[a * w + b] = rows[a][slot[ws[b]]];
     }
-    State ls(ly, params.C);
+    local.y = ly;
+    local.p.assign(w, 0.0);  // the subproblem's linear term lives in its G
+    State ls(local);
     for (std::size_t a = 0; a < w; ++a) {
       ls.alpha[a] = s.alpha[ws[a]];
       ls.G[a] = s.G[ws[a]];
@@ -240,9 +254,21 @@ BinarySolution solve_batch(const std::vector<std::int8_t>& y, const SvmParams& p
   return {std::move(s.alpha), st};
 }
 
+BinarySolution solve_binary(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
+  return params.solver == Solver::Pair ? solve_pair(pb, params, kr, times) : solve_batch(pb, params, kr, times);
+}
+
 BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kr,
                             SvmTimes& times) {
-  return params.solver == Solver::Pair ? solve_pair(y, params, kr, times) : solve_batch(y, params, kr, times);
+  return solve_binary(DualProblem::c_svc(y, params.C), params, kr, times);
+}
+
+DualProblem DualProblem::c_svc(const std::vector<std::int8_t>& y, double C) {
+  DualProblem pb;
+  pb.y = y;
+  pb.p.assign(y.size(), -1.0);
+  pb.Cp = pb.Cn = C;
+  return pb;
 }
 
 }  // namespace accel

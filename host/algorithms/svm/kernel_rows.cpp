@@ -74,6 +74,8 @@ struct KernelRows::Impl {
 
   const CsrMatrix& x;
   SvmParams p;
+  std::vector<std::int32_t> row_of;  // variable -> row of x; empty: the identity
+  std::vector<std::int32_t> mapped_q, mapped_t;
   std::vector<double> norms;
   std::vector<Dev> devs;
   using Cover = std::shared_ptr<const std::vector<std::int32_t>>;  // sorted sample indices
@@ -103,8 +105,8 @@ struct KernelRows::Impl {
   std::vector<std::vector<float>> spare;  // storage of evicted rows, reused
   std::vector<float> tmp;
 
-  Impl(const CsrMatrix& m, const SvmParams& params, const std::vector<Device*>& devices)
-      : x(m), p(params), norms(m.sq_norms()) {
+  Impl(const CsrMatrix& m, const SvmParams& params, const std::vector<Device*>& devices, std::vector<std::int32_t> rows)
+      : x(m), p(params), row_of(std::move(rows)), norms(m.sq_norms()) {
     if (devices.empty()) throw InputError("svm: no device to compute kernel rows on");
     for (Device* d : devices) {
       if (!d->supports(KernelId::CsrKernelRows))
@@ -119,8 +121,9 @@ struct KernelRows::Impl {
       devs.push_back(std::move(s));
     }
     budget = static_cast<std::int64_t>(std::max(0.0, p.cache_mb) * 1048576.0);
-    entry_of.assign(x.rows, -1);
-    auto all = std::make_shared<std::vector<std::int32_t>>(x.rows);
+    const std::int64_t vars = row_of.empty() ? x.rows : static_cast<std::int64_t>(row_of.size());
+    entry_of.assign(vars, -1);
+    auto all = std::make_shared<std::vector<std::int32_t>>(vars);
     std::iota(all->begin(), all->end(), 0);
     active = std::move(all);
   }
@@ -157,6 +160,15 @@ struct KernelRows::Impl {
               std::int64_t version) {
     if (nq == 0 || m == 0) return;
     computed += nq * m;
+    if (!row_of.empty()) {  // variables -> rows of x
+      mapped_q.resize(nq);
+      mapped_t.resize(m);
+      for (std::int64_t a = 0; a < nq; ++a) mapped_q[a] = row_of[q[a]];
+      for (std::int64_t b = 0; b < m; ++b) mapped_t[b] = row_of[t[b]];
+      q = mapped_q.data();
+      t = mapped_t.data();
+      version = -1;  // the mapped list lives in one buffer whatever its contents
+    }
     const auto off = split(m);
     std::vector<Event> events(devs.size());
     std::vector<std::unique_ptr<Buffer>> held;  // wrapped host buffers alive until the waits
@@ -337,10 +349,15 @@ struct KernelRows::Impl {
   }
 };
 
-KernelRows::KernelRows(const CsrMatrix& x, const SvmParams& params, const std::vector<Device*>& devices)
-    : impl_(std::make_unique<Impl>(x, params, devices)) {
-  diag_.resize(x.rows);
-  for (std::int64_t i = 0; i < x.rows; ++i) diag_[i] = kernel_of_dot(params, impl_->norms[i], impl_->norms[i], impl_->norms[i]);
+KernelRows::KernelRows(const CsrMatrix& x, const SvmParams& params, const std::vector<Device*>& devices,
+                       std::vector<std::int32_t> row_of)
+    : impl_(std::make_unique<Impl>(x, params, devices, std::move(row_of))) {
+  const auto& map = impl_->row_of;
+  diag_.resize(map.empty() ? x.rows : map.size());
+  for (std::size_t i = 0; i < diag_.size(); ++i) {
+    const double nr = impl_->norms[map.empty() ? i : map[i]];
+    diag_[i] = kernel_of_dot(params, nr, nr, nr);
+  }
 }
 
 KernelRows::~KernelRows() = default;

@@ -1,6 +1,7 @@
-// LIBSVM's model text format (C-SVC): a header of "key value" lines, "SV",
-// then one line per support vector: its (classes - 1) coefficients and its
-// index:value pairs (1-based). Written so that LIBSVM's svm-predict reads it,
+// LIBSVM's model text format, every svm_type: a header of "key value"
+// lines, "SV", then one line per support vector: its (classes - 1)
+// coefficients (one for one-class and regression, whose header has no label
+// and nr_sv lines) and its index:value pairs (1-based). Written so that LIBSVM's svm-predict reads it,
 // and read so that models from LIBSVM's svm-train load here.
 #include <cerrno>
 #include <charconv>
@@ -28,19 +29,22 @@ std::string g17(double v) {
 void write_svm_model(const std::string& path, const SvmModel& m) {
   atomic_write(path, [&](std::ostream& o) {
     const auto& p = m.params;
-    o << "svm_type c_svc\n";
+    const bool classify = is_classification(p.type);
+    o << "svm_type " << model_type_name(p.type) << "\n";
     o << "kernel_type " << kKernelNames[static_cast<int>(p.kernel)] << "\n";
     if (p.kernel == KernelType::Polynomial) o << "degree " << p.degree << "\n";
     if (p.kernel != KernelType::Linear) o << "gamma " << g17(p.gamma) << "\n";
     if (p.kernel == KernelType::Polynomial || p.kernel == KernelType::Sigmoid) o << "coef0 " << g17(p.coef0) << "\n";
-    o << "nr_class " << m.labels.size() << "\n";
+    o << "nr_class " << (classify ? m.labels.size() : 2) << "\n";
     o << "total_sv " << m.sv.rows << "\n";
     o << "rho";
     for (double r : m.rho) o << " " << g17(r);
-    o << "\nlabel";
-    for (int l : m.labels) o << " " << l;
-    o << "\nnr_sv";
-    for (auto c : m.n_sv) o << " " << c;
+    if (classify) {
+      o << "\nlabel";
+      for (int l : m.labels) o << " " << l;
+      o << "\nnr_sv";
+      for (auto c : m.n_sv) o << " " << c;
+    }
     o << "\nSV\n";
     char buf[64];
     for (std::int64_t s = 0; s < m.sv.rows; ++s) {
@@ -91,7 +95,11 @@ SvmModel read_svm_model(const std::string& path) {
     if (key == "svm_type") {
       std::string t;
       ss >> t;
-      if (t != "c_svc") throw InputError(where(lineno) + ": svm_type '" + t + "' is not supported (only c_svc)");
+      int found = -1;
+      for (int i = 0; i < 5; ++i)
+        if (t == model_type_name(static_cast<SvmType>(i))) found = i;
+      if (found < 0) throw InputError(where(lineno) + ": svm_type '" + t + "' is not a LIBSVM type");
+      m.params.type = static_cast<SvmType>(found);
     } else if (key == "kernel_type") {
       std::string t;
       ss >> t;
@@ -119,11 +127,16 @@ SvmModel read_svm_model(const std::string& path) {
     // probA, probB and anything newer: not needed to predict labels.
   }
   if (!seen_sv) throw InputError(path + ": no 'SV' line: not a LIBSVM model");
-  if (nr_class < 1 || total_sv < 0 || !have_rho || !have_label || !have_nsv)
-    throw InputError(path + ": header lacks nr_class, total_sv, rho, label or nr_sv");
+  const bool classify = is_classification(m.params.type);
+  if (nr_class < 1 || total_sv < 0 || !have_rho || (classify && (!have_label || !have_nsv)))
+    throw InputError(path + ": header lacks nr_class, total_sv, rho" + (classify ? ", label or nr_sv" : ""));
+  if (!classify && nr_class != 2)
+    throw InputError(path + ": nr_class " + std::to_string(nr_class) + " for " + model_type_name(m.params.type) +
+                     " (LIBSVM writes 2)");
   std::int64_t sum = 0;
   for (auto c : m.n_sv) sum += c;
-  if (sum != total_sv) throw InputError(path + ": nr_sv adds up to " + std::to_string(sum) + ", total_sv is " + std::to_string(total_sv));
+  if (classify && sum != total_sv)
+    throw InputError(path + ": nr_sv adds up to " + std::to_string(sum) + ", total_sv is " + std::to_string(total_sv));
   m.coef.assign(nr_class - 1, std::vector<double>(total_sv));
   for (std::int64_t s = 0; s < total_sv; ++s) {
     if (!std::getline(in, line))

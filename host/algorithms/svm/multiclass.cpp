@@ -1,4 +1,5 @@
-// C-SVC over any number of classes: one-against-one, as LIBSVM does it.
+// C-SVC and nu-SVC over any number of classes: one-against-one, as LIBSVM
+// does it.
 // Classes are ordered by first appearance in the training data (with LIBSVM's
 // exception: a two-class problem labelled -1 first and +1 second puts +1
 // first); each pair (a, b), a before b, is a binary problem with class a as
@@ -8,32 +9,44 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "accel/error.hpp"
-#include "accel/svm.hpp"
+#include "svm_types.hpp"
 
-namespace accel {
+namespace accel::svm_detail {
 namespace {
 
-std::string row_where(const LabeledCsr& d, std::size_t r) {
-  const std::string src = d.source.empty() ? std::string("data") : d.source;
-  return r < d.lines.size() ? src + ":" + std::to_string(d.lines[r]) : src + ": row " + std::to_string(r + 1);
+// The dual problem of pair (a, b) over its rows (y = +1 for class a).
+// C-SVC: C weighted per class. nu-SVC (LIBSVM's solve_nu_svc): each side
+// starts with nu*l/2 of multiplier mass, bounds 1, Solver_NU.
+DualProblem pair_problem(const SvmParams& params, const std::vector<std::int8_t>& y, double wa, double wb) {
+  if (params.type == SvmType::CSvc) {
+    DualProblem pb = DualProblem::c_svc(y, params.C);
+    pb.Cp = params.C * wa;
+    pb.Cn = params.C * wb;
+    return pb;
+  }
+  DualProblem pb;
+  pb.y = y;
+  pb.p.assign(y.size(), 0.0);
+  pb.nu = true;
+  const double l = static_cast<double>(y.size());
+  double sum_pos = params.nu * l / 2, sum_neg = params.nu * l / 2;
+  pb.alpha0.resize(y.size());
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    double& sum = y[i] > 0 ? sum_pos : sum_neg;
+    pb.alpha0[i] = std::min(1.0, sum);
+    sum -= pb.alpha0[i];
+  }
+  return pb;
 }
 
 }  // namespace
 
-SvmModel svm_train(const LabeledCsr& data, const SvmParams& params_in, const std::vector<Device*>& devices,
-                   SvmTrainReport* report) {
-  const auto t_start = std::chrono::steady_clock::now();
-  SvmParams params = params_in;
-  if (params.gamma == 0) params.gamma = data.x.cols > 0 ? 1.0 / double(data.x.cols) : 1.0;
-  if (!(params.C > 0)) throw InputError("svm: C = " + std::to_string(params.C) + " must be > 0");
-  if (!(params.eps > 0)) throw InputError("svm: eps = " + std::to_string(params.eps) + " must be > 0");
-  if (params.cache_mb < 0) throw InputError("svm: cache size must be >= 0 MB");
-  if (params.kernel == KernelType::Polynomial && params.degree < 0)
-    throw InputError("svm: degree " + std::to_string(params.degree) + " must be >= 0");
-
+SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
+                          SvmTrainReport& rep) {
   const std::int64_t n = data.x.rows;
   std::vector<int> labels;
   std::vector<int> cls(n);
@@ -59,11 +72,26 @@ SvmModel svm_train(const LabeledCsr& data, const SvmParams& params_in, const std
   const int k = static_cast<int>(labels.size());
   std::vector<std::vector<std::int32_t>> rows_of(k);
   for (std::int64_t r = 0; r < n; ++r) rows_of[cls[r]].push_back(static_cast<std::int32_t>(r));
+  std::vector<double> weight(k, 1.0);
+  for (const auto& [label, w] : params.weights) {
+    const auto it = std::find(labels.begin(), labels.end(), label);
+    if (it == labels.end())
+      std::fprintf(stderr, "WARNING: class label %d specified in weight is not found\n", label);
+    else
+      weight[it - labels.begin()] *= w;
+  }
+  if (params.type == SvmType::NuSvc)
+    for (int a = 0; a < k; ++a)
+      for (int b = a + 1; b < k; ++b) {
+        const double na = double(rows_of[a].size()), nb = double(rows_of[b].size());
+        if (params.nu * (na + nb) / 2 > std::min(na, nb))
+          throw InputError("-n " + std::to_string(params.nu) + ": specified nu is infeasible (classes " +
+                           std::to_string(labels[a]) + " and " + std::to_string(labels[b]) + ")");
+      }
 
   // alpha of row r in pair p, kept sparse: only support vectors matter.
   std::vector<std::map<std::int32_t, double>> pair_alpha;
   std::vector<double> rho;
-  SvmTrainReport rep;
   for (int a = 0; a < k; ++a)
     for (int b = a + 1; b < k; ++b) {
       // Two classes train on the data as it is (no copy); more take the
@@ -88,7 +116,13 @@ SvmModel svm_train(const LabeledCsr& data, const SvmParams& params_in, const std
         sub.cols = data.x.cols;
       }
       KernelRows kr(k == 2 ? data.x : sub, params, devices);
-      BinarySolution sol = solve_binary(y, params, kr, rep.times);
+      BinarySolution sol = solve_binary(pair_problem(params, y, weight[a], weight[b]), params, kr, rep.times);
+      if (params.type == SvmType::NuSvc) {  // LIBSVM scales the nu solution by 1/r
+        const double r = sol.stats.r;
+        for (double& al : sol.alpha) al /= r;
+        sol.stats.rho /= r;
+        sol.stats.obj /= r * r;
+      }
       sol.stats.class_a = labels[a];
       sol.stats.class_b = labels[b];
       rep.problems.push_back(sol.stats);
@@ -127,61 +161,33 @@ SvmModel svm_train(const LabeledCsr& data, const SvmParams& params_in, const std
         if (cls[r] == a) model.coef[b - 1][pos[r]] = al;
         else model.coef[a][pos[r]] = -al;
       }
-  rep.times.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  if (report) *report = std::move(rep);
   return model;
 }
 
-std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices) {
+std::vector<double> predict_classifier(const SvmModel& model, const float* K, std::int64_t rows, std::int64_t nsv) {
   const int k = static_cast<int>(model.labels.size());
-  const std::int64_t nsv = model.sv.rows;
-  std::vector<double> out(x.rows);
-  if (x.rows == 0) return out;
-  if (k < 2 || nsv == 0) {
-    std::fill(out.begin(), out.end(), k > 0 ? model.labels[0] : 0);
-    return out;
-  }
-  // One matrix holding the support vectors and then the rows to predict, so
-  // that csr_kernel_rows computes K(row, sv) with rows as queries.
-  CsrMatrix all = model.sv;
-  for (std::int64_t i = 0; i < x.rows; ++i) all.add_row_from(x, i);
-  all.cols = std::max(model.sv.cols, x.cols);
-  SvmParams p = model.params;
-  p.cache_mb = 0;
-  KernelRows kr(all, p, devices);
-  std::vector<std::int32_t> targets(nsv);
-  for (std::int64_t s = 0; s < nsv; ++s) targets[s] = static_cast<std::int32_t>(s);
   std::vector<std::int64_t> start(k + 1, 0);
   for (int c = 0; c < k; ++c) start[c + 1] = start[c] + model.n_sv[c];
-
-  const std::int64_t batch = std::max<std::int64_t>(1, (64ll << 20) / 4 / nsv);
-  std::vector<float> kv;
-  for (std::int64_t r0 = 0; r0 < x.rows; r0 += batch) {
-    const std::int64_t nb = std::min(batch, x.rows - r0);
-    std::vector<std::int32_t> q(nb);
-    for (std::int64_t t = 0; t < nb; ++t) q[t] = static_cast<std::int32_t>(nsv + r0 + t);
-    kv.resize(nb * nsv);
-    kr.compute(q, targets, kv.data());
+  std::vector<double> out(rows);
 #pragma omp parallel for schedule(static)
-    for (std::int64_t t = 0; t < nb; ++t) {
-      const float* K = kv.data() + t * nsv;
-      std::vector<int> votes(k, 0);
-      int p_idx = 0;
-      for (int a = 0; a < k; ++a)
-        for (int b = a + 1; b < k; ++b, ++p_idx) {
-          double sum = 0;
-          for (std::int64_t s = start[a]; s < start[a + 1]; ++s) sum += model.coef[b - 1][s] * K[s];
-          for (std::int64_t s = start[b]; s < start[b + 1]; ++s) sum += model.coef[a][s] * K[s];
-          sum -= model.rho[p_idx];
-          ++votes[sum > 0 ? a : b];
-        }
-      int best = 0;
-      for (int c = 1; c < k; ++c)
-        if (votes[c] > votes[best]) best = c;
-      out[r0 + t] = model.labels[best];
-    }
+  for (std::int64_t t = 0; t < rows; ++t) {
+    const float* Kt = K + t * nsv;
+    std::vector<int> votes(k, 0);
+    int p_idx = 0;
+    for (int a = 0; a < k; ++a)
+      for (int b = a + 1; b < k; ++b, ++p_idx) {
+        double sum = 0;
+        for (std::int64_t s = start[a]; s < start[a + 1]; ++s) sum += model.coef[b - 1][s] * Kt[s];
+        for (std::int64_t s = start[b]; s < start[b + 1]; ++s) sum += model.coef[a][s] * Kt[s];
+        sum -= model.rho[p_idx];
+        ++votes[sum > 0 ? a : b];
+      }
+    int best = 0;
+    for (int c = 1; c < k; ++c)
+      if (votes[c] > votes[best]) best = c;
+    out[t] = model.labels[best];
   }
   return out;
 }
 
-}  // namespace accel
+}  // namespace accel::svm_detail

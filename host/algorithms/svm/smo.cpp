@@ -30,15 +30,16 @@ std::vector<std::int32_t> prefetch(const Extremes& e) {
 
 using namespace svm_detail;
 
-BinarySolution solve_pair(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kr,
-                          SvmTimes& times) {
+BinarySolution solve_pair(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
   const auto t_start = clock_type::now();
+  const auto& y = pb.y;
   const std::int64_t n = static_cast<std::int64_t>(y.size());
-  State s(y, params.C);
+  State s(pb);
   kr.set_active(s.active);
+  if (!pb.alpha0.empty()) add_initial_gradient(s, kr);
   const std::int64_t computed0 = kr.computed(), hits0 = kr.hits(), misses0 = kr.misses(), prefetched0 = kr.prefetched(),
                      used0 = kr.prefetch_used();
-  Control ctl(params, n, true);
+  Control ctl(params, n, true, pb.nu);
   const std::int64_t max_iter = std::max<std::int64_t>(10000000, n > INT32_MAX / 100 ? INT32_MAX : 100 * n);
 
   BinaryStats st;
@@ -48,7 +49,7 @@ BinarySolution solve_pair(const std::vector<std::int8_t>& y, const SvmParams& pa
   while (iter < max_iter) {
     if (ctl.maybe_shrink(s, 1, st, times)) kr.set_active(s.active);
     auto t0 = clock_type::now();
-    const Extremes e = extremes(s);
+    const Extremes e = working_extremes(s);
     times.select += since(t0);
     bool restored;
     if (ctl.done(s, e, kr, st, times, restored)) break;

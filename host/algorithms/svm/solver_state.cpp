@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 namespace accel::svm_detail {
@@ -82,10 +83,44 @@ void reconstruct(State& s, KernelRows& kr) {
 
 }  // namespace
 
-State::State(const std::vector<std::int8_t>& labels, double c)
-    : y(labels), alpha(labels.size(), 0.0), G(labels.size(), -1.0), C(c), active(labels.size()),
-      alpha_ref(alpha), G_ref(G) {
+State::State(const DualProblem& pb)
+    : y(pb.y),
+      p(pb.p),
+      alpha(pb.alpha0.empty() ? std::vector<double>(pb.y.size(), 0.0) : pb.alpha0),
+      G(pb.p),
+      Cp(pb.Cp),
+      Cn(pb.Cn),
+      nu(pb.nu),
+      active(pb.y.size()),
+      alpha_ref(alpha),
+      G_ref(G) {
   std::iota(active.begin(), active.end(), 0);
+}
+
+void add_initial_gradient(State& s, KernelRows& kr) {
+  std::vector<std::int32_t> support;
+  for (std::size_t k = 0; k < s.alpha.size(); ++k)
+    if (s.alpha[k] != 0) support.push_back(static_cast<std::int32_t>(k));
+  const std::int64_t m = static_cast<std::int64_t>(s.active.size());
+  std::vector<double> acc(m, 0.0), c;
+  std::vector<float> out;
+  std::vector<const float*> rows;
+  const std::int64_t chunk = std::max<std::int64_t>(1, kReconstructBytes / 4 / std::max<std::int64_t>(1, m));
+  for (std::size_t a0 = 0; a0 < support.size(); a0 += chunk) {
+    const std::vector<std::int32_t> q(support.begin() + a0,
+                                      support.begin() + std::min<std::size_t>(support.size(), a0 + chunk));
+    out.resize(q.size() * m);
+    kr.compute(q, s.active, out.data());
+    rows.resize(q.size());
+    c.resize(q.size());
+    for (std::size_t a = 0; a < q.size(); ++a) {
+      rows[a] = out.data() + a * m;
+      c[a] = s.y[q[a]] * s.alpha[q[a]];
+    }
+    accumulate_rows(rows, c, m, acc.data());
+  }
+  for (std::int64_t b = 0; b < m; ++b) s.G[s.active[b]] += s.y[s.active[b]] * acc[b];
+  s.G_ref = s.G;
 }
 
 void accumulate_rows(const std::vector<const float*>& rows, const std::vector<double>& c, std::int64_t m,
@@ -106,12 +141,13 @@ void accumulate_rows(const std::vector<const float*>& rows, const std::vector<do
   }
 }
 
-Extremes extremes(const State& s) {
+Extremes extremes(const State& s, int sign) {
   Extremes e;
   double g2max = e.gmax, g2min = e.gmin;
   const std::int64_t m = static_cast<std::int64_t>(s.active.size());
   for (std::int64_t b = 0; b < m; ++b) {
     const std::int32_t k = s.active[b];
+    if (sign != 0 && s.y[k] != sign) continue;
     const double v = s.v(k);
     if (s.in_up(k) && v > g2max) {
       if (v > e.gmax) {
@@ -141,23 +177,32 @@ Extremes extremes(const State& s) {
   return e;
 }
 
+Extremes working_extremes(const State& s) {
+  if (!s.nu) return extremes(s);
+  const Extremes pos = extremes(s, 1), neg = extremes(s, -1);
+  const bool pos_ok = pos.i >= 0 && pos.j >= 0, neg_ok = neg.i >= 0 && neg.j >= 0;
+  if (!pos_ok) return neg;
+  if (!neg_ok) return pos;
+  return pos.gmax - pos.gmin >= neg.gmax - neg.gmin ? pos : neg;
+}
+
 double pair_step(State& s, std::int32_t i, std::int32_t j, double Kii, double Kjj, double Kij) {
   const auto& y = s.y;
   double a = Kii + Kjj - 2.0 * Kij;
   if (a <= 0) a = 1e-12;
-  const double ti_max = y[i] > 0 ? s.C - s.alpha[i] : s.alpha[i];
-  const double tj_max = y[j] > 0 ? s.alpha[j] : s.C - s.alpha[j];
+  const double ti_max = y[i] > 0 ? s.Cp - s.alpha[i] : s.alpha[i];
+  const double tj_max = y[j] > 0 ? s.alpha[j] : s.Cn - s.alpha[j];
   const double t = std::min({(s.v(i) - s.v(j)) / a, ti_max, tj_max});
   // A clipped multiplier is set to its bound exactly, so the bound tests
   // of the index sets never see a value a rounding error away from C.
-  s.alpha[i] = t == ti_max ? (y[i] > 0 ? s.C : 0.0) : s.alpha[i] + y[i] * t;
-  s.alpha[j] = t == tj_max ? (y[j] > 0 ? 0.0 : s.C) : s.alpha[j] - y[j] * t;
+  s.alpha[i] = t == ti_max ? (y[i] > 0 ? s.Cp : 0.0) : s.alpha[i] + y[i] * t;
+  s.alpha[j] = t == tj_max ? (y[j] > 0 ? 0.0 : s.Cn) : s.alpha[j] - y[j] * t;
   return t;
 }
 
-Control::Control(const SvmParams& params, std::int64_t n, bool loose_first)
+Control::Control(const SvmParams& params, std::int64_t n, bool loose_first, bool nu)
     : eps_(params.eps),
-      h_(resolve_shrink(params.shrink, params.cache_mb, n)),
+      h_(nu ? parse_shrink("none") : resolve_shrink(params.shrink, params.cache_mb, n)),
       n_(n),
       period_(h_.period(n)),
       counter_(period_),
@@ -202,30 +247,52 @@ bool Control::done(State& s, const Extremes& e, KernelRows& kr, BinaryStats& st,
   return true;
 }
 
-void finish(const State& s, BinaryStats& st) {
-  // Objective 1/2 a'Qa - e'a = 1/2 sum a_i (G_i - 1); rho from the free
-  // samples, or the middle of [beta_low, beta_up] when none is free.
-  const std::int64_t n = static_cast<std::int64_t>(s.y.size());
-  double obj = 0, free_sum = 0;
+namespace {
+
+// LIBSVM's calculate_rho over the samples with y == sign (0: all): the mean
+// of y G over the free ones, else the middle of the bounds' interval.
+double rho_of(const State& s, int sign) {
+  double ub = std::numeric_limits<double>::infinity(), lb = -ub, sum_free = 0;
   std::int64_t n_free = 0;
+  for (std::size_t k = 0; k < s.y.size(); ++k) {
+    if (sign != 0 && s.y[k] != sign) continue;
+    const double yG = s.y[k] * s.G[k];
+    if (s.alpha[k] >= s.C(k)) {
+      if (s.y[k] < 0) ub = std::min(ub, yG);
+      else lb = std::max(lb, yG);
+    } else if (s.alpha[k] <= 0) {
+      if (s.y[k] > 0) ub = std::min(ub, yG);
+      else lb = std::max(lb, yG);
+    } else {
+      ++n_free;
+      sum_free += yG;
+    }
+  }
+  return n_free > 0 ? sum_free / n_free : (ub + lb) / 2;
+}
+
+}  // namespace
+
+void finish(const State& s, BinaryStats& st) {
+  const std::int64_t n = static_cast<std::int64_t>(s.y.size());
+  double obj = 0;
   st.n_sv = st.n_bsv = 0;
   for (std::int64_t k = 0; k < n; ++k) {
-    obj += s.alpha[k] * (s.G[k] - 1.0);
+    obj += s.alpha[k] * (s.G[k] + s.p[k]);
     if (s.alpha[k] > 0) {
       ++st.n_sv;
-      if (s.alpha[k] >= s.C) ++st.n_bsv;
-      else {
-        ++n_free;
-        free_sum += s.y[k] * s.G[k];
-      }
+      if (s.alpha[k] >= s.C(k)) ++st.n_bsv;
     }
   }
   st.obj = obj / 2;
-  if (n_free > 0) {
-    st.rho = free_sum / n_free;
+  if (s.nu) {
+    // Solver_NU: r1, r2 from each sign (for y = -1, y G = -G: LIBSVM's r2
+    // is the mean of G there).
+    const double r1 = rho_of(s, 1), r2 = -rho_of(s, -1);
+    st.rho = (r1 - r2) / 2;
+    st.r = (r1 + r2) / 2;
   } else {
-    const Extremes all = extremes(s);
-    st.rho = (-all.gmax - all.gmin) / 2;
+    st.rho = rho_of(s, 0);
   }
 }
 

@@ -26,17 +26,21 @@ constexpr std::int64_t kParallelMin = 1 << 15;
 
 struct State {
   const std::vector<std::int8_t>& y;
+  const std::vector<double>& p;
   std::vector<double> alpha, G;
-  double C;
+  double Cp, Cn;
+  bool nu;
   std::vector<std::int32_t> active;
   // The multipliers and gradient at the last point where every gradient was
   // exact (the start, or the last reconstruction): reconstruction starts
   // from there.
   std::vector<double> alpha_ref, G_ref;
 
-  State(const std::vector<std::int8_t>& labels, double c);
-  bool in_up(std::int64_t k) const { return y[k] > 0 ? alpha[k] < C : alpha[k] > 0; }
-  bool in_low(std::int64_t k) const { return y[k] > 0 ? alpha[k] > 0 : alpha[k] < C; }
+  // alpha = a0 (or 0) and G = p: the caller adds Q a0 (add_initial_gradient).
+  explicit State(const DualProblem& pb);
+  double C(std::int64_t k) const { return y[k] > 0 ? Cp : Cn; }
+  bool in_up(std::int64_t k) const { return y[k] > 0 ? alpha[k] < Cp : alpha[k] > 0; }
+  bool in_low(std::int64_t k) const { return y[k] > 0 ? alpha[k] > 0 : alpha[k] < Cn; }
   double v(std::int64_t k) const { return -y[k] * G[k]; }  // -gamma_k
 };
 
@@ -56,7 +60,13 @@ struct Extremes {
   std::int64_t bi = -1, bj = -1;  // their slots
   std::int32_t i2 = -1, j2 = -1;  // runners-up: likely picks of the next steps
 };
-Extremes extremes(const State& s);
+// Over the active samples with y == sign (0: all of them).
+Extremes extremes(const State& s, int sign = 0);
+// The pair to work on: the maximal violating pair, or for the nu forms the
+// one of the two signs that violates more.
+Extremes working_extremes(const State& s);
+// G += Q a0 for a nonzero starting point (kernel rows of its support).
+void add_initial_gradient(State& s, KernelRows& kr);
 
 // One analytic pair step: a_i += y_i t, a_j -= y_j t with t clipped to the
 // box, Kij = K(x_i, x_j). Returns t (0 when the pair cannot move).
@@ -68,13 +78,14 @@ double pair_step(State& s, std::int32_t i, std::int32_t j, double Kii, double Kj
 // Returns its slot, or -1.
 template <class Diag>
 std::int64_t second_order_j(const State& s, std::int32_t i, double gmax, const float* Ki, Diag diag) {
+  const bool same_sign = s.nu;  // the nu forms pair samples of i's sign only
   const double Kii = diag(i);
   std::int64_t best = -1;
   double best_obj = std::numeric_limits<double>::infinity();
   const std::int64_t m = static_cast<std::int64_t>(s.active.size());
   for (std::int64_t slot = 0; slot < m; ++slot) {
     const std::int32_t t = s.active[slot];
-    if (!s.in_low(t)) continue;
+    if (!s.in_low(t) || (same_sign && s.y[t] != s.y[i])) continue;
     const double b = gmax - s.v(t);
     if (b <= 0) continue;
     double a = Kii + diag(t) - 2.0 * Ki[slot];
@@ -96,7 +107,8 @@ class Control {
   // loose_first: the first optimality test of a shrinking run is at 10*eps
   // (the seed's 20*epsilon), as the pair solver does it; the batched solver
   // tests at eps directly (one reconstruction fewer, the same answer).
-  Control(const SvmParams& params, std::int64_t n, bool loose_first);
+  // Shrinking is off for the nu forms (their rule is per sign of y).
+  Control(const SvmParams& params, std::int64_t n, bool loose_first, bool nu);
   const ShrinkHeuristic& heuristic() const { return h_; }
   // Applies the shrinking rule when its period has passed; true when the
   // active set changed.
@@ -114,7 +126,8 @@ class Control {
   bool shrinking_, loose_;
 };
 
-// Objective 1/2 a'Qa - e'a, rho, nSV and nBSV of the final state.
+// Objective 1/2 a'Qa + p'a, rho (and r for the nu forms), nSV and nBSV of
+// the final state, as LIBSVM's calculate_rho computes them.
 void finish(const State& s, BinaryStats& st);
 
 }  // namespace accel::svm_detail

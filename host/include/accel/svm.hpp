@@ -48,12 +48,22 @@ enum class WorkingSet { FirstOrder, SecondOrder };
 // reference.
 enum class Solver { Batch, Pair };
 
+// LIBSVM's -s: the problem solved.
+enum class SvmType { CSvc = 0, NuSvc = 1, OneClass = 2, EpsilonSvr = 3, NuSvr = 4 };
+bool is_classification(SvmType t);  // C-SVC, nu-SVC: labels are classes
+bool is_regression(SvmType t);      // epsilon-SVR, nu-SVR
+const char* model_type_name(SvmType t);  // LIBSVM's svm_type names: c_svc, nu_svc, ...
+
 struct SvmParams {
+  SvmType type = SvmType::CSvc;
   KernelType kernel = KernelType::Rbf;
   int degree = 3;
   double gamma = 0;  // 0: 1 / number of features, as LIBSVM
   double coef0 = 0;
   double C = 1;
+  double nu = 0.5;  // nu-SVC, one-class, nu-SVR
+  double p = 0.1;   // epsilon of epsilon-SVR's loss
+  std::vector<std::pair<int, double>> weights;  // C-SVC: class label -> factor of C (LIBSVM's -wi)
   double eps = 1e-3;  // LIBSVM's -e: stop when beta_low - beta_up <= eps (the seed's 2*epsilon)
   double cache_mb = 100;
   ShrinkHeuristic shrink;
@@ -77,6 +87,7 @@ struct BinaryStats {
   std::int64_t iterations = 0, n = 0, n_sv = 0, n_bsv = 0;  // iterations: pair updates
   std::int64_t rounds = 0, ws_size = 0;  // kernel-row rounds (= iterations for the pair solver), q
   double obj = 0, rho = 0;
+  double r = 0;  // nu forms: LIBSVM's r (nu-SVC divides by it; nu-SVR reports -r as epsilon)
   int reconstructions = 0;
   std::string shrink;  // the heuristic used (auto resolved)
   std::int64_t cache_hits = 0, cache_misses = 0;
@@ -86,12 +97,12 @@ struct BinaryStats {
 };
 
 struct SvmModel {
-  SvmParams params;                        // kernel and its parameters
-  std::vector<int> labels;                 // class order of the model
-  std::vector<double> rho;                 // one per class pair, LIBSVM order
-  std::vector<std::int64_t> n_sv;          // support vectors per class
+  SvmParams params;                        // type, kernel and its parameters
+  std::vector<int> labels;                 // class order of the model (classification only)
+  std::vector<double> rho;                 // one per class pair, LIBSVM order (one for the others)
+  std::vector<std::int64_t> n_sv;          // support vectors per class (classification only)
   CsrMatrix sv;                            // support vectors, grouped by class
-  std::vector<std::vector<double>> coef;   // (classes - 1) rows of sv.rows coefficients
+  std::vector<std::vector<double>> coef;   // (classes - 1) rows of sv.rows coefficients (one for the others)
 };
 
 struct SvmTrainReport {
@@ -99,16 +110,27 @@ struct SvmTrainReport {
   SvmTimes times;
 };
 
-// Trains C-SVC (one-against-one for more than two classes) on the given
-// devices, which must all support csr_kernel_rows. Throws InputError for data
-// C-SVC cannot train on (one class, non-integer labels).
+// Trains params.type (classification one-against-one for more than two
+// classes) on the given devices, which must all support csr_kernel_rows.
+// Throws InputError for parameters or data the type cannot train on (one
+// class, non-integer labels, an infeasible nu); a weight for an absent class
+// is a warning on stderr, as in LIBSVM.
 SvmModel svm_train(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
                    SvmTrainReport* report = nullptr);
+// Throws InputError naming the option when params are out of range.
+void check_svm_params(const SvmParams& params);
 
-// Predicted labels for the rows of x.
+// Predicted labels (classification, one-class: +1 / -1) or values
+// (regression) for the rows of x.
 std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices);
 
-// LIBSVM's model text format, read and written (C-SVC only).
+// LIBSVM's -v: trains on folds-1 parts and predicts the held-out one, for
+// each of `folds` parts (stratified by class for classification, a fixed
+// shuffle otherwise); returns the prediction for every row.
+std::vector<double> svm_cross_validation(const LabeledCsr& data, const SvmParams& params, int folds,
+                                         const std::vector<Device*>& devices);
+
+// LIBSVM's model text format, read and written (every type).
 void write_svm_model(const std::string& path, const SvmModel& model);
 SvmModel read_svm_model(const std::string& path);
 
@@ -118,7 +140,10 @@ SvmModel read_svm_model(const std::string& path);
 // cache of whole rows (Narasimhan et al. 2014 runs without one; LIBSVM's -m sizes it).
 class KernelRows {
  public:
-  KernelRows(const CsrMatrix& x, const SvmParams& params, const std::vector<Device*>& devices);
+  // row_of maps the solver's variables to rows of x (epsilon-SVR's two
+  // variables per sample); empty: variable i is row i.
+  KernelRows(const CsrMatrix& x, const SvmParams& params, const std::vector<Device*>& devices,
+             std::vector<std::int32_t> row_of = {});
   ~KernelRows();
   KernelRows(const KernelRows&) = delete;
   KernelRows& operator=(const KernelRows&) = delete;
@@ -161,18 +186,37 @@ class KernelRows {
   std::int64_t hits_ = 0, misses_ = 0, prefetched_ = 0, prefetch_used_ = 0;
 };
 
-// The SMO solver for one binary problem with labels y (+1/-1): params.solver
-// picks solve_batch or solve_pair.
+// One dual problem in LIBSVM's general form, over the variables of a
+// KernelRows:
+//   min 1/2 a'Qa + p'a,  0 <= a_i <= (y_i > 0 ? Cp : Cn),  y'a fixed,
+//   Q_ij = y_i y_j K_ij.
+// C-SVC: p = -1, a0 = 0. One-class, nu-SVC and nu-SVR start from a feasible
+// a0; nu marks LIBSVM's Solver_NU (y'a and e'a both fixed: each step moves
+// a pair with the same y).
+struct DualProblem {
+  std::vector<std::int8_t> y;
+  std::vector<double> p;
+  std::vector<double> alpha0;  // empty: all zero
+  double Cp = 1, Cn = 1;
+  bool nu = false;
+  static DualProblem c_svc(const std::vector<std::int8_t>& y, double C);
+};
+
+// The SMO solver for one dual problem: params.solver picks solve_batch or
+// solve_pair.
 struct BinarySolution {
   std::vector<double> alpha;
   BinaryStats stats;
 };
+BinarySolution solve_binary(const DualProblem& problem, const SvmParams& params, KernelRows& kernel,
+                            SvmTimes& times);
+BinarySolution solve_pair(const DualProblem& problem, const SvmParams& params, KernelRows& kernel,
+                          SvmTimes& times);
+BinarySolution solve_batch(const DualProblem& problem, const SvmParams& params, KernelRows& kernel,
+                           SvmTimes& times);
+// C-SVC with labels y (+1/-1) and params.C.
 BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kernel,
                             SvmTimes& times);
-BinarySolution solve_pair(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kernel,
-                          SvmTimes& times);
-BinarySolution solve_batch(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kernel,
-                           SvmTimes& times);
 // The working-set size solve_batch uses for n samples.
 std::int64_t batch_ws_size(const SvmParams& params, std::int64_t n);
 
