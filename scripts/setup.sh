@@ -13,6 +13,7 @@ PACKAGES=(
   dataset-fashion-mnist      # the demo's default data
   libsvm-tools               # LIBSVM svm-train/svm-predict: the SVM peer
   python3 python3-venv       # benchmark scripts (their own virtualenv)
+  python3-pytest python3-sklearn  # tests/python: accel against LIBSVM on scikit-learn's datasets
 )
 
 missing=()

@@ -246,7 +246,7 @@ constexpr std::int64_t kMaxScatterCols = std::int64_t{1} << 24;
 
 void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                      std::int64_t m, KernelType type, double gamma, double coef0, int degree, float* out,
-                     CsrDotPath path) {
+                     CsrDotPath path, bool exact) {
   const Params p{type, gamma, coef0, degree};
   if (q <= 0 || m <= 0) return;
   if (x.cols > kMaxScatterCols) path = CsrDotPath::Merge;
@@ -280,7 +280,7 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
       // gemm (the merge loses to scatter whenever a dense row fits in cache).
       if (gemm_ok) {
         const double t_scatter = time([&] { rows_scatter(x, queries, tq, active, 0, slice, m, p, out); });
-        const double t_gemm = time([&] { csr_rows_gemm(x, queries, tq, active, 0, slice, m, p.type, p.gamma, p.coef0, p.degree, out); });
+        const double t_gemm = time([&] { csr_rows_gemm<float>(x, queries, tq, active, 0, slice, m, p.type, p.gamma, p.coef0, p.degree, out); });
         path = t_gemm <= t_scatter ? CsrDotPath::Gemm : CsrDotPath::Scatter;
       } else {
         const double t_merge = time([&] { rows_merge(x, queries, tq, active, 0, slice, m, p, out); });
@@ -296,7 +296,10 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
   if (path == CsrDotPath::Merge)
     rows_merge(x, queries, q, active, 0, m, m, p, out);
   else if (path == CsrDotPath::Gemm)
-    csr_rows_gemm(x, queries, q, active, 0, m, m, p.type, p.gamma, p.coef0, p.degree, out);
+    if (exact)
+      csr_rows_gemm<double>(x, queries, q, active, 0, m, m, p.type, p.gamma, p.coef0, p.degree, out);
+    else
+      csr_rows_gemm<float>(x, queries, q, active, 0, m, m, p.type, p.gamma, p.coef0, p.degree, out);
   else
     rows_scatter(x, queries, q, active, 0, m, m, p, out);
 }

@@ -26,10 +26,11 @@ enum class CsrDotPath {
 
 void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                      std::int64_t m, KernelType type, double gamma, double coef0, int degree, float* out,
-                     CsrDotPath path = CsrDotPath::Auto);
+                     CsrDotPath path = CsrDotPath::Auto, bool exact = false);
 
-// The gemm path over target slots [b0, b1) of out (row stride m); see
-// csr_kernel_rows_gemm.cpp.
+// The gemm path over target slots [b0, b1) of out (row stride m), in float
+// (sgemm) or, for T = double, dgemm; see csr_kernel_rows_gemm.cpp.
+template <class T>
 void csr_rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                    std::int64_t b0, std::int64_t b1, std::int64_t m, KernelType type, double gamma, double coef0,
                    int degree, float* out);

@@ -14,7 +14,8 @@
 // at sparse speed, where densifying every column would cost more than it
 // saves and a scatter per query would read every target row q times.
 //
-// Single precision, as the values are stored: the float dot's error (~1e-6
+// Single precision by default, as the values are stored (dgemm when the
+// launch asks for exact products: prediction): the float dot's error (~1e-6
 // of |u||v|, magnified by the RBF's |u|^2 + |v|^2 - 2u.v) moved the
 // Fashion-MNIST dual objective by ~1e-6 relative against LIBSVM's double,
 // for twice dgemm's rate.
@@ -83,14 +84,15 @@ struct RareIndex {
   std::vector<float> value;
 };
 
-// Dense parts of rows idx[0..r) into r x F floats; the rare parts of the same
-// rows, when `rare` is set, into a per-column index.
-void split_rows(const CsrView& x, const ColumnSplit& sp, const std::int32_t* idx, std::int64_t r, float* dense,
+// Dense parts of rows idx[0..r) into r x F values; the rare parts of the
+// same rows, when `rare` is set, into a per-column index.
+template <class T>
+void split_rows(const CsrView& x, const ColumnSplit& sp, const std::int32_t* idx, std::int64_t r, T* dense,
                 RareIndex* rare) {
   const std::int64_t F = std::max<std::int64_t>(1, sp.dense);
   for (std::int64_t a = 0; a < r; ++a) {
-    float* row = dense + a * F;
-    std::fill(row, row + F, 0.0f);
+    T* row = dense + a * F;
+    std::fill(row, row + F, T(0));
     const std::int64_t u = idx[a];
     for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k)
       if (const std::int32_t pos = sp.dense_pos[x.col_idx[k]]; pos >= 0) row[pos] = x.values[k];
@@ -113,21 +115,30 @@ void split_rows(const CsrView& x, const ColumnSplit& sp, const std::int32_t* idx
 }
 
 // dots[a*tb + b] += the rare part of u_a . v_b for the tile's target rows.
+template <class T>
 void add_rare(const CsrView& x, const ColumnSplit& sp, const RareIndex& rare, const std::int32_t* targets,
-              std::int64_t tb, float* dots) {
+              std::int64_t tb, T* dots) {
   for (std::int64_t b = 0; b < tb; ++b) {
     const std::int64_t v = targets[b];
     for (std::int64_t k = x.row_ptr[v]; k < x.row_ptr[v + 1]; ++k) {
       const std::int32_t c = x.col_idx[k];
       if (sp.dense_pos[c] >= 0) continue;
-      const float val = x.values[k];
-      for (std::int32_t e = rare.start[c]; e < rare.start[c + 1]; ++e) dots[rare.query[e] * tb + b] += val * rare.value[e];
+      const T val = x.values[k];
+      for (std::int32_t e = rare.start[c]; e < rare.start[c + 1]; ++e) dots[rare.query[e] * tb + b] += val * T(rare.value[e]);
     }
   }
 }
 
+void gemm_nt(int qa, int tb, int F, const float* dq, const float* dt, float* dots) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qa, tb, F, 1.0f, dq, F, dt, F, 0.0f, dots, tb);
+}
+void gemm_nt(int qa, int tb, int F, const double* dq, const double* dt, double* dots) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qa, tb, F, 1.0, dq, F, dt, F, 0.0, dots, tb);
+}
+
 }  // namespace
 
+template <class T>
 void csr_rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                    std::int64_t b0, std::int64_t b1, std::int64_t m, KernelType type, double gamma, double coef0,
                    int degree, float* out) {
@@ -141,7 +152,7 @@ void csr_rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q
   const std::int64_t tile = std::clamp<std::int64_t>((std::int64_t{1} << 18) / F, 16, 512);
   const std::int64_t qblock = std::clamp<std::int64_t>((std::int64_t{1} << 23) / F, tile, 8192);
   const std::int64_t tiles = (b1 - b0 + tile - 1) / tile;
-  std::vector<float> dq(std::min(q, qblock) * F);
+  std::vector<T> dq(std::min(q, qblock) * F);
   std::vector<double> su(std::min(q, qblock));
   RareIndex rare;
   for (std::int64_t a0 = 0; a0 < q; a0 += qblock) {
@@ -150,21 +161,24 @@ void csr_rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q
     for (std::int64_t a = 0; a < qa; ++a) su[a] = x.sq_norms[queries[a0 + a]];
 #pragma omp parallel if (tiles > 1)
     {
-      std::vector<float> dt(tile * F), dots(qa * tile);
+      std::vector<T> dt(tile * F), dots(qa * tile);
       std::vector<double> sv(tile);
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t t = 0; t < tiles; ++t) {
         const std::int64_t t0 = b0 + t * tile, tb = std::min(tile, b1 - t0);
         split_rows(x, sp, active + t0, tb, dt.data(), nullptr);
         for (std::int64_t b = 0; b < tb; ++b) sv[b] = x.sq_norms[active[t0 + b]];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(qa), static_cast<int>(tb),
-                    static_cast<int>(F), 1.0f, dq.data(), static_cast<int>(F), dt.data(), static_cast<int>(F), 0.0f,
-                    dots.data(), static_cast<int>(tb));
+        gemm_nt(static_cast<int>(qa), static_cast<int>(tb), static_cast<int>(F), dq.data(), dt.data(), dots.data());
         if (any_rare) add_rare(x, sp, rare, active + t0, tb, dots.data());
         kernel_tile(type, dots.data(), qa, tb, su.data(), sv.data(), gamma, coef0, degree, out + a0 * m + t0, m);
       }
     }
   }
 }
+
+template void csr_rows_gemm<float>(const CsrView&, const std::int32_t*, std::int64_t, const std::int32_t*,
+                                   std::int64_t, std::int64_t, std::int64_t, KernelType, double, double, int, float*);
+template void csr_rows_gemm<double>(const CsrView&, const std::int32_t*, std::int64_t, const std::int32_t*,
+                                    std::int64_t, std::int64_t, std::int64_t, KernelType, double, double, int, float*);
 
 }  // namespace accel::cpu

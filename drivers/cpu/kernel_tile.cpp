@@ -8,14 +8,15 @@
 
 namespace accel::cpu {
 
-void kernel_tile(KernelType type, const float* dots, std::int64_t qa, std::int64_t tb, const double* su,
+template <class T>
+void kernel_tile(KernelType type, const T* dots, std::int64_t qa, std::int64_t tb, const double* su,
                  const double* sv, double gamma, double coef0, int degree, float* out, std::int64_t ld) {
   for (std::int64_t a = 0; a < qa; ++a) {
-    const float* d = dots + a * tb;
+    const T* d = dots + a * tb;
     float* o = out + a * ld;
     switch (type) {
       case KernelType::Linear:
-        std::copy(d, d + tb, o);
+        for (std::int64_t b = 0; b < tb; ++b) o[b] = static_cast<float>(d[b]);
         break;
       case KernelType::Rbf: {
         const double s = su[a];
@@ -35,5 +36,10 @@ void kernel_tile(KernelType type, const float* dots, std::int64_t qa, std::int64
     }
   }
 }
+
+template void kernel_tile<float>(KernelType, const float*, std::int64_t, std::int64_t, const double*, const double*,
+                                 double, double, int, float*, std::int64_t);
+template void kernel_tile<double>(KernelType, const double*, std::int64_t, std::int64_t, const double*,
+                                  const double*, double, double, int, float*, std::int64_t);
 
 }  // namespace accel::cpu

@@ -43,7 +43,10 @@ int devices_main(const std::vector<std::string>& args) {
   for (const auto& d : reg.devices()) {
     const auto& i = d->info();
     std::string kernels;
-    for (auto k : i.kernels) kernels += (kernels.empty() ? "" : ",") + to_string(k);
+    for (auto k : i.kernels) {  // appended in two steps: GCC 12 warned (-Wrestrict) on "" + string
+      if (!kernels.empty()) kernels += ',';
+      kernels += to_string(k);
+    }
     const std::string mem = i.memory_bytes ? std::to_string(i.memory_bytes >> 20) + " MiB" : "host";
     std::cout << std::setw(12) << i.name << std::setw(10) << to_string(i.kind) << std::setw(12) << mem
               << std::setw(7) << i.compute_units << kernels << "\n"

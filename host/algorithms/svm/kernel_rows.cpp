@@ -98,6 +98,7 @@ struct KernelRows::Impl {
   std::int64_t used = 0;
   std::int64_t call = 0;
   int held_calls = 2;  // rows of this many latest rows() calls are never evicted
+  bool exact = false;  // dot products in double on every device
   std::vector<Entry> entries;
   std::vector<std::int32_t> free_entries;
   std::vector<std::int32_t> entry_of;  // row -> entry or -1
@@ -193,6 +194,7 @@ struct KernelRows::Impl {
       a.gamma = p.gamma;
       a.coef0 = p.coef0;
       a.degree = p.degree;
+      a.exact = exact;
       float* dst = out;
       if (!single) {
         parts[d].resize(nq * md);
@@ -365,6 +367,8 @@ KernelRows::~KernelRows() = default;
 std::int64_t KernelRows::computed() const { return impl_->computed; }
 
 void KernelRows::set_held_calls(int calls) { impl_->held_calls = std::max(1, calls); }
+
+void KernelRows::set_exact(bool exact) { impl_->exact = exact; }
 
 void KernelRows::set_active(const std::vector<std::int32_t>& active) {
   impl_->active = std::make_shared<const std::vector<std::int32_t>>(active);

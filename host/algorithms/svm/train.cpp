@@ -80,6 +80,7 @@ std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const
   SvmParams p = model.params;
   p.cache_mb = 0;
   KernelRows kr(all, p, devices);
+  kr.set_exact(true);
   std::vector<std::int32_t> targets(nsv);
   std::iota(targets.begin(), targets.end(), 0);
   const std::int64_t batch = std::max<std::int64_t>(1, (64ll << 20) / 4 / nsv);

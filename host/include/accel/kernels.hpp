@@ -85,6 +85,11 @@ struct CsrKernelRowsArgs {
   KernelType type = KernelType::Rbf;
   double gamma = 0, coef0 = 0;
   int degree = 3;
+  // Dot products accumulated in double on every path. Every backend does
+  // so except the cpu's many-query path, which otherwise runs sgemm (float
+  // products, twice dgemm's rate); prediction asks for it, so that labels
+  // match LIBSVM's to the last borderline row.
+  bool exact = false;
 };
 
 // One pass of the histogram top-k threshold: over the n floats of data,

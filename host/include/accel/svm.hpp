@@ -163,6 +163,9 @@ class KernelRows {
   // the behaviour described above; 1 when a caller is done with a call's
   // rows once it makes the next).
   void set_held_calls(int calls);
+  // Dot products in double on every device (csr_kernel_rows' exact): what
+  // prediction asks for, so that labels match LIBSVM's on borderline rows.
+  void set_exact(bool exact);
   // Uncached: out[a*m + b] = K(x_queries[a], x_targets[b]).
   void compute(const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& targets, float* out);
   // Values the caller computed (gradient reconstruction: K(x_q, x_t) for every
