@@ -75,7 +75,8 @@ int svm_train_main(const std::vector<std::string>& args_in) {
       ("n,n", po::value(&p.nu)->default_value(0.5), "nu of nu-SVC, one-class SVM and nu-SVR")
       ("p,p", po::value(&p.p)->default_value(0.1), "epsilon in the loss of epsilon-SVR")
       ("v,v", po::value(&folds)->default_value(0), "n-fold cross validation (prints the accuracy or error; no model)")
-      ("b,b", po::value(&probability)->default_value(0), "probability estimates: 0 only, for now")
+      ("b,b", po::value(&probability)->default_value(0),
+       "1: fit probability estimates (Platt's sigmoid per class pair; Laplace sigma for regression)")
       ("e,e", po::value(&p.eps)->default_value(1e-3), "stopping tolerance: beta_low - beta_up <= e")
       ("m,m", po::value(&p.cache_mb)->default_value(100), "kernel row cache, MB (0: none)")
       ("h,h", po::value(&shrinking)->default_value(1), "shrinking: 0 off, 1 on (heuristic from --shrink)")
@@ -104,7 +105,8 @@ int svm_train_main(const std::vector<std::string>& args_in) {
   }
   po::notify(vm);
   if (svm_type < 0 || svm_type > 4) throw InputError("-s " + std::to_string(svm_type) + ": svm type must be 0..4");
-  if (probability != 0) throw InputError("-b " + std::to_string(probability) + ": probability estimates are not supported yet");
+  if (probability != 0 && probability != 1) throw InputError("-b " + std::to_string(probability) + ": must be 0 or 1");
+  p.probability = probability == 1;
   if (vm["v"].defaulted() == false && folds < 2)
     throw InputError("-v " + std::to_string(folds) + ": n-fold cross validation needs n >= 2");
   p.type = static_cast<SvmType>(svm_type);

@@ -221,7 +221,7 @@ TEST_F(SvmVsLibsvm, BadInputExitsTwoNamesLineAndWritesNoModel) {
   // Each bad option: exit 2, one line naming the option, no model.
   for (const auto& [opts, needle] : std::vector<std::pair<std::string, std::string>>{
            {"-s 5", "-s 5"}, {"-t 7", "-t 7"}, {"-h 2", "-h 2"}, {"--shrink multi3", "multi3"}, {"-c 0", "-c 0"},
-           {"--wss 3", "--wss 3"}, {"-b 1", "-b 1"}, {"-s 1 -n 0", "-n 0"}, {"-s 2 -n 1.5", "-n 1.5"},
+           {"--wss 3", "--wss 3"}, {"-b 2", "-b 2"}, {"-s 2 -b 1", "-b 1"}, {"-s 1 -n 0", "-n 0"}, {"-s 2 -n 1.5", "-n 1.5"},
            {"-s 3 -p -1", "-p -1"}, {"-v 1", "-v 1"}, {"-w1 x", "-w1 x"}, {"--ws-size 1", "--ws-size 1"}}) {
     const Proc r = run(std::string(ACCEL_BIN) + " svm-train " + opts + " " + ok + " " + path("out.model"));
     EXPECT_EQ(r.code, 2) << opts << r.err;
@@ -244,6 +244,12 @@ TEST_F(SvmVsLibsvm, BadInputExitsTwoNamesLineAndWritesNoModel) {
   }
   const Proc r = run(std::string(ACCEL_BIN) + " svm-predict " + ok + " " + path("missing.model") + " " + path("o.txt"));
   EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.txt")));
+  // -b 1 at predict time with a model trained without probabilities.
+  const Proc b = run(std::string(ACCEL_BIN) + " svm-predict -b 1 " + ok + " " + path("w.model") + " " + path("o.txt"));
+  EXPECT_EQ(b.code, 2) << b.err;
+  EXPECT_NE(b.err.find("w.model: -b 1 but the model has no probability estimates"), std::string::npos) << b.err;
+  EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
   EXPECT_FALSE(fs::exists(path("o.txt")));
 }
 

@@ -169,3 +169,45 @@ def test_cross_validation_like_libsvm(data, name, opts):
         aa = float(re.search(r"Cross Validation Accuracy = ([0-9.]+)%", acc).group(1))
         assert abs(aa - la) <= 4.0, (aa, la)
     assert not any(p.name.endswith(".model") for p in Path.cwd().iterdir() if p.is_file() and "txt" in p.name)
+
+
+def probability_file(path):
+    lines = Path(path).read_text().splitlines()
+    return lines[0], np.array([[float(v) for v in line.split()] for line in lines[1:]])
+
+
+@pytest.mark.parametrize("name,opts", [("iris", "-s 0 -c 4"), ("wine", "-s 0 -c 10 -w2 2"),
+                                       ("breast_cancer", "-s 0 -c 10 -g 0.5"), ("wine", "-s 1 -n 0.2")])
+def test_probability_like_libsvm(data, tmp_path, name, opts):
+    train, test = data[name], data[name + ".test"]
+    lib_model, acc_model = tmp_path / "lib.model", tmp_path / "acc.model"
+    run(["svm-train", "-b", "1", *opts.split(), train, lib_model])
+    run([ACCEL, "svm-train", "-b", "1", *opts.split(), train, acc_model])
+    # The same model, both predictors: the same labels and probabilities
+    # (to the printed digits, give or take float features).
+    for model in (lib_model, acc_model):
+        run(["svm-predict", "-b", "1", test, model, tmp_path / "l.out"])
+        run([ACCEL, "svm-predict", "-b", "1", test, model, tmp_path / "a.out"])
+        lh, lp = probability_file(tmp_path / "l.out")
+        ah, ap = probability_file(tmp_path / "a.out")
+        assert ah == lh
+        assert np.array_equal(ap[:, 0], lp[:, 0])
+        np.testing.assert_allclose(ap[:, 1:], lp[:, 1:], atol=2e-5)
+    # The two tools' models: Platt fits on differently shuffled folds.
+    run(["svm-predict", "-b", "1", test, lib_model, tmp_path / "l.out"])
+    run([ACCEL, "svm-predict", "-b", "1", test, acc_model, tmp_path / "a.out"])
+    lp, ap = probability_file(tmp_path / "l.out")[1], probability_file(tmp_path / "a.out")[1]
+    assert np.mean(ap[:, 0] != lp[:, 0]) <= 0.03
+    assert np.abs(ap[:, 1:] - lp[:, 1:]).mean() < 0.02
+
+
+def test_regression_sigma_like_libsvm(data, tmp_path):
+    train, test = data["diabetes"], data["diabetes.test"]
+    sig = {}
+    for tool, cmd in (("lib", ["svm-train"]), ("acc", [ACCEL, "svm-train"])):
+        model = tmp_path / f"{tool}.model"
+        run([*cmd, "-s", "3", "-p", "5", "-c", "100", "-g", "1", "-b", "1", train, model])
+        out = run([ACCEL if tool == "acc" else "svm-predict", *(["svm-predict"] if tool == "acc" else []), "-b", "1",
+                   test, model, tmp_path / "p.out"])
+        sig[tool] = float(re.search(r"sigma=([0-9.e+-]+)", out).group(1))
+    assert sig["acc"] == pytest.approx(sig["lib"], rel=0.1)

@@ -42,6 +42,16 @@ void write_svm_model(const std::string& path, const SvmModel& m) {
     if (classify) {
       o << "\nlabel";
       for (int l : m.labels) o << " " << l;
+    }
+    if (!m.probA.empty()) {
+      o << "\nprobA";
+      for (double v : m.probA) o << " " << g17(v);
+    }
+    if (!m.probB.empty()) {
+      o << "\nprobB";
+      for (double v : m.probB) o << " " << g17(v);
+    }
+    if (classify) {
       o << "\nnr_sv";
       for (auto c : m.n_sv) o << " " << c;
     }
@@ -118,13 +128,16 @@ SvmModel read_svm_model(const std::string& path) {
       if (!(ss >> nr_class) || nr_class < 1) throw InputError(where(lineno) + ": bad nr_class");
     } else if (key == "total_sv") {
       if (!(ss >> total_sv) || total_sv < 0) throw InputError(where(lineno) + ": bad total_sv");
-    } else if (key == "rho" || key == "label" || key == "nr_sv") {
+    } else if (key == "rho" || key == "label" || key == "nr_sv" || key == "probA" || key == "probB") {
       if (nr_class < 1) throw InputError(where(lineno) + ": '" + key + "' before nr_class");
-      if (key == "rho") numbers(ss, m.rho, nr_class * (nr_class - 1) / 2, key), have_rho = true;
+      const std::size_t pairs = nr_class * (nr_class - 1) / 2;
+      if (key == "probA") numbers(ss, m.probA, is_classification(m.params.type) ? pairs : 1, key);
+      if (key == "probB") numbers(ss, m.probB, pairs, key);
+      if (key == "rho") numbers(ss, m.rho, pairs, key), have_rho = true;
       if (key == "label") numbers(ss, m.labels, nr_class, key), have_label = true;
       if (key == "nr_sv") numbers(ss, m.n_sv, nr_class, key), have_nsv = true;
     }
-    // probA, probB and anything newer: not needed to predict labels.
+    // Anything newer (LIBSVM 3.3's prob_density_marks): not needed to predict.
   }
   if (!seen_sv) throw InputError(path + ": no 'SV' line: not a LIBSVM model");
   const bool classify = is_classification(m.params.type);

@@ -91,7 +91,7 @@ SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const
 
   // alpha of row r in pair p, kept sparse: only support vectors matter.
   std::vector<std::map<std::int32_t, double>> pair_alpha;
-  std::vector<double> rho;
+  std::vector<double> rho, prob_a, prob_b;
   for (int a = 0; a < k; ++a)
     for (int b = a + 1; b < k; ++b) {
       // Two classes train on the data as it is (no copy); more take the
@@ -116,7 +116,13 @@ SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const
         sub.cols = data.x.cols;
       }
       KernelRows kr(k == 2 ? data.x : sub, params, devices);
-      BinarySolution sol = solve_binary(pair_problem(params, y, weight[a], weight[b]), params, kr, rep.times);
+      const DualProblem pb = pair_problem(params, y, weight[a], weight[b]);
+      if (params.probability) {
+        const auto [A, B] = pair_probability(data, orig, y, params, params.C * weight[a], params.C * weight[b], devices);
+        prob_a.push_back(A);
+        prob_b.push_back(B);
+      }
+      BinarySolution sol = solve_binary(pb, params, kr, rep.times);
       if (params.type == SvmType::NuSvc) {  // LIBSVM scales the nu solution by 1/r
         const double r = sol.stats.r;
         for (double& al : sol.alpha) al /= r;
@@ -141,6 +147,8 @@ SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const
   model.params = params;
   model.labels = labels;
   model.rho = rho;
+  model.probA = prob_a;
+  model.probB = prob_b;
   model.n_sv.assign(k, 0);
   std::vector<std::int64_t> pos(n, -1);
   for (int c = 0; c < k; ++c)
@@ -164,28 +172,16 @@ SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const
   return model;
 }
 
-std::vector<double> predict_classifier(const SvmModel& model, const float* K, std::int64_t rows, std::int64_t nsv) {
+std::vector<double> vote(const SvmModel& model, const std::vector<double>& dec) {
   const int k = static_cast<int>(model.labels.size());
-  std::vector<std::int64_t> start(k + 1, 0);
-  for (int c = 0; c < k; ++c) start[c + 1] = start[c] + model.n_sv[c];
+  const std::size_t pairs = static_cast<std::size_t>(k) * (k - 1) / 2, rows = pairs ? dec.size() / pairs : 0;
   std::vector<double> out(rows);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t t = 0; t < rows; ++t) {
-    const float* Kt = K + t * nsv;
+  for (std::size_t t = 0; t < rows; ++t) {
     std::vector<int> votes(k, 0);
-    int p_idx = 0;
+    int p = 0;
     for (int a = 0; a < k; ++a)
-      for (int b = a + 1; b < k; ++b, ++p_idx) {
-        double sum = 0;
-        for (std::int64_t s = start[a]; s < start[a + 1]; ++s) sum += model.coef[b - 1][s] * Kt[s];
-        for (std::int64_t s = start[b]; s < start[b + 1]; ++s) sum += model.coef[a][s] * Kt[s];
-        sum -= model.rho[p_idx];
-        ++votes[sum > 0 ? a : b];
-      }
-    int best = 0;
-    for (int c = 1; c < k; ++c)
-      if (votes[c] > votes[best]) best = c;
-    out[t] = model.labels[best];
+      for (int b = a + 1; b < k; ++b, ++p) ++votes[dec[t * pairs + p] > 0 ? a : b];
+    out[t] = model.labels[std::max_element(votes.begin(), votes.end()) - votes.begin()];
   }
   return out;
 }

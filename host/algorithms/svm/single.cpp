@@ -85,6 +85,7 @@ SvmModel train_single(const LabeledCsr& data, const SvmParams& params, const std
     model.coef[0].push_back(coef[i]);
   }
   model.sv.cols = data.x.cols;
+  if (params.probability && regress) model.probA = {regression_sigma(data, params, devices)};
   rep.problems.push_back(sol.stats);
   return model;
 }

@@ -42,6 +42,8 @@ void check_svm_params(const SvmParams& p) {
   if (p.gamma < 0) throw InputError("-g " + std::to_string(p.gamma) + ": gamma must be >= 0");
   if (p.kernel == KernelType::Polynomial && p.degree < 0)
     throw InputError("-d " + std::to_string(p.degree) + ": degree must be >= 0");
+  if (p.probability && p.type == SvmType::OneClass)
+    throw InputError("-b 1: one-class SVM has no probability estimates (LIBSVM 3.24 neither)");
   for (const auto& [label, w] : p.weights)
     if (!(w >= 0)) throw InputError("-w" + std::to_string(label) + " " + std::to_string(w) + ": weight must be >= 0");
 }
@@ -60,18 +62,16 @@ SvmModel svm_train(const LabeledCsr& data, const SvmParams& params_in, const std
   return model;
 }
 
-std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices) {
+namespace svm_detail {
+
+std::vector<double> decision_values(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices) {
   const bool classify = is_classification(model.params.type);
-  const std::int64_t nsv = model.sv.rows;
-  std::vector<double> out(x.rows);
-  if (x.rows == 0) return out;
-  if (nsv == 0) {  // the decision is -rho (or the only class)
-    const double dec = model.rho.empty() ? 0.0 : -model.rho[0];
-    const double v = classify ? (model.labels.empty() ? 0 : model.labels[0])
-                     : model.params.type == SvmType::OneClass ? (dec > 0 ? 1 : -1) : dec;
-    std::fill(out.begin(), out.end(), v);
-    return out;
-  }
+  const int k = classify ? static_cast<int>(model.labels.size()) : 2;
+  const std::int64_t pairs = k * (k - 1) / 2, nsv = model.sv.rows;
+  std::vector<double> dec(x.rows * pairs);
+  for (std::int64_t t = 0; t < x.rows; ++t)
+    for (std::int64_t p = 0; p < pairs; ++p) dec[t * pairs + p] = -model.rho[p];
+  if (x.rows == 0 || nsv == 0) return dec;
   // One matrix holding the support vectors and then the rows to predict, so
   // that csr_kernel_rows computes K(row, sv) with rows as queries.
   CsrMatrix all = model.sv;
@@ -83,6 +83,8 @@ std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const
   kr.set_exact(true);
   std::vector<std::int32_t> targets(nsv);
   std::iota(targets.begin(), targets.end(), 0);
+  std::vector<std::int64_t> start(k + 1, 0);
+  for (int c = 0; c < k; ++c) start[c + 1] = start[c] + (classify ? model.n_sv[c] : c == 0 ? nsv : 0);
   const std::int64_t batch = std::max<std::int64_t>(1, (64ll << 20) / 4 / nsv);
   std::vector<float> kv;
   for (std::int64_t r0 = 0; r0 < x.rows; r0 += batch) {
@@ -91,17 +93,53 @@ std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const
     for (std::int64_t t = 0; t < nb; ++t) q[t] = static_cast<std::int32_t>(nsv + r0 + t);
     kv.resize(nb * nsv);
     kr.compute(q, targets, kv.data());
-    if (classify) {
-      const auto labels = svm_detail::predict_classifier(model, kv.data(), nb, nsv);
-      std::copy(labels.begin(), labels.end(), out.begin() + r0);
-      continue;
-    }
 #pragma omp parallel for schedule(static)
     for (std::int64_t t = 0; t < nb; ++t) {
-      double dec = -model.rho[0];
-      for (std::int64_t s = 0; s < nsv; ++s) dec += model.coef[0][s] * kv[t * nsv + s];
-      out[r0 + t] = model.params.type == SvmType::OneClass ? (dec > 0 ? 1 : -1) : dec;
+      const float* K = kv.data() + t * nsv;
+      double* d = dec.data() + (r0 + t) * pairs;
+      if (!classify) {
+        for (std::int64_t s = 0; s < nsv; ++s) d[0] += model.coef[0][s] * K[s];
+        continue;
+      }
+      // Pair (a, b): class a's vectors carry their coefficient in row b-1,
+      // class b's in row a (LIBSVM's layout).
+      int p_idx = 0;
+      for (int a = 0; a < k; ++a)
+        for (int b = a + 1; b < k; ++b, ++p_idx) {
+          double sum = 0;
+          for (std::int64_t s = start[a]; s < start[a + 1]; ++s) sum += model.coef[b - 1][s] * K[s];
+          for (std::int64_t s = start[b]; s < start[b + 1]; ++s) sum += model.coef[a][s] * K[s];
+          d[p_idx] += sum;
+        }
     }
+  }
+  return dec;
+}
+
+}  // namespace svm_detail
+
+std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices) {
+  const std::vector<double> dec = svm_detail::decision_values(model, x, devices);
+  if (is_classification(model.params.type)) return svm_detail::vote(model, dec);
+  std::vector<double> out(dec);
+  if (model.params.type == SvmType::OneClass)
+    for (double& v : out) v = v > 0 ? 1 : -1;
+  return out;
+}
+
+ProbabilityPrediction svm_predict_probability(const SvmModel& model, const CsrMatrix& x,
+                                              const std::vector<Device*>& devices) {
+  const std::size_t k = model.labels.size(), pairs = k * (k - 1) / 2;
+  if (!is_classification(model.params.type) || model.probA.size() != pairs || model.probB.size() != pairs)
+    throw InputError("the model has no probability estimates (train it with -b 1)");
+  const std::vector<double> dec = svm_detail::decision_values(model, x, devices);
+  ProbabilityPrediction out;
+  out.labels.resize(x.rows);
+  out.probabilities.resize(x.rows * k);
+  for (std::int64_t t = 0; t < x.rows; ++t) {
+    const std::vector<double> p = svm_detail::class_probabilities(model, dec.data() + t * pairs);
+    std::copy(p.begin(), p.end(), out.probabilities.begin() + t * k);
+    out.labels[t] = model.labels[std::max_element(p.begin(), p.end()) - p.begin()];
   }
   return out;
 }

@@ -64,6 +64,7 @@ struct SvmParams {
   double nu = 0.5;  // nu-SVC, one-class, nu-SVR
   double p = 0.1;   // epsilon of epsilon-SVR's loss
   std::vector<std::pair<int, double>> weights;  // C-SVC: class label -> factor of C (LIBSVM's -wi)
+  bool probability = false;  // LIBSVM's -b 1: fit probability estimates (classification, regression)
   double eps = 1e-3;  // LIBSVM's -e: stop when beta_low - beta_up <= eps (the seed's 2*epsilon)
   double cache_mb = 100;
   ShrinkHeuristic shrink;
@@ -103,6 +104,9 @@ struct SvmModel {
   std::vector<std::int64_t> n_sv;          // support vectors per class (classification only)
   CsrMatrix sv;                            // support vectors, grouped by class
   std::vector<std::vector<double>> coef;   // (classes - 1) rows of sv.rows coefficients (one for the others)
+  // -b 1: Platt's A and B per class pair (classification), or the Laplace
+  // scale sigma of the residuals in probA[0] (regression); empty otherwise.
+  std::vector<double> probA, probB;
 };
 
 struct SvmTrainReport {
@@ -123,6 +127,15 @@ void check_svm_params(const SvmParams& params);
 // Predicted labels (classification, one-class: +1 / -1) or values
 // (regression) for the rows of x.
 std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices);
+
+// Probabilities per class (rows x classes, the model's label order) and the
+// most probable label, for a classification model trained with -b 1;
+// InputError for a model without them.
+struct ProbabilityPrediction {
+  std::vector<double> labels, probabilities;
+};
+ProbabilityPrediction svm_predict_probability(const SvmModel& model, const CsrMatrix& x,
+                                              const std::vector<Device*>& devices);
 
 // LIBSVM's -v: trains on folds-1 parts and predicts the held-out one, for
 // each of `folds` parts (stratified by class for classification, a fixed
