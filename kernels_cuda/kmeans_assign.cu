@@ -255,8 +255,9 @@ const char* launch_kmeans_assign(const float* x, const float* centroids, std::in
     centroid_norms<<<static_cast<unsigned>((k * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
         centroids, di, ki, norms);
     if (const char* err = last_launch_error()) return err;
-    cublasStatus_t st = cublasSetStream(blas, stream);
-    if (st != CUBLAS_STATUS_SUCCESS) return cublasGetStatusString(st);
+    const cuda::Cublas& lib = cuda::cublas();  // loaded by the handle's creation already
+    cublasStatus_t st = lib.set_stream(blas, stream);
+    if (st != CUBLAS_STATUS_SUCCESS) return lib.status_string(st);
     const std::int64_t rows = gemm_rows(n, k);
     const float one = 1.0f, zero = 0.0f;
     for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
@@ -264,9 +265,9 @@ const char* launch_kmeans_assign(const float* x, const float* centroids, std::in
       const float* xb = x + r0 * d;
       // Column-major view: dot (k x m, ld k) = C^T' (k x d) * X_b^T (d x m),
       // i.e. row-major dot[q][kk] = x_q . c_kk.
-      st = cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, ki, static_cast<int>(m), di, &one, centroids, di, xb, di,
+      st = lib.sgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, ki, static_cast<int>(m), di, &one, centroids, di, xb, di,
                        &zero, dot, ki);
-      if (st != CUBLAS_STATUS_SUCCESS) return cublasGetStatusString(st);
+      if (st != CUBLAS_STATUS_SUCCESS) return lib.status_string(st);
       // The next block's sgemm overwrites dot after this kernel: same stream, in order.
       assign_from_dots<<<static_cast<unsigned>((m * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
           dot, norms, xb, centroids, m, di, ki, labels + r0, inertia);

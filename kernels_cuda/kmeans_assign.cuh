@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cublas_v2.h>
+#include "cublas_loader.hpp"
 #include <cuda_runtime_api.h>
 
 namespace accel::cuda {

@@ -6,7 +6,7 @@
 //
 // Discovery asks the runtime only: with no driver (cudaErrorInsufficientDriver)
 // or no GPU (cudaErrorNoDevice) it reports zero devices and why.
-#include <cublas_v2.h>
+#include "cublas_loader.hpp"
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -80,7 +80,7 @@ class CudaDevice final : public Device {
     if (cudaSetDevice(ordinal_) != cudaSuccess) return;
     if (scratch_) cudaFree(scratch_);
     if (dense_) cudaFree(dense_);
-    if (blas_) cublasDestroy(blas_);
+    if (blas_) cuda::cublas().destroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -204,13 +204,19 @@ class CudaDevice final : public Device {
   void ensure_context(const std::string& where) {
     if (stream_ == nullptr) check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), where + ": stream");
     if (blas_ == nullptr) {
-      const cublasStatus_t st = cublasCreate(&blas_);
+      const cuda::Cublas* lib;
+      try {
+        lib = &cuda::cublas();
+      } catch (const std::exception& e) {
+        throw DeviceError(where + ": " + e.what());
+      }
+      const cublasStatus_t st = lib->create(&blas_);
       if (st != CUBLAS_STATUS_SUCCESS) {
         blas_ = nullptr;
-        throw DeviceError(where + ": cublasCreate: " + cublasGetStatusString(st));
+        throw DeviceError(where + ": cublasCreate: " + lib->status_string(st));
       }
       // FP32 sgemm, no TF32 tensor ops: labels must agree with the other backends.
-      cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH);
+      lib->set_math_mode(blas_, CUBLAS_DEFAULT_MATH);
     }
   }
 
