@@ -38,6 +38,31 @@ void shrink(State& s, const Extremes& e) {
   s.active.resize(w);
 }
 
+// acc[b] = sum_a c[a] K(x_sources[a], x_targets[b]), computed in batches
+// of many sources (the kernel's matrix-product path); with `complete` the
+// values also extend the cache's rows of the sources to the targets.
+std::vector<double> kernel_sums(KernelRows& kr, const std::vector<std::int32_t>& sources,
+                                const std::vector<double>& c, const std::vector<std::int32_t>& targets,
+                                bool complete) {
+  const std::int64_t m = static_cast<std::int64_t>(targets.size());
+  std::vector<double> acc(m, 0.0);
+  if (m == 0) return acc;
+  const std::size_t chunk = static_cast<std::size_t>(std::max<std::int64_t>(1, kReconstructBytes / 4 / m));
+  std::vector<float> out;
+  std::vector<const float*> rows;
+  for (std::size_t a0 = 0; a0 < sources.size(); a0 += chunk) {
+    const std::size_t a1 = std::min(sources.size(), a0 + chunk);
+    const std::vector<std::int32_t> q(sources.begin() + a0, sources.begin() + a1);
+    out.resize(q.size() * m);
+    kr.compute(q, targets, out.data());
+    if (complete) kr.complete_rows(q, targets, out.data());
+    rows.resize(q.size());
+    for (std::size_t a = 0; a < q.size(); ++a) rows[a] = out.data() + a * m;
+    accumulate_rows(rows, std::vector<double>(c.begin() + a0, c.begin() + a1), m, acc.data());
+  }
+  return acc;
+}
+
 // Algorithm 6, from the last point where every gradient was exact (the
 // start, or the previous reconstruction): G_k = G_ref_k + y_k sum_j y_j
 // (a_j - a_ref_j) K(x_j, x_k) for every shrunk k, over the samples j that
@@ -51,31 +76,17 @@ void reconstruct(State& s, KernelRows& kr) {
   std::vector<char> is_active(n, 0);
   for (const std::int32_t k : s.active) is_active[k] = 1;
   std::vector<std::int32_t> shrunk, moved;
+  std::vector<double> c;
   for (std::int64_t k = 0; k < n; ++k) {
     if (!is_active[k]) shrunk.push_back(static_cast<std::int32_t>(k));
-    if (s.alpha[k] != s.alpha_ref[k]) moved.push_back(static_cast<std::int32_t>(k));
-  }
-  const std::int64_t m = static_cast<std::int64_t>(shrunk.size());
-  if (m > 0) {
-    std::vector<double> acc(m, 0.0), c;
-    std::vector<const float*> rows;
-    const std::int64_t chunk = std::max<std::int64_t>(1, kReconstructBytes / 4 / m);
-    std::vector<float> out;
-    for (std::size_t a0 = 0; a0 < moved.size(); a0 += chunk) {
-      const std::vector<std::int32_t> q(moved.begin() + a0,
-                                        moved.begin() + std::min<std::size_t>(moved.size(), a0 + chunk));
-      out.resize(q.size() * m);
-      kr.compute(q, shrunk, out.data());
-      kr.complete_rows(q, shrunk, out.data());
-      rows.resize(q.size());
-      c.resize(q.size());
-      for (std::size_t a = 0; a < q.size(); ++a) {
-        rows[a] = out.data() + a * m;
-        c[a] = s.y[q[a]] * (s.alpha[q[a]] - s.alpha_ref[q[a]]);
-      }
-      accumulate_rows(rows, c, m, acc.data());
+    if (s.alpha[k] != s.alpha_ref[k]) {
+      moved.push_back(static_cast<std::int32_t>(k));
+      c.push_back(s.y[k] * (s.alpha[k] - s.alpha_ref[k]));
     }
-    for (std::int64_t b = 0; b < m; ++b) s.G[shrunk[b]] = s.G_ref[shrunk[b]] + s.y[shrunk[b]] * acc[b];
+  }
+  if (!shrunk.empty()) {
+    const std::vector<double> acc = kernel_sums(kr, moved, c, shrunk, true);
+    for (std::size_t b = 0; b < shrunk.size(); ++b) s.G[shrunk[b]] = s.G_ref[shrunk[b]] + s.y[shrunk[b]] * acc[b];
   }
   s.alpha_ref = s.alpha;
   s.G_ref = s.G;
@@ -99,27 +110,14 @@ State::State(const DualProblem& pb)
 
 void add_initial_gradient(State& s, KernelRows& kr) {
   std::vector<std::int32_t> support;
+  std::vector<double> c;
   for (std::size_t k = 0; k < s.alpha.size(); ++k)
-    if (s.alpha[k] != 0) support.push_back(static_cast<std::int32_t>(k));
-  const std::int64_t m = static_cast<std::int64_t>(s.active.size());
-  std::vector<double> acc(m, 0.0), c;
-  std::vector<float> out;
-  std::vector<const float*> rows;
-  const std::int64_t chunk = std::max<std::int64_t>(1, kReconstructBytes / 4 / std::max<std::int64_t>(1, m));
-  for (std::size_t a0 = 0; a0 < support.size(); a0 += chunk) {
-    const std::vector<std::int32_t> q(support.begin() + a0,
-                                      support.begin() + std::min<std::size_t>(support.size(), a0 + chunk));
-    out.resize(q.size() * m);
-    kr.compute(q, s.active, out.data());
-    rows.resize(q.size());
-    c.resize(q.size());
-    for (std::size_t a = 0; a < q.size(); ++a) {
-      rows[a] = out.data() + a * m;
-      c[a] = s.y[q[a]] * s.alpha[q[a]];
+    if (s.alpha[k] != 0) {
+      support.push_back(static_cast<std::int32_t>(k));
+      c.push_back(s.y[k] * s.alpha[k]);
     }
-    accumulate_rows(rows, c, m, acc.data());
-  }
-  for (std::int64_t b = 0; b < m; ++b) s.G[s.active[b]] += s.y[s.active[b]] * acc[b];
+  const std::vector<double> acc = kernel_sums(kr, support, c, s.active, false);
+  for (std::size_t b = 0; b < s.active.size(); ++b) s.G[s.active[b]] += s.y[s.active[b]] * acc[b];
   s.G_ref = s.G;
 }
 
