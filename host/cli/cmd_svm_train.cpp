@@ -26,7 +26,7 @@ std::vector<std::string> take_weights(const std::vector<std::string>& args, SvmP
   std::vector<std::string> rest;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a.size() > 2 && a[0] == '-' && a[1] == 'w' && a != "--ws-size" && a.rfind("--", 0) != 0) {
+    if (a.size() > 2 && a[0] == '-' && a[1] == 'w') {  // long options (--ws-size) have '-' there
       int label;
       auto [end, ec] = std::from_chars(a.data() + 2, a.data() + a.size(), label);
       if (ec != std::errc() || end != a.data() + a.size())
