@@ -11,9 +11,9 @@
 
 namespace accel::cuda {
 
-// Device scratch the launch needs: one dense query row of `cols` doubles. It
-// must be all zero before the first launch (cudaMemset once after
-// allocation); every launch leaves it zero again.
+// Device scratch the launch needs: a group of dense query rows of `cols`
+// doubles each. It must be all zero before the first launch (cudaMemset once
+// after allocation); every launch leaves it zero again.
 std::size_t csr_kernel_rows_scratch_bytes(std::int64_t cols);
 
 // Enqueues out[a*m + b] = K(x_{queries[a]}, x_{active[b]}) for a < q, b < m.

@@ -9,6 +9,11 @@
 // Multiply-adds issued per cycle along an active row (the gathers from the
 // on-chip row are independent, so the partitioned buffer serves them).
 #define CSR_LANES 8
+// Queries served by one pass over the active rows: each streamed row is
+// gathered against this many on-chip query copies, so a many-query launch
+// (the batched SVM solver asks for hundreds of rows) reads the active rows
+// q / CSR_QUERY_GROUP times instead of q times. 4 x 512 KiB of URAM.
+#define CSR_QUERY_GROUP 4
 
 // Kernel codes: KernelType in host/include/accel/kernels.hpp.
 #define CSR_LINEAR 0
