@@ -1,11 +1,12 @@
-// `accel coordinator` and `accel worker`: the distributed k-means job.
+// `accel coordinator` and `accel worker`: distributed jobs on the cluster engine.
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <iostream>
 
 #include "accel/error.hpp"
 #include "commands.hpp"
-#include "job.hpp"
+#include "engine.hpp"
+#include "kmeans/kmeans_job.hpp"
 
 namespace po = boost::program_options;
 
@@ -32,22 +33,23 @@ int env_int(std::initializer_list<const char*> names, int fallback) {
 
 int coordinator_main(const std::vector<std::string>& args) {
   cluster::CoordinatorOptions o;
+  cluster::KMeansJobOptions ko;
   po::options_description d("accel coordinator --input FILE --k K --workers N [options]");
   d.add_options()("help,h", "this help")
-      ("input", po::value(&o.input)->required(), "input rows (.npy, CSV, LIBSVM, IDX)")
-      ("k", po::value(&o.k)->required(), "clusters")
-      ("max-iter", po::value(&o.max_iter)->default_value(100), "iteration limit")
-      ("tol", po::value(&o.tol)->default_value(1e-4), "stop when no centroid moves this far; 0 runs max-iter")
-      ("init", po::value(&o.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy")
-      ("seed", po::value(&o.seed)->default_value(0), "random seed")
-      ("algorithm", po::value(&o.algorithm)->default_value("auto"), "lloyd | yinyang | auto (yinyang for d >= 16), on every participant")
+      ("input", po::value(&ko.input)->required(), "input rows (.npy, CSV, LIBSVM, IDX)")
+      ("k", po::value(&ko.k)->required(), "clusters")
+      ("max-iter", po::value(&ko.max_iter)->default_value(100), "iteration limit")
+      ("tol", po::value(&ko.tol)->default_value(1e-4), "stop when no centroid moves this far; 0 runs max-iter")
+      ("init", po::value(&ko.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy")
+      ("seed", po::value(&ko.seed)->default_value(0), "random seed")
+      ("algorithm", po::value(&ko.algorithm)->default_value("auto"), "lloyd | yinyang | auto (yinyang for d >= 16), on every participant")
       ("workers", po::value(&o.workers), "number of workers (default: launcher size - 1)")
       ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
       ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")
       ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
       ("pull", "workers read their rows from the input file (shared storage) instead of receiving them")
       ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join")
-      ("output-centroids", po::value(&o.output_centroids), "write the centroids (.npy)")
+      ("output-centroids", po::value(&ko.output_centroids), "write the centroids (.npy)")
       ("json", "print the summary as JSON");
   common_options(d, o);
   po::variables_map vm;
@@ -60,7 +62,9 @@ int coordinator_main(const std::vector<std::string>& args) {
   if (!vm.count("workers")) o.workers = env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, 0) - 1;
   o.pull = vm.count("pull") > 0;
   o.json = vm.count("json") > 0;
-  return cluster::run_coordinator(o);
+  o.input = ko.input;
+  cluster::KMeansJob job(ko);
+  return cluster::run_coordinator(o, job);
 }
 
 int worker_main(const std::vector<std::string>& args) {

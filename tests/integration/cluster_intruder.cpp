@@ -43,9 +43,9 @@ int main(int argc, char** argv) {
   const auto port = static_cast<std::uint16_t>(std::atoi(argv[2]));
   const std::uint64_t token = std::strtoull(argv[3], nullptr, 10);
   const std::uint64_t it = std::strtoull(argv[4], nullptr, 10);
-  attack(token + 1, transport::kDefaultMaxControlPayload, cluster::kPartial, it, 64, ip, port);           // wrong token
-  attack(token, 4u << 20, cluster::kPartial, it, 2u << 20, ip, port);                                     // oversized
-  attack(token, transport::kDefaultMaxControlPayload, cluster::kPartial, it, 13, ip, port);               // truncated
+  attack(token + 1, transport::kDefaultMaxControlPayload, cluster::kContribution, it, 64, ip, port);           // wrong token
+  attack(token, 4u << 20, cluster::kContribution, it, 2u << 20, ip, port);                                     // oversized
+  attack(token, transport::kDefaultMaxControlPayload, cluster::kContribution, it, 13, ip, port);               // truncated
   attack(token, transport::kDefaultMaxControlPayload, cluster::kHello, 0, 5, ip, port);                   // garbage hello
   attack(token, transport::kDefaultMaxControlPayload, cluster::kResync, it, 0, ip, port);                 // not recovering
   return 0;

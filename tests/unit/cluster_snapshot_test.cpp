@@ -21,18 +21,17 @@ Snapshot sample(std::int64_t rows, std::int64_t d) {
   s.job = 77;
   s.id = 3;
   s.incarnation = 2;
-  s.task.n_total = rows * 4;
-  s.task.d = d;
-  s.task.k = 5;
-  s.task.max_iter = 40;
-  s.task.tol = 1e-4;
-  s.task.row_begin = rows;
+  s.task.workload = "kmeans";
+  s.task.units = rows * 4;
+  s.task.begin = rows;
   s.task.rows = rows;
-  s.task.bounds = true;
-  s.task.centroids.resize(s.task.k * d);
-  for (std::size_t i = 0; i < s.task.centroids.size(); ++i) s.task.centroids[i] = 0.25f * static_cast<float>(i);
-  s.rows.resize(rows * d);
-  for (std::size_t i = 0; i < s.rows.size(); ++i) s.rows[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  s.task.max_rounds = 40;
+  s.task.data_bytes = rows * d * sizeof(float);
+  s.task.params.resize(5 * d * sizeof(float));
+  for (std::size_t i = 0; i < s.task.params.size(); ++i) s.task.params[i] = static_cast<std::byte>(i * 7);
+  s.data.resize(s.task.data_bytes);
+  auto* f = reinterpret_cast<float*>(s.data.data());
+  for (std::int64_t i = 0; i < rows * d; ++i) f[i] = static_cast<float>(i) * 0.5f - 3.0f;
   return s;
 }
 
@@ -41,11 +40,12 @@ void expect_same(const Snapshot& a, const Snapshot& b) {
   EXPECT_EQ(a.id, b.id);
   EXPECT_EQ(a.incarnation, b.incarnation);
   EXPECT_EQ(a.task.rows, b.task.rows);
-  EXPECT_EQ(a.task.row_begin, b.task.row_begin);
-  EXPECT_EQ(a.task.bounds, b.task.bounds);
-  EXPECT_EQ(a.task.centroids, b.task.centroids);
-  ASSERT_EQ(a.rows.size(), b.rows.size());
-  EXPECT_TRUE(std::equal(a.rows.begin(), a.rows.end(), b.rows.begin()));
+  EXPECT_EQ(a.task.begin, b.task.begin);
+  EXPECT_EQ(a.task.workload, b.task.workload);
+  EXPECT_EQ(a.task.max_rounds, b.task.max_rounds);
+  EXPECT_EQ(a.task.params, b.task.params);
+  ASSERT_EQ(a.data.size(), b.data.size());
+  EXPECT_TRUE(std::equal(a.data.begin(), a.data.end(), b.data.begin()));
 }
 
 class SnapshotFile : public ::testing::Test {
@@ -93,7 +93,7 @@ TEST_F(SnapshotFile, WithoutRowsKeepsTheTaskOnly) {
   const auto back = load_snapshot(path);
   ASSERT_TRUE(back.has_value());
   Snapshot want = s;
-  want.rows.clear();
+  want.data.clear();
   expect_same(want, *back);
   { std::ofstream(path, std::ios::app) << "x"; }
   EXPECT_THROW(load_snapshot(path), accel::InputError) << "a trailing byte after a task-only snapshot";
@@ -130,4 +130,33 @@ TEST_F(SnapshotFile, DamagedFilesAreRefused) {
     f.put('9');
   }
   expect_refused("wrong magic");
+}
+
+TEST_F(SnapshotFile, AFlippedValueIsRefusedByItsChecksum) {
+  // A float of the rows set to 1e30 (issue 17's silent corruption): the data
+  // checksum refuses it; a byte of the task: the header checksum does.
+  const Snapshot s = sample(100, 3);
+  const std::string path = snapshot_path(dir.string(), s.id);
+  auto flip_at = [&](std::uint64_t offset, float value) {
+    save_snapshot(path, s, true);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(reinterpret_cast<const char*>(&value), sizeof value);
+  };
+  save_snapshot(path, s, true);
+  const std::uint64_t data_at = fs::file_size(path) - s.data.size();
+  flip_at(data_at + 40, 1e30f);
+  try {
+    load_snapshot(path);
+    ADD_FAILURE() << "a snapshot with a changed row was accepted";
+  } catch (const accel::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("data checksum"), std::string::npos) << e.what();
+  }
+  flip_at(60, 1e30f);
+  try {
+    load_snapshot(path);
+    ADD_FAILURE() << "a snapshot with a changed task was accepted";
+  } catch (const accel::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
 }

@@ -1,10 +1,12 @@
-// A worker's task on disk, so a restarted worker resumes (seeds/000,
+// A member's task on disk, so a restarted worker resumes (seeds/000,
 // seeds/002). Written to a temporary file, fsynced, renamed: a crash leaves
 // the old snapshot or the new one. Layout: magic, job, id, incarnation, task,
-// row count (0: the rows are not in the file), zeros up to a multiple of 4096
-// bytes, the rows.
+// data length (0: the data is not in the file), crc32 of everything before
+// it and crc32 of the data, zeros up to a multiple of 4096 bytes, the data.
+// A file whose checksums disagree is refused: a flipped bit in the rows
+// would otherwise enter every later round unnoticed.
 //
-// By default the rows stay out of the file: a resume needs the coordinator
+// By default the data stays out of the file: a resume needs the coordinator
 // alive anyway (it confirms the task and the current iteration), and the
 // coordinator holds every row for the whole job, so the resuming worker asks
 // it for its partition again, as Spark recomputes a lost cached partition
@@ -53,19 +55,20 @@ struct RowAllocator {
     return true;
   }
 };
-using Rows = std::vector<float, RowAllocator<float>>;
+// A partition's data in the workload's layout (k-means: float rows).
+using Blob = std::vector<std::byte, RowAllocator<std::byte>>;
 
 struct Snapshot {
   std::uint64_t job = 0;
   std::uint32_t id = 0;
   std::uint32_t incarnation = 0;
   Task task;
-  Rows rows;  // task.rows x task.d
+  Blob data;  // task.data_bytes
 };
 
 std::string snapshot_path(const std::string& dir, std::uint32_t id);
-// with_rows: write s.rows too (else the file records none).
-void save_snapshot(const std::string& path, const Snapshot& s, bool with_rows);
+// with_data: write s.data too (else the file records none).
+void save_snapshot(const std::string& path, const Snapshot& s, bool with_data);
 // nullopt when there is none; throws InputError for a damaged one.
 std::optional<Snapshot> load_snapshot(const std::string& path);
 

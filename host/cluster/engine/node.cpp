@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <set>
 
 #include "accel/error.hpp"
 
@@ -53,10 +54,8 @@ std::optional<transport::Received> Node::receive(Ms timeout) {
   }
 }
 
-std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine, Membership& view, std::int64_t k,
-                                            std::int64_t d,
-                                            const std::function<void(const transport::Received&)>& other,
-                                            SyncStats& stats) {
+std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribution& mine, Membership& view,
+                                                 const Validate& validate, const Other& other, SyncStats& stats) {
   const auto t0 = Clock::now();
   const auto payload = encode(mine);
   sent_[t] = payload;
@@ -66,7 +65,7 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
   std::set<std::uint32_t> notified;
   for (auto q : view.active) {
     if (q == id()) continue;
-    if (send(q, kPartial, t, payload)) notified.insert(q);
+    if (send(q, kContribution, t, payload)) notified.insert(q);
     else stats.evicted.push_back(q);
   }
   const auto t1 = Clock::now();
@@ -75,19 +74,20 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
   // Waiting phase. Results of t are solicited (from the notified) or
   // unsolicited (from a returning worker, which gets this node's result in
   // reply). Workers learn the iteration's view from the coordinator's result.
-  std::map<std::uint32_t, Partial> got;
+  std::map<std::uint32_t, Contribution> got;
   std::optional<Membership> coord_view;
   if (coordinator()) coord_view = mine.view;
   auto handle = [&](const transport::Received& r) {
     const auto& h = r.message.header;
-    if (h.type != kPartial) return other(r);
+    if (h.type != kContribution) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
     if (it > t) return stash(r);
-    Partial p;
+    Contribution p;
     try {
-      p = decode_partial(r.message.payload, k, d, limits_);
+      p = decode_contribution(r.message.payload, limits_);
+      validate(p.data);
     } catch (const InputError& e) {
-      std::cerr << "accel cluster: dropped partial from " << h.sender << ": " << e.what() << "\n";
+      std::cerr << "accel cluster: dropped contribution from " << h.sender << ": " << e.what() << "\n";
       return;
     }
     if (it < t) {
@@ -95,9 +95,9 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
       // else older than this iteration is stale and dropped.
       if (!p.reply_address.empty() && sent_.count(it)) {
         ensure_peer(h.sender, p.reply_address);
-        send(h.sender, kPartial, it, sent_[it]);
+        send(h.sender, kContribution, it, sent_[it]);
       } else {
-        std::cerr << "accel cluster: dropped stale partial of iteration " << it << " from " << h.sender
+        std::cerr << "accel cluster: dropped stale contribution of round " << it << " from " << h.sender
                   << " (now " << t << ")\n";
       }
       return;
@@ -107,7 +107,7 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
       // Unsolicited: answer a returning worker so it can resynchronize.
       if (!p.reply_address.empty()) {
         ensure_peer(h.sender, p.reply_address);
-        send(h.sender, kPartial, t, payload);
+        send(h.sender, kContribution, t, payload);
       }
     }
     got[h.sender] = std::move(p);
@@ -141,10 +141,10 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
 
   if (!coord_view) {
     if (!reachable(0)) throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
-    throw Evicted("no result from the coordinator for iteration " + std::to_string(t) + " within the timeout");
+    throw Evicted("no result from the coordinator for round " + std::to_string(t) + " within the timeout");
   }
   view = *coord_view;
-  std::map<std::uint32_t, Partial> members;
+  std::map<std::uint32_t, Contribution> members;
   for (auto q : view.active) {
     if (q == id()) {
       members[q] = mine;
@@ -155,6 +155,95 @@ std::map<std::uint32_t, Partial> Node::sync(std::int64_t t, const Partial& mine,
     }
   }
   return members;
+}
+
+std::map<std::uint32_t, Contribution> Node::gather(std::int64_t t, const std::vector<std::uint32_t>& from,
+                                                   const Validate& validate, const Other& other, SyncStats& stats) {
+  const auto t0 = Clock::now();
+  std::map<std::uint32_t, Contribution> got;
+  std::set<std::uint32_t> waiting(from.begin(), from.end());
+  waiting.erase(id());
+  auto handle = [&](const transport::Received& r) {
+    const auto& h = r.message.header;
+    if (h.type != kContribution) return other(r);
+    const auto it = static_cast<std::int64_t>(h.iteration);
+    if (it > t) return stash(r);
+    if (it < t || !waiting.count(h.sender)) {
+      std::cerr << "accel cluster: dropped contribution of round " << it << " from " << h.sender << " (now " << t
+                << ")\n";
+      return;
+    }
+    try {
+      Contribution c = decode_contribution(r.message.payload, limits_);
+      validate(c.data);
+      got[h.sender] = std::move(c);
+      waiting.erase(h.sender);
+    } catch (const InputError& e) {
+      std::cerr << "accel cluster: dropped contribution from " << h.sender << ": " << e.what() << "\n";
+    }
+  };
+  std::vector<transport::Received> early;
+  early.swap(early_);
+  for (auto& r : early) handle(r);
+  const auto deadline = t0 + timeout_;
+  while (!waiting.empty()) {
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (!reachable(*it)) {  // a member whose endpoint died will not answer
+        stats.evicted.push_back(*it);
+        it = waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const auto now = Clock::now();
+    if (waiting.empty() || now >= deadline) break;
+    if (auto r = receive(std::chrono::duration_cast<Ms>(deadline - now))) handle(*r);
+  }
+  for (auto q : waiting) stats.evicted.push_back(q);  // timed out
+  stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return got;
+}
+
+Contribution Node::exchange_with_coordinator(std::int64_t t, const Contribution* mine,
+                                             const Validate& validate_decision, const Other& other,
+                                             SyncStats& stats) {
+  const auto t0 = Clock::now();
+  if (mine && !send(0, kContribution, t, encode(*mine)))
+    throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+  const auto t1 = Clock::now();
+  stats.notify_seconds = std::chrono::duration<double>(t1 - t0).count();
+  std::optional<Contribution> decision;
+  auto handle = [&](const transport::Received& r) {
+    const auto& h = r.message.header;
+    if (h.type != kDecision || h.sender != 0) return other(r);
+    const auto it = static_cast<std::int64_t>(h.iteration);
+    if (it > t) return stash(r);
+    if (it < t) return;  // an older round's, already applied
+    try {
+      Contribution c = decode_contribution(r.message.payload, limits_);
+      if (!c.has_view) throw InputError("decision without a view");
+      validate_decision(c.data);
+      decision = std::move(c);
+    } catch (const InputError& e) {
+      std::cerr << "accel cluster: dropped decision of round " << t << ": " << e.what() << "\n";
+    }
+  };
+  std::vector<transport::Received> early;
+  early.swap(early_);
+  for (auto& r : early) handle(r);
+  // The coordinator waits up to the timeout for the slowest member, then
+  // decides: allow for both.
+  const auto deadline = t1 + 2 * timeout_ + Ms(1000);
+  while (!decision) {
+    if (!reachable(0))
+      throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+    const auto now = Clock::now();
+    if (now >= deadline)
+      throw Evicted("no decision from the coordinator for round " + std::to_string(t) + " within the timeout");
+    if (auto r = receive(std::min(std::chrono::duration_cast<Ms>(deadline - now), Ms(100)))) handle(*r);
+  }
+  stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return std::move(*decision);
 }
 
 }  // namespace accel::cluster

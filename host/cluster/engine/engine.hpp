@@ -1,8 +1,14 @@
-// The distributed k-means job (seeds/000): one coordinator, N workers.
+// The cluster engine's entry points: one coordinator, N workers, any
+// workload (workload.hpp). `accel coordinator ...` builds a Job and calls
+// run_coordinator; `accel worker` calls run_worker and learns the workload
+// from its task.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "errors.hpp"
+#include "workload.hpp"
 
 namespace accel::cluster {
 
@@ -12,21 +18,16 @@ struct Common {
   int timeout_ms = 2000;          // barrier wait before a silent member is evicted
   std::string tls;                // UCX_TLS for this process (empty: UCX's choice)
   int keepalive_ms = 5000;  // above a long compute phase: peers only answer keepalives from progress()
-  std::string log_json;           // one JSON line per iteration (and per transfer)
+  std::string log_json;           // one JSON line per round (and per transfer)
 };
 
 struct CoordinatorOptions : Common {
-  std::string input, init = "kmeans++", output_centroids;
-  std::string algorithm = "auto";  // lloyd | yinyang | auto, for every participant
-  std::int64_t k = 8;
-  int max_iter = 100;
-  double tol = 1e-4;
-  std::uint64_t seed = 0;
   int workers = 1;
   std::string listen = "127.0.0.1:0";
   std::size_t block_size = 64u << 20;
   std::string protocol = "auto";  // bulk: auto | put | am
   bool pull = false;              // workers read their rows from the input file themselves
+  std::string input;              // the input file, for --pull
   int join_timeout_ms = 60000;
   bool json = false;
 };
@@ -38,7 +39,7 @@ struct WorkerOptions : Common {
   bool snapshot_rows = false;  // the rows in the snapshot too (else a resume asks the coordinator for them)
 };
 
-int run_coordinator(const CoordinatorOptions& o);
+int run_coordinator(const CoordinatorOptions& o, Job& job);
 int run_worker(const WorkerOptions& o);
 
 }  // namespace accel::cluster

@@ -1,0 +1,405 @@
+// The coordinator: joins the workers, partitions the rows by measured speed
+// (seeds/003 Algorithm 1), distributes tasks and data, runs the rounds with
+// its own partition as a member, and ends the job. One method per phase.
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+#include <set>
+
+#include "accel/error.hpp"
+#include "accel/kmeans.hpp"  // rebalance(): seeds/003 Algorithm 1
+#include "session.hpp"
+#include "snapshot.hpp"
+
+namespace accel::cluster {
+namespace {
+
+using transport::Received;
+
+class Coordinator {
+ public:
+  Coordinator(const CoordinatorOptions& o, Job& job)
+      : o_(o), job_(job), workload_(find_workload(job.workload())), log_(o.log_json),
+        registry_(Registry::discover_all()), local_{registry_, o.device, {}}, N_(o.workers) {}
+
+  int run() {
+    t_start_ = Clock::now();
+    listen();
+    join();
+    partition();
+    distribute();
+    rounds();
+    return finish();
+  }
+
+ private:
+  void listen();
+  void join();
+  void on_join_message(const Received& r);
+  void partition();
+  Task task_for(std::uint32_t w) const;
+  void distribute();
+  void push_rows(std::uint32_t w, std::set<std::uint32_t>& ready);
+  void rounds();
+  RoundOutcome all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st);
+  RoundOutcome central_round(std::int64_t t, const Membership& view, SyncStats& st);
+  void on_message(const Received& r);
+  void on_hello(const Received& r);
+  void on_ticket(const Received& r);
+  void on_resync(const Received& r);
+  int finish();
+  bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(N_); }
+  Membership membership() const {
+    return {{active_.begin(), active_.end()}, {inactive_.begin(), inactive_.end()},
+            {recovering_.begin(), recovering_.end()}};
+  }
+
+  const CoordinatorOptions& o_;
+  Job& job_;
+  const Workload& workload_;
+  Log log_;
+  Registry registry_;
+  Local local_;
+  const int N_;
+  std::unique_ptr<Node> node_;
+  std::map<std::uint32_t, std::vector<std::byte>> address_;
+  std::map<std::uint32_t, double> capability_;
+  std::vector<std::int64_t> loads_, begin_;
+  std::unique_ptr<Partition> own_;
+  std::set<std::uint32_t> active_, inactive_, recovering_, resynced_;
+  std::map<std::uint32_t, Clock::time_point> returned_at_;
+  std::int64_t current_t_ = 0, rounds_done_ = 0;
+  Membership current_view_;
+  bool converged_ = false;
+  Clock::time_point t_start_;
+  double waiting_ = 0, sharing_ = 0, computing_ = 0;
+};
+
+void Coordinator::listen() {
+  if (N_ < 1) throw InputError("--workers must be at least 1");
+  if (o_.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+  auto topts = transport_options(o_, 0, 1);
+  topts.block_bytes = o_.block_size;
+  topts.protocol = transport::parse_bulk_protocol(o_.protocol);
+  node_ = std::make_unique<Node>(topts, Ms(o_.timeout_ms), Limits{});
+  const auto [ip, port] = split_addr(o_.listen);
+  const auto bound = node_->net().listen(ip, port);
+  std::cerr << "accel coordinator: listening on " << ip << ":" << bound << " for " << N_ << " workers\n";
+  log_.write({{"event", "listening"}, {"address", ip + ":" + std::to_string(bound)}});
+}
+
+// Every worker says hello and measures its speed for this job's probe. The
+// wait for worker processes to start is the launcher's cost, not the job's
+// (Spark's executor start-up is not in its time either); the coordinator
+// measures itself once every worker has joined, while the workers measure
+// themselves on their own cores.
+void Coordinator::join() {
+  address_[0] = node_->net().worker_address();
+  const auto t_waiting = Clock::now();
+  const auto deadline = Clock::now() + Ms(o_.join_timeout_ms);
+  while (static_cast<int>(capability_.size()) < N_ + 1) {
+    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    if (left.count() <= 0)
+      throw InputError("only " + std::to_string(address_.size() - 1) + " of " + std::to_string(N_) +
+                       " workers joined within " + std::to_string(o_.join_timeout_ms) + " ms");
+    if (auto r = node_->receive(left)) on_join_message(*r);
+    if (static_cast<int>(address_.size()) == N_ + 1 && !capability_.count(0)) {
+      waiting_ = secs(t_waiting, Clock::now());
+      const auto t0 = Clock::now();
+      capability_[0] = workload_.measure(job_.probe(), local_);
+      log_.write({{"event", "probe"}, {"seconds", secs(t0, Clock::now())}, {"rows_per_s", capability_[0]}});
+    }
+  }
+}
+
+void Coordinator::on_join_message(const Received& r) {
+  auto& net = node_->net();
+  const auto& h = r.message.header;
+  if (h.type == kHello) {
+    bool resume = false;
+    std::int64_t it = 0;
+    std::vector<std::byte> addr;
+    try {
+      decode_hello(r.message.payload, resume, it, addr, node_->limits());
+    } catch (const InputError& e) {
+      std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
+      return;
+    }
+    // Nothing can be resumed before the job starts: a resuming worker holds
+    // a snapshot of an earlier job with the same token, which it discards
+    // when rejected, and then joins afresh.
+    if (resume || !known_worker(h.sender) || address_.count(h.sender) || r.from == transport::kNoEndpoint) {
+      std::cerr << "accel coordinator: rejected " << (resume ? "a resume" : "hello") << " from id " << h.sender
+                << "\n";
+      if (r.from != transport::kNoEndpoint) net.send(r.from, kReject, 0, {});
+      return;
+    }
+    node_->set_endpoint(h.sender, r.from, addr);
+    address_[h.sender] = addr;
+    Out probe;  // {workload name, what to measure}
+    probe.text(job_.workload());
+    probe.bytes(job_.probe());
+    node_->send(h.sender, kProbe, 0, probe.b);
+  } else if (h.type == kTicket && r.from != transport::kNoEndpoint) {
+    // Data asked for by a worker resuming a snapshot (see the hello above).
+    std::cerr << "accel coordinator: rejected a resume from id " << h.sender << " (no job running yet)\n";
+    net.send(r.from, kReject, 0, {});
+  } else if (h.type == kCapability && address_.count(h.sender)) {
+    try {
+      capability_[h.sender] = decode_f64(r.message.payload);
+    } catch (const InputError& e) {
+      std::cerr << "accel coordinator: dropped capability from " << h.sender << ": " << e.what() << "\n";
+    }
+  }
+}
+
+// Partition sizes follow measured capability (seeds/003 Algorithm 1,
+// starting from the uniform split the seed uses).
+void Coordinator::partition() {
+  const std::int64_t n = job_.units();
+  loads_.assign(N_ + 1, n / (N_ + 1));
+  loads_.back() += n - std::accumulate(loads_.begin(), loads_.end(), std::int64_t{0});
+  std::vector<double> caps;
+  for (int i = 0; i <= N_; ++i) caps.push_back(capability_[i]);
+  loads_ = rebalance(loads_, caps, 0.0);
+  begin_.assign(N_ + 1, 0);
+  for (int i = 1; i <= N_; ++i) begin_[i] = begin_[i - 1] + loads_[i - 1];
+  log_.write({{"event", "partition"}, {"rows", loads_}, {"capability_rows_per_s", caps}});
+}
+
+Task Coordinator::task_for(std::uint32_t w) const {
+  Task task;
+  task.workload = job_.workload();
+  task.units = job_.units();
+  task.begin = begin_[w];
+  task.rows = loads_[w];
+  task.max_rounds = job_.max_rounds();
+  task.data_bytes = job_.data_bytes(begin_[w], begin_[w] + loads_[w]);
+  if (!o_.input.empty()) task.input = std::filesystem::absolute(o_.input).string();
+  task.pull = o_.pull;
+  task.params = job_.params();
+  for (const auto& [id, a] : address_)
+    if (id != w) task.peers.push_back({id, a});
+  return task;
+}
+
+// The task, then the data pushed into the worker's buffer (or read by the
+// worker itself with --pull); workers that got theirs say so while later
+// ones are still receiving.
+void Coordinator::distribute() {
+  const auto t_share = Clock::now();
+  std::set<std::uint32_t> ready;
+  for (int w = 1; w <= N_; ++w) {
+    const Task task = task_for(w);
+    if (!node_->send(w, kTask, 0, encode(task))) throw InputError("worker " + std::to_string(w) + " is unreachable");
+    if (!o_.pull && task.data_bytes > 0) push_rows(w, ready);
+  }
+  while (static_cast<int>(ready.size()) < N_)
+    ready.insert(expect_msg(*node_, kReady, Ms(o_.join_timeout_ms), "workers to be ready").message.header.sender);
+  sharing_ = secs(t_share, Clock::now());
+  own_ = workload_.open(task_for(0), job_.data(begin_[0], begin_[0] + loads_[0]), local_);
+  for (int w = 1; w <= N_; ++w) node_->send(w, kStart, 0, {});
+}
+
+void Coordinator::push_rows(std::uint32_t w, std::set<std::uint32_t>& ready) {
+  auto note_ready = [&](const Received& r) {
+    if (r.message.header.type == kReady) ready.insert(r.message.header.sender);
+  };
+  const Received t =
+      expect_msg(*node_, kTicket, Ms(o_.join_timeout_ms), "worker " + std::to_string(w) + "'s ticket", note_ready);
+  const auto data = job_.data(begin_[w], begin_[w] + loads_[w]);
+  const auto t0 = Clock::now();
+  auto c = node_->net().push(node_->endpoint(w), t.message.payload, data.data(), data.size());
+  if (!node_->net().wait(c, Ms(o_.join_timeout_ms)) || !c->ok())
+    throw InputError("sending rows to worker " + std::to_string(w) + " failed: " + c->error);
+  const double s = secs(t0, Clock::now());
+  log_.write({{"event", "transfer"}, {"worker", w}, {"bytes", data.size()}, {"block_size", o_.block_size},
+              {"protocol", transport::to_string(c->protocol)}, {"seconds", s},
+              {"mib_per_s", data.size() / s / (1 << 20)}});
+}
+
+void Coordinator::rounds() {
+  for (int i = 0; i <= N_; ++i) active_.insert(i);
+  for (std::int64_t t = 1; t <= job_.max_rounds(); ++t) {
+    for (auto w : resynced_) {
+      recovering_.erase(w);
+      active_.insert(w);
+    }
+    resynced_.clear();
+    const Membership view = membership();
+    current_t_ = t;
+    current_view_ = view;
+    SyncStats st;
+    const RoundOutcome out = workload_.exchange() == Exchange::AllToAll ? all_to_all_round(t, view, st)
+                                                                        : central_round(t, view, st);
+    rounds_done_ = t;
+    nlohmann::json line = {{"iteration", t},
+                           {"participant", 0},
+                           {"sharing_s", t == 1 ? sharing_ : 0.0},
+                           {"computing_s", computing_},
+                           {"synchronizing_s", st.notify_seconds + st.wait_seconds},
+                           {"barrier_wait_s", st.wait_seconds},
+                           {"members", view_json(view)},
+                           {"evicted", st.evicted}};
+    line.update(out.log);
+    log_.write(line);
+    if (out.stop) {
+      converged_ = true;
+      break;
+    }
+  }
+}
+
+void Coordinator::on_message(const Received& r) {
+  switch (r.message.header.type) {
+    case kHello: return on_hello(r);
+    case kTicket: return on_ticket(r);
+    case kResync: return on_resync(r);
+    default: return;
+  }
+}
+
+RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st) {
+  Contribution mine;
+  const auto t0 = Clock::now();
+  mine.data = own_->contribute(t);
+  computing_ = secs(t0, Clock::now());
+  mine.has_view = true;
+  mine.view = view;
+  Membership v = view;
+  const auto got = node_->sync(
+      t, mine, v, [&](std::span<const std::byte> b) { own_->validate(b); }, [&](const Received& r) { on_message(r); },
+      st);
+  for (auto q : st.evicted) {
+    active_.erase(q);
+    recovering_.erase(q);
+    inactive_.insert(q);
+  }
+  std::map<std::uint32_t, Bytes> members;
+  for (const auto& [id, c] : got) members[id] = c.data;
+  return own_->absorb(t, members);
+}
+
+// Star form: the members' contributions to this node, the job's decision,
+// the decision (with the view of the members it counted) to every member,
+// returning ones included, so they stay in step until they count again.
+RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, SyncStats& st) {
+  std::map<std::uint32_t, Bytes> members;
+  const auto t_compute = Clock::now();
+  members[0] = own_->contribute(t);
+  computing_ = secs(t_compute, Clock::now());
+  const auto t0 = Clock::now();
+  const auto got = node_->gather(
+      t, view.active, [&](std::span<const std::byte> b) { own_->validate(b); },
+      [&](const Received& r) { on_message(r); }, st);
+  for (const auto& [id, c] : got) members[id] = c.data;
+  for (auto q : st.evicted) {
+    active_.erase(q);
+    recovering_.erase(q);
+    inactive_.insert(q);
+  }
+  Contribution decision;
+  decision.data = job_.decide(t, members);
+  decision.has_view = true;
+  decision.view = view;
+  decision.view.active.clear();
+  for (const auto& [id, c] : members) decision.view.active.push_back(id);
+  decision.view.inactive.assign(inactive_.begin(), inactive_.end());
+  const auto payload = encode(decision);
+  for (auto q : active_)
+    if (q != 0) node_->send(q, kDecision, t, payload);
+  for (auto q : recovering_) node_->send(q, kDecision, t, payload);
+  st.notify_seconds = secs(t0, Clock::now()) - st.wait_seconds;
+  return own_->apply(t, decision.data);
+}
+
+// A returning worker (seeds/000 recovery), told the current round right
+// away: it asks everyone for their contributions of it (all-to-all) or
+// follows the decisions (central), resynchronizes, and becomes active from
+// the next view on.
+void Coordinator::on_hello(const Received& r) {
+  auto& net = node_->net();
+  const auto& h = r.message.header;
+  bool resume = false;
+  std::int64_t it = 0;
+  std::vector<std::byte> addr;
+  try {
+    decode_hello(r.message.payload, resume, it, addr, node_->limits());
+  } catch (const InputError& e) {
+    std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
+    return;
+  }
+  if (!resume || !known_worker(h.sender) || r.from == transport::kNoEndpoint) {
+    if (r.from != transport::kNoEndpoint) net.send(r.from, kReject, 0, {});
+    return;
+  }
+  node_->set_endpoint(h.sender, r.from, addr);
+  address_[h.sender] = addr;
+  active_.erase(h.sender);
+  inactive_.erase(h.sender);
+  recovering_.insert(h.sender);
+  returned_at_[h.sender] = Clock::now();
+  Current cur;
+  cur.round = current_t_;
+  cur.state = own_->shared_state();
+  cur.view = current_view_;
+  for (const auto& [id, a] : address_)
+    if (id != h.sender) cur.peers.push_back({id, a});
+  node_->send(h.sender, kCurrent, current_t_, encode(cur));
+  log_.write({{"event", "rejoin"}, {"worker", h.sender}, {"incarnation", h.incarnation}, {"iteration", current_t_}});
+}
+
+// A worker resuming from a snapshot without its data asks for its partition
+// again before its hello. The push runs in the background (UCX progresses
+// it whenever this loop receives); a malformed ticket or one of the wrong
+// size is refused by push().
+void Coordinator::on_ticket(const Received& r) {
+  const auto w = r.message.header.sender;
+  if (!known_worker(w) || r.from == transport::kNoEndpoint || loads_[w] == 0) return;
+  const auto data = job_.data(begin_[w], begin_[w] + loads_[w]);
+  try {
+    node_->net().push(r.from, r.message.payload, data.data(), data.size());
+    log_.write({{"event", "rows_resent"}, {"worker", w}, {"bytes", data.size()}, {"iteration", current_t_}});
+  } catch (const std::exception& e) {
+    std::cerr << "accel coordinator: dropped ticket from " << w << ": " << e.what() << "\n";
+  }
+}
+
+void Coordinator::on_resync(const Received& r) {
+  const auto w = r.message.header.sender;
+  if (recovering_.count(w) && returned_at_.count(w)) {
+    resynced_.insert(w);
+    log_.write({{"event", "resynchronized"}, {"worker", w}, {"iteration", r.message.header.iteration},
+                {"reintegration_s", secs(returned_at_[w], Clock::now())}});
+    returned_at_.erase(w);
+  }
+}
+
+// The job's result is final here; telling the workers (and the 50 ms that
+// lets those messages leave) is teardown, as Spark's is not in its time.
+int Coordinator::finish() {
+  const double job_seconds = secs(t_start_, Clock::now()) - waiting_;
+  for (int w = 1; w <= N_; ++w) node_->send(w, kDone, rounds_done_, {});
+  node_->net().progress_until([] { return false; }, Ms(50));  // let the done messages leave
+  nlohmann::json summary = {{"n", job_.units()},
+                            {"workers", N_},
+                            {"iterations", rounds_done_},
+                            {"converged", converged_},
+                            {"rows", loads_},
+                            {"seconds",
+                             {{"total", secs(t_start_, Clock::now())},  // the job adds its loading
+                              {"waiting_for_workers", waiting_},
+                              {"job", job_seconds},
+                              {"sharing", sharing_}}},
+                            {"members", view_json(membership())}};
+  const std::string text = job_.finish(own_->shared_state(), summary);
+  if (o_.json) std::cout << summary.dump() << "\n";
+  else std::cout << text << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_coordinator(const CoordinatorOptions& o, Job& job) { return Coordinator(o, job).run(); }
+
+}  // namespace accel::cluster

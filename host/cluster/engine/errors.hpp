@@ -1,0 +1,32 @@
+// How the engine's phases end, as types and codes (never message strings).
+#pragma once
+
+#include <stdexcept>
+
+namespace accel::cluster {
+
+// Process exit codes of coordinator and worker (README "Exit codes").
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitBadInput = 2,      // bad options, input, or a peer's bad bytes
+  kExitLostJob = 3,       // a worker that lost its coordinator or could not rejoin
+};
+
+// Control flow between the engine's phases, never message strings.
+// The coordinator's endpoint failed: the job is over for this worker.
+struct CoordinatorGone : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The coordinator is reachable but this worker fell out of the job (it was
+// stopped past the timeout): rejoin with a new incarnation.
+struct Evicted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The coordinator said the job is over.
+struct JobDone {};
+// The coordinator refused this worker: its job is over, or the id unknown.
+struct Rejected : std::runtime_error {
+  Rejected() : std::runtime_error("the coordinator rejected this worker (job over or unknown id)") {}
+};
+
+}  // namespace accel::cluster

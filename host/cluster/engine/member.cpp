@@ -1,0 +1,331 @@
+// A worker: joins (fresh, or resuming its snapshot), gets its task and its
+// partition's data, then takes part in the rounds until the coordinator
+// says the job is done. The workload comes from the task.
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "accel/error.hpp"
+#include "session.hpp"
+#include "snapshot.hpp"
+
+namespace accel::cluster {
+namespace {
+
+using transport::Received;
+
+// The partition's data into s.data: read from the input file (--pull), or
+// pushed by the coordinator into this buffer after a ticket, at the start
+// and again when resuming from a snapshot without data.
+void fetch_data(Node& node, const Workload& workload, Snapshot& s, Ms timeout) {
+  s.data.resize(s.task.data_bytes);
+  if (s.task.pull) {
+    workload.read(s.task, s.data);
+    return;
+  }
+  if (s.data.empty()) return;
+  auto& net = node.net();
+  auto h = net.expect(s.data.data(), s.data.size(), transport::MemoryType::Host, node.endpoint(0));
+  node.send(0, kTicket, 0, h.ticket);
+  // Waits for the data, or for a reject (a resume the coordinator cannot
+  // serve: its job is not the snapshot's); other messages keep their turn.
+  const auto deadline = Clock::now() + timeout;
+  while (!h.completion->done) {
+    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    if (left.count() <= 0) throw InputError("receiving rows failed: timed out");
+    if (!node.reachable(0)) throw CoordinatorGone("the coordinator is gone");
+    if (auto r = node.receive(std::min(left, Ms(20)))) {
+      if (r->message.header.type == kReject) throw Rejected();
+      node.stash(std::move(*r));
+    }
+  }
+  if (!h.completion->ok()) {
+    if (!node.reachable(0)) throw CoordinatorGone("the coordinator is gone (" + h.completion->error + ")");
+    throw InputError("receiving rows failed: " + h.completion->error);
+  }
+}
+
+// One incarnation of a worker: join (fresh or resuming), then take part in
+// rounds until done. Returns normally when the job is done; throws Evicted
+// to rejoin.
+class Incarnation {
+ public:
+  Incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::optional<Snapshot>& snap, Log& log,
+              const Registry& reg)
+      : o_(o), incarnation_(incarnation), snap_(snap), log_(log), local_{reg, o.device, {}},
+        node_(transport_options(o, o.id, incarnation), Ms(o.timeout_ms), Limits{}) {}
+
+  void run() {
+    const auto [ip, port] = split_addr(o_.coordinator);
+    node_.set_endpoint(0, node_.net().connect(ip, port));
+    const bool resume = snap_.has_value();
+    // A resuming worker is answered within a round; a fresh one waits for
+    // every worker to join and for the coordinator's measurements.
+    join_ = resume ? Ms(std::max(o_.timeout_ms * 5, 5000)) : Ms(std::max(o_.timeout_ms * 10, 30000));
+    if (resume) {
+      if (snap_->data.size() != snap_->task.data_bytes) refetch();
+      node_.send(0, kHello, 0, encode_hello(true, 0, node_.net().worker_address()));
+      resume_round();
+    } else {
+      node_.send(0, kHello, 0, encode_hello(false, 0, node_.net().worker_address()));
+      fresh_start();
+    }
+    rounds();
+    wait_done();
+  }
+
+ private:
+  void refetch();
+  void fresh_start();
+  void start_snapshot();
+  void resume_round();
+  void rounds();
+  RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
+  RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
+  void wait_done();
+  const Workload& workload() const { return find_workload(snap_->task.workload); }
+  void on_message(const Received& r) {
+    if (r.message.header.type == kDone) done_ = true;
+    else if (r.message.header.type == kReject) throw Rejected();
+  }
+
+  const WorkerOptions& o_;
+  const std::uint32_t incarnation_;
+  std::optional<Snapshot>& snap_;
+  Log& log_;
+  Local local_;
+  Node node_;
+  Ms join_{0};
+  std::int64_t t_ = 1;
+  Membership view_;
+  std::unique_ptr<Partition> part_;
+  bool recovering_ = false, done_ = false;
+  // Declared after what it uses: joined first when the incarnation ends.
+  std::atomic<bool> snapshot_done_ = false;
+  double snapshot_seconds_ = 0;
+  std::jthread snapshot_writer_;
+};
+
+// A snapshot without data (snapshot.hpp): get it back before saying hello,
+// so that the recovery handshake itself is as quick as ever.
+void Incarnation::refetch() {
+  const auto t0 = Clock::now();
+  fetch_data(node_, workload(), *snap_, join_);
+  log_.write({{"event", "rows_fetched"}, {"rows", snap_->task.rows}, {"seconds", secs(t0, Clock::now())},
+              {"from", snap_->task.pull ? "input file" : "coordinator"}});
+}
+
+// The probe names the workload and what to measure (kProbe: {workload
+// name, the job's probe}); the task follows once every worker has answered.
+void Incarnation::fresh_start() {
+  const Received probe = expect_msg(node_, kProbe, join_, "the coordinator's probe");
+  In in(probe.message.payload);
+  const std::string name = in.text(node_.limits().max_name);
+  const Bytes spec = in.bytes(node_.limits().max_data);
+  in.end();
+  node_.send(0, kCapability, 0, encode_f64(find_workload(name).measure(spec, local_)));
+  const Received tr = expect_msg(node_, kTask, join_, "the task");
+  Snapshot s;
+  s.job = o_.job;
+  s.id = o_.id;
+  s.incarnation = incarnation_;
+  s.task = decode_task(tr.message.payload, node_.limits());
+  if (s.task.workload != name) throw InputError("the task's workload differs from the probe's");
+  fetch_data(node_, find_workload(name), s, join_);
+  snap_ = std::move(s);
+  start_snapshot();
+  for (const auto& p : snap_->task.peers)
+    if (p.id != 0) node_.connect_peer(p.id, p.address);
+  part_ = workload().open(snap_->task, snap_->data, local_);
+  node_.send(0, kReady, 0, {});
+  expect_msg(node_, kStart, join_, "the start", [&](const Received& r) {
+    if (r.message.header.type == kContribution || r.message.header.type == kDecision) node_.stash(r);
+  });
+  // Everyone starts active: the coordinator (among the peers) and this worker.
+  std::set<std::uint32_t> all{0, o_.id};
+  for (const auto& p : snap_->task.peers) all.insert(p.id);
+  view_.active.assign(all.begin(), all.end());
+}
+
+// The snapshot (the task, and the data with --snapshot-rows; fsynced) is
+// written beside the first rounds rather than before this worker says it is
+// ready: with 100 MB of rows that write held the whole job's start by 0.3 s.
+// Nor does any round wait for it: it waits on the disk (an fsync; 0.1-0.4 s
+// with the rows here), several rounds of a fast job. From the round it
+// lands in (logged as the "snapshot" event) a restarted worker can resume;
+// a crash before then leaves no snapshot (the rename keeps the file whole or
+// absent) and the job goes on without this member.
+void Incarnation::start_snapshot() {
+  if (o_.snapshot_dir.empty()) return;
+  snapshot_writer_ = std::jthread([this] {
+    const auto t0 = Clock::now();
+    try {
+      save_snapshot(snapshot_path(o_.snapshot_dir, o_.id), *snap_, o_.snapshot_rows);
+    } catch (const std::exception& e) {
+      std::cerr << "accel worker " << o_.id << ": no snapshot: " << e.what() << "\n";
+    }
+    snapshot_seconds_ = secs(t0, Clock::now());
+    snapshot_done_ = true;
+  });
+}
+
+// seeds/000 recovery: wait to be told the current round and the shared state.
+void Incarnation::resume_round() {
+  const Received cr = expect_msg(node_, kCurrent, join_, "the coordinator's current iteration", [&](const Received& r) {
+    if (r.message.header.type == kContribution || r.message.header.type == kDecision) node_.stash(r);
+  });
+  const Current cur = decode_current(cr.message.payload, node_.limits());
+  t_ = cur.round;
+  view_ = cur.view;
+  for (const auto& p : cur.peers)
+    if (p.id != 0) node_.connect_peer(p.id, p.address);
+  part_ = workload().open(snap_->task, snap_->data, local_);
+  part_->adopt(cur.state);
+  recovering_ = true;
+  log_.write({{"event", "resumed"}, {"worker", o_.id}, {"incarnation", incarnation_}, {"iteration", t_}});
+}
+
+void Incarnation::rounds() {
+  const bool central = workload().exchange() == Exchange::Central;
+  for (; t_ <= snap_->task.max_rounds && !done_; ++t_) {
+    SyncStats st;
+    double computing = 0;
+    const RoundOutcome out = central ? central_round(t_, st, computing) : all_to_all_round(t_, st, computing);
+    if (snapshot_writer_.joinable() && snapshot_done_) {
+      snapshot_writer_.join();
+      log_.write({{"event", "snapshot"}, {"iteration", t_}, {"seconds", snapshot_seconds_}});
+    }
+    if (recovering_) {
+      node_.send(0, kResync, t_, {});
+      recovering_ = false;
+    }
+    nlohmann::json line = {{"iteration", t_},
+                           {"participant", o_.id},
+                           {"computing_s", computing},
+                           {"synchronizing_s", st.notify_seconds + st.wait_seconds},
+                           {"barrier_wait_s", st.wait_seconds},
+                           {"members", view_json(view_)},
+                           {"evicted", st.evicted}};
+    line.update(out.log);
+    log_.write(line);
+    if (out.stop) break;
+  }
+}
+
+// Returning: no member counts this node's contribution of the current
+// round, so it only asks for theirs (an idle contribution with its reply
+// address) and computes from the next round on.
+RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double& computing) {
+  const auto t0 = Clock::now();
+  Contribution mine;
+  mine.data = recovering_ ? part_->idle() : part_->contribute(t);
+  computing = secs(t0, Clock::now());
+  const bool member = std::find(view_.active.begin(), view_.active.end(), o_.id) != view_.active.end();
+  if (!member) mine.reply_address = node_.net().worker_address();  // returning: peers answer it
+  const auto got = node_.sync(
+      t, mine, view_, [&](std::span<const std::byte> b) { part_->validate(b); },
+      [&](const Received& r) { on_message(r); }, st);
+  std::map<std::uint32_t, Bytes> members;
+  for (const auto& [id, c] : got) members[id] = c.data;
+  return part_->absorb(t, members);
+}
+
+// Returning: the coordinator sends this node the round's decision although
+// it does not count it yet; it applies it to stay in step.
+RoundOutcome Incarnation::central_round(std::int64_t t, SyncStats& st, double& computing) {
+  const auto t0 = Clock::now();
+  Contribution mine;
+  if (!recovering_) mine.data = part_->contribute(t);
+  computing = secs(t0, Clock::now());
+  Contribution decision = node_.exchange_with_coordinator(
+      t, recovering_ ? nullptr : &mine, [&](std::span<const std::byte> b) { part_->validate_decision(b); },
+      [&](const Received& r) { on_message(r); }, st);
+  view_ = decision.view;
+  return part_->apply(t, decision.data);
+}
+
+// The coordinator says when it is over; wait for that (bounded), so a
+// worker that finished on its own rule does not leave early.
+void Incarnation::wait_done() {
+  if (done_) return;
+  try {
+    expect_msg(node_, kDone, Ms(o_.timeout_ms * 2), "the coordinator's done");
+  } catch (const JobDone&) {
+  } catch (const InputError&) {
+  }
+}
+
+void save_incarnation(const WorkerOptions& o, std::optional<Snapshot>& snap, std::uint32_t incarnation) {
+  snap->incarnation = incarnation;
+  if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap, o.snapshot_rows);
+}
+
+std::optional<Snapshot> load_own_snapshot(const WorkerOptions& o) {
+  if (o.snapshot_dir.empty()) return std::nullopt;
+  std::filesystem::create_directories(o.snapshot_dir);
+  std::optional<Snapshot> snap;
+  try {
+    snap = load_snapshot(snapshot_path(o.snapshot_dir, o.id));
+  } catch (const InputError& e) {
+    std::cerr << "accel worker: discarding a damaged snapshot: " << e.what() << "\n";
+  }
+  if (snap && snap->job != o.job) snap.reset();  // another job's: stale
+  return snap;
+}
+
+}  // namespace
+
+int run_worker(const WorkerOptions& o) {
+  if (o.id < 1) throw InputError("--id must be 1 or more (0 is the coordinator)");
+  if (o.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+  Log log(o.log_json);
+  const Registry reg = Registry::discover_all();
+  std::optional<Snapshot> snap = load_own_snapshot(o);
+  std::uint32_t incarnation = snap ? snap->incarnation + 1 : 1;
+  bool lost_coordinator = false;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      Incarnation(o, incarnation, snap, log, reg).run();
+      if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
+      return kExitOk;
+    } catch (const JobDone&) {
+      return kExitOk;
+    } catch (const CoordinatorGone& e) {
+      // The endpoint failed. That is also what a worker stopped past the
+      // keepalive finds (the coordinator closed on it): try once to rejoin;
+      // a coordinator that is really gone refuses the connection.
+      if (!snap || lost_coordinator) {
+        std::cerr << "accel worker " << o.id << ": " << e.what() << "; exiting\n";
+        return kExitLostJob;
+      }
+      lost_coordinator = true;
+      save_incarnation(o, snap, ++incarnation);
+      std::cerr << "accel worker " << o.id << ": " << e.what() << "; trying to rejoin as incarnation " << incarnation
+                << "\n";
+    } catch (const Evicted& e) {
+      if (attempt >= 5 || !snap) {
+        std::cerr << "accel worker " << o.id << ": " << e.what() << "; "
+                  << (snap ? "could not rejoin" : "no task to resume") << "; exiting\n";
+        return kExitLostJob;
+      }
+      std::cerr << "accel worker " << o.id << ": " << e.what() << "; rejoining as incarnation " << incarnation + 1
+                << "\n";
+      save_incarnation(o, snap, ++incarnation);
+    } catch (const Rejected& e) {
+      // A rejected resume: the snapshot belongs to a job that is over (or to
+      // an earlier job with the same token). Discard it and join afresh,
+      // once: a fresh join that is rejected too ends here.
+      if (!snap) throw InputError(e.what());
+      if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
+      std::cerr << "accel worker " << o.id << ": stale snapshot discarded; joining afresh\n";
+      snap.reset();
+      ++incarnation;
+    }
+  }
+}
+
+}  // namespace accel::cluster

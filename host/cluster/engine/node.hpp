@@ -1,0 +1,120 @@
+// One participant of a distributed job: the transport, its peers, and the
+// seeds/000 barrier (Rosa and Ludwig-style notification phase, waiting phase
+// with a liveness-checked timeout, active / inactive / recovering lists,
+// solicited and unsolicited results), for any workload.
+//
+// Beyond the seed: the coordinator's notification carries its membership
+// view for the round, and every participant combines exactly the
+// contributions of that view's active members -- so a worker that returns,
+// or one lost half-way through a broadcast, cannot make participants
+// disagree on the next state (the seed aggregates unsolicited results too).
+// Incarnation numbers fence a stopped-and-resumed process: a message
+// carrying an incarnation below the highest one seen from that id is
+// dropped.
+//
+// Two exchanges (Exchange in workload.hpp): sync() is the seed's all-to-all
+// barrier; gather() / await_decision() are its star form, for workloads
+// whose next state the coordinator alone can compute.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "accel/transport/transport.hpp"
+#include "errors.hpp"
+#include "protocol.hpp"
+
+namespace accel::cluster {
+
+using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::milliseconds;
+
+struct SyncStats {
+  double notify_seconds = 0, wait_seconds = 0;
+  std::vector<std::uint32_t> evicted;  // timed out or unreachable in this round
+};
+
+// Throws InputError when a contribution's workload bytes are malformed (the
+// contribution is then dropped, as any bad message is).
+using Validate = std::function<void(std::span<const std::byte>)>;
+using Other = std::function<void(const transport::Received&)>;
+
+class Node {
+ public:
+  Node(transport::Options opts, Ms timeout, Limits limits);
+
+  transport::Transport& net() { return *net_; }
+  std::uint32_t id() const { return net_->options().self_id; }
+  bool coordinator() const { return id() == 0; }
+  Ms timeout() const { return timeout_; }
+  const Limits& limits() const { return limits_; }
+
+  // Peers by id. connect_peer replaces a dead or older endpoint.
+  // `address`, when known, is the peer's worker address behind ep (so a
+  // reply address that differs means the peer restarted its transport).
+  void set_endpoint(std::uint32_t peer, transport::EndpointId ep, std::vector<std::byte> address = {}) {
+    eps_[peer] = ep;
+    addr_[peer] = std::move(address);
+  }
+  // Connects unless a live endpoint to that very address exists.
+  void ensure_peer(std::uint32_t peer, const std::vector<std::byte>& address);
+  transport::EndpointId endpoint(std::uint32_t peer) const {
+    auto it = eps_.find(peer);
+    return it == eps_.end() ? transport::kNoEndpoint : it->second;
+  }
+  void connect_peer(std::uint32_t peer, const std::vector<std::byte>& address);
+  bool reachable(std::uint32_t peer) const;
+  bool send(std::uint32_t peer, std::uint16_t type, std::int64_t iteration, std::span<const std::byte> payload);
+
+  // Next message that passed the fences (job token by the transport; here:
+  // incarnation). Messages of the current iteration handler may be stashed
+  // for later by the caller; see sync().
+  std::optional<transport::Received> receive(Ms timeout);
+
+  // The all-to-all barrier of round t. `mine` is this node's contribution;
+  // on the coordinator it must carry the view. `view` in: the members this
+  // node believes active (it notifies them); out: the coordinator's view of
+  // t. Returns the contributions of the view's active members that arrived
+  // in time, this node's own included when it is a member. `other` sees
+  // every message that is not a contribution of round t (the coordinator
+  // handles hello / resync there). Workers throw CoordinatorGone or Evicted.
+  std::map<std::uint32_t, Contribution> sync(std::int64_t t, const Contribution& mine, Membership& view,
+                                             const Validate& validate, const Other& other, SyncStats& stats);
+
+  // Star form, coordinator side: the contributions of round t from `from`
+  // (the view's active members but this node), as they arrive or until the
+  // timeout; silent or unreachable ones land in stats.evicted.
+  std::map<std::uint32_t, Contribution> gather(std::int64_t t, const std::vector<std::uint32_t>& from,
+                                               const Validate& validate, const Other& other, SyncStats& stats);
+  // Star form, member side: sends `mine` (unless null: a returning member
+  // that does not count yet) to the coordinator and waits for the
+  // coordinator's decision of round t (which carries the view).
+  Contribution exchange_with_coordinator(std::int64_t t, const Contribution* mine, const Validate& validate_decision,
+                                         const Other& other, SyncStats& stats);
+
+  // Messages that arrived early (a later iteration's partials), replayed by sync().
+  void stash(transport::Received r) { early_.push_back(std::move(r)); }
+
+ private:
+  std::unique_ptr<transport::Transport> net_;
+  Ms timeout_;
+  Limits limits_;
+  std::map<std::uint32_t, transport::EndpointId> eps_;
+  std::map<std::uint32_t, std::vector<std::byte>> addr_;
+  std::map<std::uint32_t, std::uint32_t> incarnation_;  // highest seen per sender
+  std::vector<transport::Received> early_;
+  // This node's recent notifications by iteration: a returning worker that
+  // runs an iteration or two behind gets the answer it asks for even after
+  // this node has moved on (seeds/000's "wait for them to respond").
+  std::map<std::int64_t, std::vector<std::byte>> sent_;
+};
+
+}  // namespace accel::cluster

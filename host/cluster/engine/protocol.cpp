@@ -1,0 +1,167 @@
+#include "protocol.hpp"
+
+namespace accel::cluster {
+namespace {
+
+void put_view(Out& o, const Membership& m) {
+  o.array(m.active);
+  o.array(m.inactive);
+  o.array(m.recovering);
+}
+
+Membership get_view(In& i, std::uint64_t max) {
+  Membership m;
+  m.active = i.array<std::uint32_t>(max);
+  m.inactive = i.array<std::uint32_t>(max);
+  m.recovering = i.array<std::uint32_t>(max);
+  return m;
+}
+
+void put_peers(Out& o, const std::vector<Peer>& ps) {
+  o.put<std::uint64_t>(ps.size());
+  for (const auto& p : ps) {
+    o.put(p.id);
+    o.bytes(p.address);
+  }
+}
+
+std::vector<Peer> get_peers(In& i, const Limits& l) {
+  const auto n = i.get<std::uint64_t>();
+  if (n > static_cast<std::uint64_t>(l.max_peers)) throw InputError("message lists too many peers");
+  std::vector<Peer> ps(n);
+  for (auto& p : ps) {
+    p.id = i.get<std::uint32_t>();
+    p.address = i.bytes(l.max_address);
+  }
+  return ps;
+}
+
+}  // namespace
+
+const char* type_name(std::uint16_t t) {
+  switch (t) {
+    case kHello: return "hello";
+    case kProbe: return "probe";
+    case kCapability: return "capability";
+    case kTask: return "task";
+    case kTicket: return "ticket";
+    case kReady: return "ready";
+    case kStart: return "start";
+    case kContribution: return "contribution";
+    case kCurrent: return "current";
+    case kResync: return "resync";
+    case kDone: return "done";
+    case kReject: return "reject";
+    case kDecision: return "decision";
+  }
+  return "unknown";
+}
+
+Bytes encode(const Task& t) {
+  Out o;
+  o.text(t.workload);
+  o.put(t.units);
+  o.put(t.begin);
+  o.put(t.rows);
+  o.put(t.max_rounds);
+  o.put(t.data_bytes);
+  o.text(t.input);
+  o.put<std::uint8_t>(t.pull ? 1 : 0);
+  o.bytes(t.params);
+  put_peers(o, t.peers);
+  return std::move(o.b);
+}
+
+Task decode_task(std::span<const std::byte> in, const Limits& l) {
+  In i(in);
+  Task t;
+  t.workload = i.text(l.max_name);
+  t.units = i.get<std::int64_t>();
+  t.begin = i.get<std::int64_t>();
+  t.rows = i.get<std::int64_t>();
+  t.max_rounds = i.get<std::int64_t>();
+  t.data_bytes = i.get<std::uint64_t>();
+  if (t.rows < 0 || t.begin < 0 || t.units < t.begin + t.rows || t.max_rounds < 0 || t.data_bytes > (std::uint64_t{1} << 46))
+    throw InputError("task with an impossible partition");
+  t.input = i.text(l.max_path);
+  const auto flags = i.get<std::uint8_t>();
+  if (flags & ~1u) throw InputError("task with unknown flags");
+  t.pull = (flags & 1) != 0;
+  t.params = i.bytes(l.max_data);
+  t.peers = get_peers(i, l);
+  i.end();
+  return t;
+}
+
+Bytes encode(const Contribution& c) {
+  Out o;
+  o.bytes(c.data);
+  o.put<std::uint8_t>(c.has_view);
+  if (c.has_view) put_view(o, c.view);
+  o.bytes(c.reply_address);
+  return std::move(o.b);
+}
+
+Contribution decode_contribution(std::span<const std::byte> in, const Limits& l) {
+  In i(in);
+  Contribution c;
+  c.data = i.bytes(l.max_data);
+  c.has_view = i.get<std::uint8_t>() != 0;
+  if (c.has_view) c.view = get_view(i, static_cast<std::uint64_t>(l.max_peers));
+  c.reply_address = i.bytes(l.max_address);
+  i.end();
+  return c;
+}
+
+Bytes encode(const Current& c) {
+  Out o;
+  o.put(c.round);
+  o.bytes(c.state);
+  put_view(o, c.view);
+  put_peers(o, c.peers);
+  return std::move(o.b);
+}
+
+Current decode_current(std::span<const std::byte> in, const Limits& l) {
+  In i(in);
+  Current c;
+  c.round = i.get<std::int64_t>();
+  if (c.round < 1) throw InputError("current-round message with a bad round");
+  c.state = i.bytes(l.max_data);
+  c.view = get_view(i, static_cast<std::uint64_t>(l.max_peers));
+  c.peers = get_peers(i, l);
+  i.end();
+  return c;
+}
+
+Bytes encode_hello(bool resume, std::int64_t iteration, std::span<const std::byte> address) {
+  Out o;
+  o.put<std::uint8_t>(resume);
+  o.put(iteration);
+  o.bytes(address);
+  return std::move(o.b);
+}
+
+void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& iteration,
+                  std::vector<std::byte>& address, const Limits& l) {
+  In i(in);
+  resume = i.get<std::uint8_t>() != 0;
+  iteration = i.get<std::int64_t>();
+  address = i.bytes(l.max_address);
+  i.end();
+}
+
+Bytes encode_f64(double v) {
+  Out o;
+  o.put(v);
+  return std::move(o.b);
+}
+
+double decode_f64(std::span<const std::byte> in) {
+  In i(in);
+  const double v = i.get<double>();
+  i.end();
+  return v;
+}
+
+}  // namespace accel::cluster

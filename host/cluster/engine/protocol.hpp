@@ -1,0 +1,92 @@
+// The engine's messages (seeds/000's job protocol, for any workload):
+// application types on top of accel::transport's validated control frames.
+// What a workload puts in a task, a contribution, a decision or a returning
+// member's state is opaque bytes here; the workload's own codec reads them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec.hpp"
+
+namespace accel::cluster {
+
+enum Type : std::uint16_t {
+  kHello = 1,         // member -> coordinator: {resume?, iteration of its snapshot, worker address}
+  kProbe = 2,         // coordinator -> member: the workload's probe (what to measure)
+  kCapability = 3,    // member -> coordinator: {units per second}
+  kTask = 4,          // coordinator -> member: Task
+  kTicket = 5,        // member -> coordinator: bulk ticket for its partition's data (push mode)
+  kReady = 6,         // member -> coordinator: data in place
+  kStart = 7,         // coordinator -> all: round 1 begins
+  kContribution = 8,  // each round: Contribution (all-to-all, or to the coordinator)
+  kCurrent = 9,       // coordinator -> returning member: Current
+  kResync = 10,       // returning member -> coordinator: synchronized
+  kDone = 11,         // coordinator -> all: finished
+  kReject = 12,       // coordinator -> member: unknown job or id; discard the snapshot
+  kDecision = 13,     // coordinator -> members (Central exchange): Contribution carrying the decision
+};
+const char* type_name(std::uint16_t t);
+
+struct Peer {
+  std::uint32_t id = 0;
+  std::vector<std::byte> address;  // UCX worker address
+};
+
+struct Membership {
+  std::vector<std::uint32_t> active, inactive, recovering;
+};
+
+// A member's task: which workload, which rows, the workload's parameters.
+struct Task {
+  std::string workload;           // registered name (workload.hpp)
+  std::int64_t units = 0;         // rows of the whole job
+  std::int64_t begin = 0, rows = 0;  // this member's partition
+  std::int64_t max_rounds = 0;
+  std::uint64_t data_bytes = 0;   // the partition's data, in the workload's layout
+  std::string input;              // for --pull: the member reads its data itself
+  bool pull = false;
+  Bytes params;                   // the workload's parameters
+  std::vector<Peer> peers;        // every participant but the receiver
+};
+
+// One round's message. `data` is the workload's; the rest is the engine's.
+struct Contribution {
+  Bytes data;
+  bool has_view = false;  // set by the coordinator: the membership of this round
+  Membership view;
+  std::vector<std::byte> reply_address;  // set by a returning member
+};
+
+struct Current {
+  std::int64_t round = 0;
+  Bytes state;  // the workload's shared state (Partition::shared_state)
+  Membership view;
+  std::vector<Peer> peers;
+};
+
+// Bounds on what a payload may claim.
+struct Limits {
+  std::int64_t max_peers = 4096;
+  std::size_t max_address = 4096, max_path = 4096, max_name = 64;
+  std::size_t max_data = std::size_t{1} << 30;  // a workload's bytes in one message
+};
+
+Bytes encode(const Task& t);
+Bytes encode(const Contribution& c);
+Bytes encode(const Current& c);
+// Each throws InputError on a truncated payload or a count beyond `limits`.
+Task decode_task(std::span<const std::byte> in, const Limits& limits);
+Contribution decode_contribution(std::span<const std::byte> in, const Limits& limits);
+Current decode_current(std::span<const std::byte> in, const Limits& limits);
+
+// Small fixed payloads.
+Bytes encode_hello(bool resume, std::int64_t iteration, std::span<const std::byte> address);
+void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& iteration, std::vector<std::byte>& address,
+                  const Limits& limits);
+Bytes encode_f64(double v);
+double decode_f64(std::span<const std::byte> in);
+
+}  // namespace accel::cluster

@@ -1,0 +1,74 @@
+#include "session.hpp"
+
+#include "accel/error.hpp"
+
+namespace accel::cluster {
+
+Log::Log(const std::string& path) {
+  if (!path.empty()) {
+    out_.open(path, std::ios::app);
+    if (!out_) throw InputError(path + ": cannot write the log");
+  }
+}
+
+void Log::write(nlohmann::json j) {
+  if (!out_) return;
+  j["t_s"] = secs(start_, Clock::now());
+  out_ << j.dump() << "\n" << std::flush;
+}
+
+std::pair<std::string, std::uint16_t> split_addr(const std::string& s) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos) throw InputError("address '" + s + "': expected ADDR:PORT");
+  int port = -1;
+  try {
+    port = std::stoi(s.substr(colon + 1));
+  } catch (...) {
+  }
+  if (port < 0 || port > 65535) throw InputError("address '" + s + "': bad port");
+  return {s.substr(0, colon), static_cast<std::uint16_t>(port)};
+}
+
+transport::Options transport_options(const Common& c, std::uint32_t id, std::uint32_t incarnation) {
+  transport::Options o;
+  o.job_token = c.job;
+  o.self_id = id;
+  o.incarnation = incarnation;
+  o.tls = c.tls;
+  o.keepalive_interval = Ms(c.keepalive_ms);
+  o.peer_failure_detection = true;  // a dead peer must fail its requests (DESIGN.md §5)
+  // Contributions can be large (k-means: k x d doubles, 1.6 MB for
+  // Fashion-MNIST at k = 256): accept up to the transport's hard bound;
+  // workloads check exact shapes.
+  o.max_control_payload = transport::kMaxControlPayloadLimit;
+  // More processes than cores is the usual test and demo setting: a waiting
+  // participant sleeps on its event fd instead of taking the CPU the
+  // others need (tcp, the only transport with peer-failure handling here,
+  // supports wakeup).
+  o.wakeup = true;
+  return o;
+}
+
+nlohmann::json view_json(const Membership& v) {
+  return {{"active", v.active}, {"inactive", v.inactive}, {"recovering", v.recovering}};
+}
+
+transport::Received expect_msg(Node& node, std::uint16_t type, Ms timeout, const std::string& what,
+                               const Other& other) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    if (left.count() <= 0) throw InputError("timed out waiting for " + what);
+    auto r = node.receive(std::min(left, Ms(100)));
+    if (!r) {
+      if (!node.coordinator() && !node.reachable(0)) throw CoordinatorGone("the coordinator is gone");
+      continue;
+    }
+    if (r->message.header.type == type) return *r;
+    if (r->message.header.type == kReject && !node.coordinator()) throw Rejected();
+    if (r->message.header.type == kDone && !node.coordinator()) throw JobDone();
+    if (other) other(*r);
+  }
+}
+
+}  // namespace accel::cluster

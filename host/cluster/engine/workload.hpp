@@ -1,0 +1,120 @@
+// What a workload tells the engine. The engine (this folder) owns
+// membership, incarnations and fencing, the seeds/000 barrier, pushing and
+// moving partitions, snapshots and coordinator loss; it knows no workload by
+// name. A workload is two halves:
+//
+//  - Job, on the coordinator: the whole input, the parameters every member
+//    gets, the data of any row range, and (Central exchange) the decision a
+//    round's contributions lead to;
+//  - Workload, registered by name on every process: it measures a node's
+//    speed for a job and opens a Partition, a member's share of the rows
+//    with what it computes each round.
+//
+// A round: every member's Partition contributes bytes; they travel by the
+// workload's Exchange; AllToAll: every participant absorbs the members'
+// contributions into the same next state (k-means: centroids), Central: the
+// coordinator's Job decides and every member applies the decision (SVM:
+// working set and multiplier changes). To add a workload: a folder under
+// host/cluster/workloads with a Job, a Workload registered with
+// ACCEL_REGISTER_WORKLOAD, and a CLI entry that builds the Job.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+
+#include "accel/perf_model.hpp"
+#include "accel/registry.hpp"
+#include "protocol.hpp"
+
+namespace accel::cluster {
+
+enum class Exchange : std::uint8_t {
+  AllToAll,  // seeds/000: every member's contribution reaches every participant
+  Central,   // contributions to the coordinator; its decision to every member
+};
+
+struct RoundOutcome {
+  bool stop = false;                                // the job ends after this round
+  nlohmann::json log = nlohmann::json::object();    // fields added to this round's log line
+};
+
+// A node's devices for a job: the spec (--device), the process's registry,
+// and the per-device rates measured so far (seeds/003's processor of
+// measured speed), shared between the probe and the partition it sizes.
+struct Local {
+  const Registry& registry;
+  std::string devices;
+  PerfModel model;
+};
+
+// A member's share of the rows and its computation. `data` (the partition's
+// bytes in the workload's layout) outlives it.
+class Partition {
+ public:
+  virtual ~Partition() = default;
+  // This round's contribution from the current state.
+  virtual Bytes contribute(std::int64_t round) = 0;
+  // What a returning member sends in its first round (nobody counts it).
+  virtual Bytes idle() const = 0;
+  // Throws InputError when another member's contribution is malformed.
+  virtual void validate(std::span<const std::byte> contribution) const = 0;
+  // AllToAll: the round's members' contributions, this one's included, into
+  // the next state; the same on every participant.
+  virtual RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions);
+  // Central: the coordinator's decision of the round.
+  virtual RoundOutcome apply(std::int64_t round, std::span<const std::byte> decision);
+  virtual void validate_decision(std::span<const std::byte> decision) const;
+  // The state shared by all members (k-means: the centroids), for a
+  // returning member, which takes it with adopt() (and rebuilds what it
+  // derives from it).
+  virtual Bytes shared_state() const = 0;
+  virtual void adopt(std::span<const std::byte> state) = 0;
+};
+
+// The member half, one per process, registered by name.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual Exchange exchange() const = 0;
+  // Units (rows) per second of the local devices for a job's probe.
+  virtual double measure(std::span<const std::byte> probe, Local& local) const = 0;
+  // The partition of `task` over `data` (task.data_bytes of it).
+  virtual std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const = 0;
+  // --pull: the partition's data read from task.input by the member itself.
+  virtual void read(const Task& task, std::span<std::byte> out) const = 0;
+};
+
+// The coordinator half: the whole job.
+class Job {
+ public:
+  virtual ~Job() = default;
+  virtual std::string workload() const = 0;  // its registered name
+  virtual std::int64_t units() const = 0;    // rows to partition
+  virtual std::int64_t max_rounds() const = 0;
+  virtual Bytes probe() const = 0;
+  virtual Bytes params() const = 0;  // in every task
+  // Bytes of rows [begin, end) in the workload's layout; the span lives as
+  // long as the job.
+  virtual std::uint64_t data_bytes(std::int64_t begin, std::int64_t end) const = 0;
+  virtual std::span<const std::byte> data(std::int64_t begin, std::int64_t end) = 0;
+  // Central: the round's decision from the members' contributions.
+  virtual Bytes decide(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions);
+  // After the last round: outputs written, fields added to the summary, and
+  // the one-line text summary returned. `state` is the coordinator
+  // partition's shared_state().
+  virtual std::string finish(std::span<const std::byte> state, nlohmann::json& summary) = 0;
+};
+
+// Registry of workloads by name.
+bool register_workload(const std::string& name, std::unique_ptr<Workload> w);
+// Throws InputError for a name nobody registered.
+const Workload& find_workload(const std::string& name);
+
+#define ACCEL_REGISTER_WORKLOAD(name, type) \
+  [[maybe_unused]] static const bool accel_workload_registered_ = ::accel::cluster::register_workload(name, std::make_unique<type>())
+
+}  // namespace accel::cluster

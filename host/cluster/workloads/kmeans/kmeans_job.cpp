@@ -1,0 +1,253 @@
+#include "kmeans_job.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "accel/error.hpp"
+#include "accel/kmeans.hpp"
+#include "session.hpp"
+
+namespace accel::cluster {
+namespace {
+
+// Everything a member needs besides its rows.
+struct Params {
+  std::int64_t d = 0, k = 0;
+  double tol = 0;
+  bool bounds = false;  // keep Yinyang bounds between rounds (--algorithm)
+  std::vector<float> centroids;  // k x d, the initial ones
+};
+
+// Bounds on a job's shape as read from the network.
+constexpr std::int64_t kMaxK = 1 << 16, kMaxD = 1 << 16;
+
+Bytes encode_params(const Params& p) {
+  Out o;
+  o.put(p.d);
+  o.put(p.k);
+  o.put(p.tol);
+  o.put<std::uint8_t>(p.bounds);
+  o.array(p.centroids);
+  return std::move(o.b);
+}
+
+Params decode_params(std::span<const std::byte> in) {
+  In i(in);
+  Params p;
+  p.d = i.get<std::int64_t>();
+  p.k = i.get<std::int64_t>();
+  p.tol = i.get<double>();
+  if (p.d < 1 || p.d > kMaxD || p.k < 1 || p.k > kMaxK || !(p.tol >= 0))
+    throw InputError("k-means task with an impossible shape");
+  p.bounds = i.get<std::uint8_t>() != 0;
+  p.centroids = i.exactly<float>(static_cast<std::uint64_t>(p.k * p.d), "centroids");
+  i.end();
+  return p;
+}
+
+// A member's contribution: per-cluster sums and counts over its rows.
+Bytes encode_step(const PartialStep& s) {
+  Out o;
+  o.array(s.sums);
+  o.array(s.counts);
+  o.put(s.inertia);
+  return std::move(o.b);
+}
+
+PartialStep decode_step(std::span<const std::byte> in, std::int64_t k, std::int64_t d) {
+  In i(in);
+  PartialStep s;
+  s.sums = i.exactly<double>(static_cast<std::uint64_t>(k * d), "sums");
+  s.counts = i.exactly<std::int64_t>(static_cast<std::uint64_t>(k), "counts");
+  s.inertia = i.get<double>();
+  i.end();
+  return s;
+}
+
+std::vector<Device*> devices_for(Local& local, std::int64_t k, std::int64_t d) {
+  return kmeans_capable(local.registry.select(local.devices, KernelId::KMeansAssign), k, d);
+}
+
+class KMeansPartition final : public Partition {
+ public:
+  KMeansPartition(Params p, const float* rows, std::int64_t n, Local& local)
+      : p_(std::move(p)), c_(p_.centroids),
+        assigner_(rows, n, p_.d, p_.k, devices_for(local, p_.k, p_.d), local.model, p_.bounds) {}
+
+  Bytes contribute(std::int64_t) override { return encode_step(assigner_.step(c_)); }
+  Bytes idle() const override {
+    return encode_step({std::vector<double>(p_.k * p_.d, 0.0), std::vector<std::int64_t>(p_.k, 0), 0, 0, 0});
+  }
+  void validate(std::span<const std::byte> b) const override { decode_step(b, p_.k, p_.d); }
+
+  // Sum of the members' partials, in id order: every participant runs the
+  // same update on the same numbers.
+  RoundOutcome absorb(std::int64_t, const std::map<std::uint32_t, Bytes>& contributions) override {
+    PartialStep total;
+    total.sums.assign(p_.k * p_.d, 0.0);
+    total.counts.assign(p_.k, 0);
+    for (const auto& [id, bytes] : contributions) {
+      const PartialStep s = decode_step(bytes, p_.k, p_.d);
+      for (std::int64_t j = 0; j < p_.k * p_.d; ++j) total.sums[j] += s.sums[j];
+      for (std::int64_t j = 0; j < p_.k; ++j) total.counts[j] += s.counts[j];
+      total.inertia += s.inertia;
+    }
+    std::int64_t reseeded = 0;
+    const double shift = update_centroids(total.sums, total.counts, c_, p_.k, p_.d, &reseeded);
+    inertia_ = total.inertia;
+    return {p_.tol > 0 && shift < p_.tol, {{"inertia", total.inertia}, {"max_shift", shift}}};
+  }
+
+  Bytes shared_state() const override {
+    Out o;
+    o.array(c_);
+    o.put(inertia_);
+    return std::move(o.b);
+  }
+  void adopt(std::span<const std::byte> state) override {
+    In i(state);
+    c_ = i.exactly<float>(static_cast<std::uint64_t>(p_.k * p_.d), "centroids");
+    inertia_ = i.get<double>();
+    i.end();
+  }
+
+ private:
+  Params p_;
+  std::vector<float> c_;
+  double inertia_ = 0;
+  PartialAssigner assigner_;
+};
+
+class KMeansWorkload final : public Workload {
+ public:
+  Exchange exchange() const override { return Exchange::AllToAll; }
+
+  // Rows per second of this node's devices for the job's shape (seeds/003's
+  // processor of measured speed): one assignment step on synthetic rows, on
+  // each device alone, summed. Measuring them together would split the
+  // probe evenly and let the slowest device set the node's rate (an
+  // fpga-emu beside the cpu made a worker look 20x slower than it is). The
+  // per-device rates land in local.model, so the job's first split among
+  // them follows them too. The probe is on every job's critical path, so it
+  // is kept short: the rows come from a multiplicative hash (normal deviates
+  // cost 56 ms of a 200 ms probe at d = 784), and the warm-up step
+  // (allocations, thread pools, the cpu's sgemm layout choice) runs on a
+  // prefix of them.
+  double measure(std::span<const std::byte> probe, Local& local) const override {
+    In in(probe);
+    const auto d = in.get<std::int64_t>(), k = in.get<std::int64_t>();
+    in.end();
+    if (d < 1 || d > kMaxD || k < 1 || k > kMaxK) throw InputError("probe with an impossible shape");
+    const std::int64_t n = std::clamp<std::int64_t>(20000000 / std::max<std::int64_t>(d * k, 1), 1024, 65536);
+    std::vector<float> x(n * d), c(k * d);
+    auto fill = [](std::vector<float>& v, std::uint32_t seed) {
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::uint32_t h = (static_cast<std::uint32_t>(i) + seed) * 2654435761u;
+        v[i] = static_cast<float>(h >> 8) * (1.0f / 16777216.0f) - 0.5f;  // uniform in [-0.5, 0.5)
+      }
+    };
+    fill(x, 1);
+    fill(c, 7);
+    const std::int64_t warm = std::min<std::int64_t>(n, 1024);
+    // Each device: a warm-up launch, then measured launches until two in a
+    // row agree within 10% (at most four), and the fastest. A single
+    // measured launch (~15 ms) had been off by up to 1.9x in about one job
+    // in five here, and the partition it set then cost every round the
+    // difference.
+    double total = 0;
+    for (Device* dev : devices_for(local, k, d)) {
+      PerfModel scratch;
+      PartialAssigner(x.data(), warm, d, k, {dev}, scratch).step(c);
+      PartialAssigner a(x.data(), n, d, k, {dev}, local.model);
+      double last = 0, best = 0;
+      for (int trial = 0; trial < 4; ++trial) {
+        const double r = n / std::max(a.step(c).compute_seconds, 1e-6);
+        best = std::max(best, r);
+        if (trial > 0 && std::abs(r - last) <= 0.1 * std::max(r, last)) break;
+        last = r;
+      }
+      total += best;
+    }
+    return total;
+  }
+
+  std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const override {
+    Params p = decode_params(task.params);
+    if (data.size() != static_cast<std::size_t>(task.rows * p.d) * sizeof(float))
+      throw InputError("k-means partition of " + std::to_string(data.size()) + " bytes for " +
+                       std::to_string(task.rows) + " rows");
+    return std::make_unique<KMeansPartition>(std::move(p), reinterpret_cast<const float*>(data.data()), task.rows,
+                                             local);
+  }
+
+  void read(const Task& task, std::span<std::byte> out) const override {
+    const Params p = decode_params(task.params);
+    const Matrix all = load_matrix(task.input);
+    if (all.rows != task.units || all.cols != p.d) throw InputError(task.input + ": not the coordinator's input");
+    if (out.size() != static_cast<std::size_t>(task.rows * p.d) * sizeof(float))
+      throw InputError("k-means partition size does not match its rows");
+    std::memcpy(out.data(), all.row(task.begin), out.size());
+  }
+};
+
+ACCEL_REGISTER_WORKLOAD("kmeans", KMeansWorkload);
+
+}  // namespace
+
+KMeansJob::KMeansJob(const KMeansJobOptions& o) : o_(o) {
+  kmeans_uses_bounds(o.algorithm, 16);  // rejects an unknown name before the input is read
+  const auto t0 = Clock::now();
+  x_ = load_matrix(o.input);
+  KMeansOptions ko;
+  ko.k = o.k;
+  ko.max_iter = o.max_iter;
+  ko.tol = o.tol;
+  ko.init = o.init;
+  ko.seed = o.seed;
+  init_ = kmeans_init(x_, ko).data;
+  loading_ = secs(t0, Clock::now());
+  bounds_ = kmeans_uses_bounds(o.algorithm, x_.cols);
+  // A contribution (k x d sums, k counts) or a task (k x d centroids, the
+  // peers' addresses) must fit one control message.
+  const std::int64_t k = o.k, d = x_.cols;
+  if (k * d * 8 + k * 8 + (std::int64_t{64} << 10) > static_cast<std::int64_t>(transport::kMaxControlPayloadLimit))
+    throw InputError("k x d = " + std::to_string(k) + " x " + std::to_string(d) +
+                     ": partial results would exceed the " + std::to_string(transport::kMaxControlPayloadLimit >> 20) +
+                     " MiB control-message bound of the distributed job");
+}
+
+Bytes KMeansJob::probe() const {
+  Out o;
+  o.put<std::int64_t>(x_.cols);
+  o.put<std::int64_t>(o_.k);
+  return std::move(o.b);
+}
+
+Bytes KMeansJob::params() const { return encode_params({x_.cols, o_.k, o_.tol, bounds_, init_}); }
+
+std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const {
+  return static_cast<std::uint64_t>(end - begin) * x_.cols * sizeof(float);
+}
+
+std::span<const std::byte> KMeansJob::data(std::int64_t begin, std::int64_t end) {
+  return {reinterpret_cast<const std::byte*>(x_.row(begin)), data_bytes(begin, end)};
+}
+
+std::string KMeansJob::finish(std::span<const std::byte> state, nlohmann::json& summary) {
+  In i(state);
+  const auto c = i.exactly<float>(static_cast<std::uint64_t>(o_.k * x_.cols), "centroids");
+  const double inertia = i.get<double>();
+  if (!o_.output_centroids.empty()) write_npy(o_.output_centroids, c.data(), {o_.k, x_.cols});
+  summary["d"] = x_.cols;
+  summary["k"] = o_.k;
+  summary["inertia"] = inertia;
+  summary["seconds"]["loading"] = loading_;
+  summary["seconds"]["total"] = summary["seconds"]["total"].get<double>() + loading_;
+  std::ostringstream line;
+  line << "distributed k-means: " << x_.rows << " rows, k=" << o_.k << ", " << summary["workers"].get<int>()
+       << " workers, " << summary["iterations"].get<std::int64_t>() << " iterations, inertia " << inertia;
+  return line.str();
+}
+
+}  // namespace accel::cluster

@@ -1,0 +1,44 @@
+// Distributed k-means on the cluster engine (seeds/000): every member
+// assigns its rows to the nearest centroids and contributes per-cluster
+// sums and counts; the all-to-all exchange gives every participant the same
+// sums, and each computes the same next centroids.
+#pragma once
+
+#include <string>
+
+#include "accel/io.hpp"
+#include "engine.hpp"
+
+namespace accel::cluster {
+
+struct KMeansJobOptions {
+  std::string input, init = "kmeans++", output_centroids;
+  std::string algorithm = "auto";  // lloyd | yinyang | auto, for every participant
+  std::int64_t k = 8;
+  int max_iter = 100;
+  double tol = 1e-4;
+  std::uint64_t seed = 0;
+};
+
+class KMeansJob final : public Job {
+ public:
+  // Reads the input and chooses the initial centroids; throws InputError.
+  explicit KMeansJob(const KMeansJobOptions& o);
+  std::string workload() const override { return "kmeans"; }
+  std::int64_t units() const override { return x_.rows; }
+  std::int64_t max_rounds() const override { return o_.max_iter; }
+  Bytes probe() const override;
+  Bytes params() const override;
+  std::uint64_t data_bytes(std::int64_t begin, std::int64_t end) const override;
+  std::span<const std::byte> data(std::int64_t begin, std::int64_t end) override;
+  std::string finish(std::span<const std::byte> state, nlohmann::json& summary) override;
+
+ private:
+  KMeansJobOptions o_;
+  Matrix x_;
+  std::vector<float> init_;
+  bool bounds_ = false;
+  double loading_ = 0;
+};
+
+}  // namespace accel::cluster
