@@ -47,21 +47,20 @@ void take_best(std::vector<std::pair<double, std::int32_t>>& cand, std::size_t n
   std::sort(cand.begin(), cand.end(), better);
 }
 
-// Fills ws up to q: the working pair e (the nu forms' pair lies within one
-// sign, which the alternation below may miss), then new samples up to
-// `fresh`, alternately the largest -gamma in I_up and the smallest in I_low,
-// then samples of the previous set (free ones first) while they are
-// active, then new ones again.
-std::vector<std::int32_t> select_ws(const State& s, const Extremes& e, std::size_t q, std::size_t fresh,
-                                    const std::vector<std::int32_t>& prev, const std::vector<std::int32_t>& slot,
-                                    std::vector<char>& in_ws) {
-  std::vector<std::pair<double, std::int32_t>> up, low;
-  for (const std::int32_t k : s.active) {
-    if (s.in_up(k)) up.emplace_back(s.v(k), k);
-    if (s.in_low(k)) low.emplace_back(s.v(k), k);
-  }
-  take_best(up, q, [](const auto& a, const auto& b) { return a.first > b.first; });
-  take_best(low, q, [](const auto& a, const auto& b) { return a.first < b.first; });
+}  // namespace
+
+void best_up(Candidates& cand, std::size_t n) {
+  take_best(cand, n, [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+}
+
+void best_low(Candidates& cand, std::size_t n) {
+  take_best(cand, n, [](const auto& a, const auto& b) { return a.first < b.first || (a.first == b.first && a.second < b.second); });
+}
+
+std::vector<std::int32_t> assemble_ws(const Candidates& up, const Candidates& low, const Extremes& e, std::size_t q,
+                                      std::size_t fresh, const std::vector<std::int32_t>& prev,
+                                      const std::function<bool(std::int32_t)>& kept_ok,
+                                      const std::function<bool(std::int32_t)>& is_free, std::vector<char>& in_ws) {
   std::vector<std::int32_t> ws;
   ws.reserve(q);
   for (const std::int32_t k : {e.i, e.j})
@@ -72,7 +71,7 @@ std::vector<std::int32_t> select_ws(const State& s, const Extremes& e, std::size
   std::size_t u = 0, l = 0;
   auto add_new = [&](std::size_t limit) {
     while (ws.size() < limit && (u < up.size() || l < low.size())) {
-      for (auto* side : {&up, &low}) {
+      for (const Candidates* side : {&up, &low}) {
         std::size_t& at = side == &up ? u : l;
         while (at < side->size() && in_ws[(*side)[at].second]) ++at;
         if (at < side->size() && ws.size() < limit) {
@@ -86,9 +85,8 @@ std::vector<std::int32_t> select_ws(const State& s, const Extremes& e, std::size
   for (const bool free_pass : {true, false})
     for (const std::int32_t k : prev) {
       if (ws.size() >= q) break;
-      if (in_ws[k] || slot[k] < 0) continue;
-      const bool is_free = s.alpha[k] > 0 && s.alpha[k] < s.C(k);
-      if (is_free != free_pass) continue;
+      if (in_ws[k] || !kept_ok(k)) continue;
+      if (is_free(k) != free_pass) continue;
       ws.push_back(k);
       in_ws[k] = 1;
     }
@@ -97,8 +95,6 @@ std::vector<std::int32_t> select_ws(const State& s, const Extremes& e, std::size
   return ws;
 }
 
-// SMO on the working set alone: a State over q local samples whose kernel
-// matrix is Kws (q x q). Returns the pair updates made.
 std::int64_t solve_subproblem(State& ls, const std::vector<float>& Kws, const std::vector<double>& diag,
                               const SvmParams& params) {
   const std::int64_t q = static_cast<std::int64_t>(ls.y.size());
@@ -121,6 +117,24 @@ std::int64_t solve_subproblem(State& ls, const std::vector<float>& Kws, const st
     for (std::int64_t b = 0; b < q; ++b) ls.G[b] += ls.y[b] * t * (double(Ki[b]) - double(Kj[b]));
   }
   return steps;
+}
+
+namespace {
+
+// Fills ws up to q from the active samples' candidates (assemble_ws).
+std::vector<std::int32_t> select_ws(const State& s, const Extremes& e, std::size_t q, std::size_t fresh,
+                                    const std::vector<std::int32_t>& prev, const std::vector<std::int32_t>& slot,
+                                    std::vector<char>& in_ws) {
+  Candidates up, low;
+  for (const std::int32_t k : s.active) {
+    if (s.in_up(k)) up.emplace_back(s.v(k), k);
+    if (s.in_low(k)) low.emplace_back(s.v(k), k);
+  }
+  best_up(up, q);
+  best_low(low, q);
+  return assemble_ws(
+      up, low, e, q, fresh, prev, [&](std::int32_t k) { return slot[k] >= 0; },
+      [&](std::int32_t k) { return s.alpha[k] > 0 && s.alpha[k] < s.C(k); }, in_ws);
 }
 
 // G_k += y_k sum_a c_a K(x_ws[a], x_k) over every active k, c_a = y_a d_alpha_a.
@@ -255,6 +269,7 @@ BinarySolution solve_batch(const DualProblem& pb, const SvmParams& params, Kerne
 }
 
 BinarySolution solve_binary(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
+  if (params.solver_hook) return params.solver_hook(pb, params, kr, times);
   return params.solver == Solver::Pair ? solve_pair(pb, params, kr, times) : solve_batch(pb, params, kr, times);
 }
 

@@ -116,7 +116,8 @@ SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const
         sub.cols = data.x.cols;
       }
       KernelRows kr(k == 2 ? data.x : sub, params, devices);
-      const DualProblem pb = pair_problem(params, y, weight[a], weight[b]);
+      DualProblem pb = pair_problem(params, y, weight[a], weight[b]);
+      pb.rows = orig;
       if (params.probability) {
         const auto [A, B] = pair_probability(data, orig, y, params, params.C * weight[a], params.C * weight[b], devices);
         prob_a.push_back(A);

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <numeric>
+
 #include "accel/error.hpp"
 #include "solver_state.hpp"
 #include "svm_types.hpp"
@@ -64,7 +66,12 @@ SvmModel train_single(const LabeledCsr& data, const SvmParams& params, const std
     row_of.resize(2 * n);
     for (std::int64_t i = 0; i < 2 * n; ++i) row_of[i] = static_cast<std::int32_t>(i % n);
   }
-  const DualProblem pb = regress ? regression(params, data.labels) : one_class(params, n);
+  DualProblem pb = regress ? regression(params, data.labels) : one_class(params, n);
+  pb.rows = row_of;
+  if (pb.rows.empty()) {
+    pb.rows.resize(n);
+    std::iota(pb.rows.begin(), pb.rows.end(), 0);
+  }
   KernelRows kr(data.x, params, devices, std::move(row_of));
   BinarySolution sol = solve_binary(pb, params, kr, rep.times);
 

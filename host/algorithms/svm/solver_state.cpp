@@ -24,6 +24,8 @@ namespace {
 // Bytes of kernel values one reconstruction launch may produce.
 constexpr std::int64_t kReconstructBytes = 64ll << 20;
 
+}  // namespace
+
 // Seed eq. 10, in -gamma terms: a sample only in I_low with -gamma above
 // every I_up value, or only in I_up with -gamma below every I_low value, can
 // form no violating pair.
@@ -91,8 +93,6 @@ void reconstruct(State& s, KernelRows& kr) {
   s.alpha_ref = s.alpha;
   s.G_ref = s.G;
 }
-
-}  // namespace
 
 State::State(const DualProblem& pb)
     : y(pb.y),
@@ -207,11 +207,33 @@ Control::Control(const SvmParams& params, std::int64_t n, bool loose_first, bool
       shrinking_(h_.kind != ShrinkHeuristic::Kind::None),
       loose_(shrinking_ && loose_first) {}
 
-bool Control::maybe_shrink(State& s, std::int64_t steps, BinaryStats& st, SvmTimes& times) {
+bool Control::shrink_due(std::int64_t steps) {
   if (!shrinking_) return false;
   counter_ -= steps;
   if (counter_ > 0) return false;
   counter_ = period_;
+  return true;
+}
+
+Control::Verdict Control::verdict(const Extremes& e, bool all_active, BinaryStats& st) {
+  const double tol = loose_ ? 10 * eps_ : eps_;
+  if (e.i >= 0 && e.j >= 0 && e.gmax - e.gmin > tol) return Verdict::Continue;
+  if (!all_active) {
+    ++st.reconstructions;
+    if (h_.kind == ShrinkHeuristic::Kind::Single) shrinking_ = false;
+    loose_ = false;
+    counter_ = period_;
+    return Verdict::Reconstruct;
+  }
+  if (loose_) {
+    loose_ = false;
+    return Verdict::Continue;
+  }
+  return Verdict::Done;
+}
+
+bool Control::maybe_shrink(State& s, std::int64_t steps, BinaryStats& st, SvmTimes& times) {
+  if (!shrink_due(steps)) return false;
   const auto t0 = clock_type::now();
   const std::size_t before = s.active.size();
   shrink(s, extremes(s));
@@ -222,27 +244,17 @@ bool Control::maybe_shrink(State& s, std::int64_t steps, BinaryStats& st, SvmTim
 
 bool Control::done(State& s, const Extremes& e, KernelRows& kr, BinaryStats& st, SvmTimes& times, bool& restored) {
   restored = false;
-  const double tol = loose_ ? 10 * eps_ : eps_;
-  if (e.i >= 0 && e.j >= 0 && e.gmax - e.gmin > tol) return false;
-  if (static_cast<std::int64_t>(s.active.size()) < n_) {
+  const Verdict v = verdict(e, static_cast<std::int64_t>(s.active.size()) == n_, st);
+  if (v == Verdict::Reconstruct) {
     const auto t0 = clock_type::now();
     reconstruct(s, kr);
     s.active.resize(n_);
     std::iota(s.active.begin(), s.active.end(), 0);
     kr.set_active(s.active);
-    ++st.reconstructions;
-    if (h_.kind == ShrinkHeuristic::Kind::Single) shrinking_ = false;
-    loose_ = false;
-    counter_ = period_;
     times.reconstruct += since(t0);
     restored = true;
-    return false;
   }
-  if (loose_) {
-    loose_ = false;
-    return false;
-  }
-  return true;
+  return v == Verdict::Done;
 }
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -99,6 +100,38 @@ std::int64_t second_order_j(const State& s, std::int32_t i, double gmax, const f
   return best;
 }
 
+// Seed eq. 10 over s.active with the extremes e: drops the samples that can
+// form no violating pair.
+void shrink(State& s, const Extremes& e);
+// acc[b] = sum_a c[a] K(x_sources[a], x_targets[b]) in batches of many
+// sources; with `complete` the values also extend the cache's rows.
+std::vector<double> kernel_sums(KernelRows& kr, const std::vector<std::int32_t>& sources,
+                                const std::vector<double>& c, const std::vector<std::int32_t>& targets,
+                                bool complete);
+// Algorithm 6 for every sample outside s.active, from (alpha_ref, G_ref);
+// then alpha_ref = alpha, G_ref = G.
+void reconstruct(State& s, KernelRows& kr);
+
+// Working-set candidates, (-gamma, sample). best_up keeps the n largest
+// (I_up), best_low the n smallest (I_low), best first; ties go to the lower
+// sample index, so the best of the union of any split of the samples are
+// the best of all of them (the distributed solver merges members' lists).
+using Candidates = std::vector<std::pair<double, std::int32_t>>;
+void best_up(Candidates& cand, std::size_t n);
+void best_low(Candidates& cand, std::size_t n);
+// The batched solver's working set of up to q samples: the working pair e,
+// then new candidates up to `fresh`, alternately from up and low, then
+// samples of the previous set that may be kept (free ones first), then new
+// ones again. in_ws: n zeros, left zero.
+std::vector<std::int32_t> assemble_ws(const Candidates& up, const Candidates& low, const Extremes& e, std::size_t q,
+                                      std::size_t fresh, const std::vector<std::int32_t>& prev,
+                                      const std::function<bool(std::int32_t)>& kept_ok,
+                                      const std::function<bool(std::int32_t)>& is_free, std::vector<char>& in_ws);
+// SMO on a working set alone: ls is a State over its q samples, Kws their
+// q x q kernel block. Returns the pair updates made.
+std::int64_t solve_subproblem(State& ls, const std::vector<float>& Kws, const std::vector<double>& diag,
+                              const SvmParams& params);
+
 // Shrinking schedule and stopping test shared by both solvers. `steps` is
 // the number of pair updates since the last call: the Table 3 periods count
 // pair updates whether they come one per iteration or many per round.
@@ -110,6 +143,14 @@ class Control {
   // Shrinking is off for the nu forms (their rule is per sign of y).
   Control(const SvmParams& params, std::int64_t n, bool loose_first, bool nu);
   const ShrinkHeuristic& heuristic() const { return h_; }
+  // The schedule alone (the distributed solver applies it across members):
+  // true when the shrinking rule is due after `steps` more pair updates.
+  bool shrink_due(std::int64_t steps);
+  // The stopping test alone: Continue, Reconstruct (the shrunk problem
+  // looks solved: rebuild the shrunk gradients, restore every sample, test
+  // again), or Done.
+  enum class Verdict { Continue, Reconstruct, Done };
+  Verdict verdict(const Extremes& e, bool all_active, BinaryStats& st);
   // Applies the shrinking rule when its period has passed; true when the
   // active set changed.
   bool maybe_shrink(State& s, std::int64_t steps, BinaryStats& st, SvmTimes& times);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,15 @@ bool is_classification(SvmType t);  // C-SVC, nu-SVC: labels are classes
 bool is_regression(SvmType t);      // epsilon-SVR, nu-SVR
 const char* model_type_name(SvmType t);  // LIBSVM's svm_type names: c_svc, nu_svc, ...
 
+struct SvmParams;
+struct DualProblem;
+struct BinarySolution;
+struct SvmTimes;
+class KernelRows;
+// Solves one dual problem in place of solve_binary's own solvers (the
+// cluster engine's distributed SVM sets it on the coordinator).
+using BinarySolver = std::function<BinarySolution(const DualProblem&, const SvmParams&, KernelRows&, SvmTimes&)>;
+
 struct SvmParams {
   SvmType type = SvmType::CSvc;
   KernelType kernel = KernelType::Rbf;
@@ -71,6 +81,7 @@ struct SvmParams {
   WorkingSet wss = WorkingSet::FirstOrder;
   Solver solver = Solver::Batch;
   std::int64_t ws_size = 0;  // batch working-set size q; 0: chosen from n and the cache
+  BinarySolver solver_hook;  // empty: params.solver on this process
 };
 
 // Seconds spent per phase of the solver, summed over every binary problem.
@@ -215,6 +226,9 @@ struct DualProblem {
   std::vector<double> alpha0;  // empty: all zero
   double Cp = 1, Cn = 1;
   bool nu = false;
+  // The training set's row of each variable (multi-class pairs take a
+  // subset, epsilon-SVR two variables per row); empty: variable i is row i.
+  std::vector<std::int32_t> rows;
   static DualProblem c_svc(const std::vector<std::int8_t>& y, double C);
 };
 

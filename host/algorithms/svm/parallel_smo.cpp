@@ -1,0 +1,404 @@
+// Parallel SMO across processes: the members' half (Member) and the
+// coordinator's (solve_parallel). See accel/svm_parallel.hpp for the design;
+// the coordinator's loop is solve_batch's (batch_smo.cpp) with the O(n)
+// work (gradients, candidates, shrinking, reconstruction) done by the
+// members on their own rows.
+#include "accel/svm_parallel.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_map>
+
+#include "accel/error.hpp"
+#include "solver_state.hpp"
+
+namespace accel::svm_parallel {
+
+using namespace svm_detail;
+
+struct Member::Impl {
+  const LabeledCsr& data;
+  SvmParams params;
+  std::vector<Device*> devices;
+  std::uint32_t id;
+
+  DualProblem pb;  // the problem being solved; s refers to its y and p
+  std::int64_t q = 0;
+  std::unique_ptr<State> s;
+  std::unique_ptr<KernelRows> kr;
+  std::vector<std::int32_t> mine;  // own variables, ascending
+  std::vector<std::int32_t> last_ws;
+  std::vector<char> is_active;     // per variable
+  bool report_all = false;
+
+  Impl(const LabeledCsr& d, SvmParams p, std::vector<Device*> devs, std::uint32_t member)
+      : data(d), params(std::move(p)), devices(std::move(devs)), id(member) {
+    params.solver_hook = nullptr;
+  }
+
+  std::int64_t n() const { return static_cast<std::int64_t>(pb.y.size()); }
+  std::int64_t row(std::int64_t v) const { return pb.rows.empty() ? v : pb.rows[v]; }
+
+  std::vector<std::int32_t> own_of(const std::vector<Range>& owners) const {
+    std::vector<std::int32_t> out;
+    for (std::int64_t v = 0; v < n(); ++v)
+      for (const Range& r : owners)
+        if (r.member == id && row(v) >= r.begin && row(v) < r.end) {
+          out.push_back(static_cast<std::int32_t>(v));
+          break;
+        }
+    return out;
+  }
+
+  void set_active(std::vector<std::int32_t> active) {
+    for (const std::int32_t k : s->active) is_active[k] = 0;
+    s->active = std::move(active);
+    for (const std::int32_t k : s->active) is_active[k] = 1;
+    kr->set_active(s->active);
+  }
+
+  // G_k = p_k + y_k sum_j y_j alpha_j K(x_j, x_k) for the variables `targets`.
+  void gradient_from_alpha(const std::vector<std::int32_t>& targets) {
+    std::vector<std::int32_t> support;
+    std::vector<double> c;
+    for (std::int64_t j = 0; j < n(); ++j)
+      if (s->alpha[j] != 0) {
+        support.push_back(static_cast<std::int32_t>(j));
+        c.push_back(s->y[j] * s->alpha[j]);
+      }
+    const std::vector<double> acc = kernel_sums(*kr, support, c, targets, false);
+    for (std::size_t b = 0; b < targets.size(); ++b) s->G[targets[b]] = s->p[targets[b]] + s->y[targets[b]] * acc[b];
+  }
+
+  void start(const Op& op) {
+    pb = op.problem;
+    q = op.q;
+    s = std::make_unique<State>(pb);
+    std::vector<std::int32_t> row_of;
+    if (!pb.rows.empty()) row_of = pb.rows;
+    kr = std::make_unique<KernelRows>(data.x, params, devices, std::move(row_of));
+    kr->set_held_calls(1);  // a round is done with its rows when the next asks for its own
+    is_active.assign(n(), 0);
+    s->active.clear();
+    mine = own_of(op.owners);
+    set_active(mine);
+    last_ws.clear();
+    if (!pb.alpha0.empty() && !mine.empty()) gradient_from_alpha(mine);
+    s->alpha_ref = s->alpha;
+    s->G_ref = s->G;
+  }
+
+  // G_k += y_k sum_a c_a K(x_ws[a], x_k) over the own active variables.
+  void step(const Op& op) {
+    std::vector<double> c(op.ws.size());
+    for (std::size_t a = 0; a < op.ws.size(); ++a) {
+      c[a] = s->y[op.ws[a]] * (op.alpha[a] - s->alpha[op.ws[a]]);
+      s->alpha[op.ws[a]] = op.alpha[a];
+    }
+    last_ws = op.ws;
+    const std::int64_t m = static_cast<std::int64_t>(s->active.size());
+    if (m == 0) return;
+    const std::vector<const float*> rows = kr->rows(op.ws);
+    std::vector<double> acc(m, 0.0);
+    accumulate_rows(rows, c, m, acc.data());
+    for (std::int64_t b = 0; b < m; ++b) s->G[s->active[b]] += s->y[s->active[b]] * acc[b];
+  }
+
+  // Alg. 6 for the own variables outside the active set, then all active.
+  void reconstruct_own() {
+    std::vector<std::int32_t> shrunk;
+    for (const std::int32_t k : mine)
+      if (!is_active[k]) shrunk.push_back(k);
+    if (!shrunk.empty()) {
+      std::vector<std::int32_t> moved;
+      std::vector<double> c;
+      for (std::int64_t k = 0; k < n(); ++k)
+        if (s->alpha[k] != s->alpha_ref[k]) {
+          moved.push_back(static_cast<std::int32_t>(k));
+          c.push_back(s->y[k] * (s->alpha[k] - s->alpha_ref[k]));
+        }
+      const std::vector<double> acc = kernel_sums(*kr, moved, c, shrunk, true);
+      for (std::size_t b = 0; b < shrunk.size(); ++b)
+        s->G[shrunk[b]] = s->G_ref[shrunk[b]] + s->y[shrunk[b]] * acc[b];
+    }
+    s->alpha_ref = s->alpha;
+    s->G_ref = s->G;
+    set_active(mine);
+  }
+
+  // New owners: the own gradients are made exact, the gained variables'
+  // are computed from the multipliers (Alg. 6 from zero), all active.
+  void assign(const Op& op) {
+    std::vector<std::int32_t> now = own_of(op.owners);
+    if (now == mine) return;
+    reconstruct_own();
+    std::vector<std::int32_t> gained;
+    std::set_difference(now.begin(), now.end(), mine.begin(), mine.end(), std::back_inserter(gained));
+    mine = std::move(now);
+    set_active({});
+    if (!gained.empty()) gradient_from_alpha(gained);
+    s->alpha_ref = s->alpha;
+    s->G_ref = s->G;
+    set_active(mine);
+  }
+
+  void apply(const Op& op) {
+    if (op.kind != Op::Start && !s) throw InputError("svm: a decision before its problem started");
+    switch (op.kind) {
+      case Op::Start: return start(op);
+      case Op::Step: return step(op);
+      case Op::Shrink: {
+        Extremes e;
+        e.gmax = op.gmax;
+        e.gmin = op.gmin;
+        const std::vector<std::int32_t> before = s->active;
+        shrink(*s, e);
+        std::vector<std::int32_t> keep = std::move(s->active);
+        s->active = before;  // set_active clears the flags of what it replaces
+        set_active(std::move(keep));
+        return;
+      }
+      case Op::Reconstruct: return reconstruct_own();
+      case Op::Assign: return assign(op);
+      case Op::Report:
+        reconstruct_own();
+        report_all = true;
+        return;
+    }
+  }
+
+  Report report() const {
+    Report r;
+    if (!s) return r;
+    r.owned = static_cast<std::int64_t>(mine.size());
+    r.active = static_cast<std::int64_t>(s->active.size());
+    const int signs[3] = {0, 1, -1};
+    for (int t = 0; t < 3; ++t) {
+      const Extremes e = extremes(*s, signs[t]);
+      r.ext[t] = {e.gmax, e.gmin, e.i, e.j};
+    }
+    for (const std::int32_t k : s->active) {
+      if (s->in_up(k)) r.up.emplace_back(s->v(k), k);
+      if (s->in_low(k)) r.low.emplace_back(s->v(k), k);
+    }
+    best_up(r.up, static_cast<std::size_t>(q));
+    best_low(r.low, static_cast<std::size_t>(q));
+    for (const std::int32_t k : last_ws)
+      if (is_active[k]) r.ws_g.emplace_back(k, s->G[k]);
+    if (report_all)
+      for (const std::int32_t k : mine) r.all_g.emplace_back(k, s->G[k]);
+    return r;
+  }
+};
+
+Member::Member(const LabeledCsr& data, SvmParams params, std::vector<Device*> devices, std::uint32_t id)
+    : impl_(std::make_unique<Impl>(data, std::move(params), std::move(devices), id)) {}
+Member::~Member() = default;
+
+void Member::check(const std::vector<Op>& ops) const {
+  std::int64_t n = impl_->s ? impl_->n() : -1;
+  for (const Op& op : ops) {
+    if (op.kind == Op::Start) {
+      const auto& pb = op.problem;
+      n = static_cast<std::int64_t>(pb.y.size());
+      if (static_cast<std::int64_t>(pb.p.size()) != n || (!pb.alpha0.empty() && static_cast<std::int64_t>(pb.alpha0.size()) != n) ||
+          (!pb.rows.empty() && static_cast<std::int64_t>(pb.rows.size()) != n) || op.q < 2)
+        throw InputError("svm: a problem of inconsistent sizes");
+      for (const auto r : pb.rows)
+        if (r < 0 || r >= impl_->data.x.rows) throw InputError("svm: a problem names row " + std::to_string(r));
+      if (pb.rows.empty() && n > impl_->data.x.rows) throw InputError("svm: a problem larger than the training set");
+    } else if (n < 0) {
+      throw InputError("svm: a decision before its problem started");
+    }
+    if (op.kind == Op::Step) {
+      if (op.ws.size() != op.alpha.size()) throw InputError("svm: a step of inconsistent sizes");
+      for (const auto k : op.ws)
+        if (k < 0 || k >= n) throw InputError("svm: a step names variable " + std::to_string(k));
+    }
+  }
+}
+
+void Member::apply(const std::vector<Op>& ops) {
+  for (const Op& op : ops) impl_->apply(op);
+}
+
+Report Member::report() const { return impl_->report(); }
+
+namespace {
+
+std::int64_t total_active(const std::map<std::uint32_t, Report>& reports) {
+  std::int64_t m = 0;
+  for (const auto& [id, r] : reports) m += r.active;
+  return m;
+}
+
+// The global extremes of one sign from the members' own (members own
+// ascending ranges, reported in id order; ties go to the lower index as
+// extremes() gives them over one ascending active list).
+Extremes merged(const std::map<std::uint32_t, Report>& reports, int t) {
+  Extremes e;
+  for (const auto& [id, r] : reports) {
+    const Extreme& x = r.ext[t];
+    if (x.i >= 0 && (x.gmax > e.gmax || (x.gmax == e.gmax && x.i < e.i))) {
+      e.gmax = x.gmax;
+      e.i = x.i;
+    }
+    if (x.j >= 0 && (x.gmin < e.gmin || (x.gmin == e.gmin && x.j < e.j))) {
+      e.gmin = x.gmin;
+      e.j = x.j;
+    }
+  }
+  return e;
+}
+
+// working_extremes over the members' reports.
+Extremes working(const std::map<std::uint32_t, Report>& reports, bool nu) {
+  if (!nu) return merged(reports, 0);
+  const Extremes pos = merged(reports, 1), neg = merged(reports, 2);
+  const bool pos_ok = pos.i >= 0 && pos.j >= 0, neg_ok = neg.i >= 0 && neg.j >= 0;
+  if (!pos_ok) return neg;
+  if (!neg_ok) return pos;
+  return pos.gmax - pos.gmin >= neg.gmax - neg.gmin ? pos : neg;
+}
+
+}  // namespace
+
+BinarySolution solve_parallel(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times,
+                              Director& director) {
+  const auto t_start = clock_type::now();
+  const std::int64_t n = static_cast<std::int64_t>(pb.y.size());
+  const std::int64_t q = batch_ws_size(params, n);
+  State s(pb);
+  Op start;
+  start.kind = Op::Start;
+  start.problem = pb;
+  start.q = q;
+  start.owners = director.owners();
+  auto reports = director.round({start});
+  Control ctl(params, n, false, pb.nu);
+  const std::int64_t max_steps = std::max<std::int64_t>(10000000, n > INT32_MAX / 100 ? INT32_MAX : 100 * n);
+
+  BinaryStats st;
+  st.n = n;
+  st.min_active = n;
+  st.ws_size = q;
+  std::vector<std::int32_t> ws;
+  std::vector<char> in_ws(n, 0);
+  DualProblem local;
+  local.Cp = pb.Cp;
+  local.Cn = pb.Cn;
+  local.nu = pb.nu;
+  std::vector<float> Kws;
+  std::vector<double> ldiag;
+  std::vector<std::int8_t> ly;
+  std::int64_t steps = 0, last = 0;
+  bool restored = false;
+  while (steps < max_steps) {
+    auto t0 = clock_type::now();
+    if (ctl.shrink_due(last)) {
+      const Extremes e0 = merged(reports, 0);
+      Op sh;
+      sh.kind = Op::Shrink;
+      sh.gmax = e0.gmax;
+      sh.gmin = e0.gmin;
+      reports = director.round({sh});
+      st.min_active = std::min(st.min_active, total_active(reports));
+      times.shrink += since(t0);
+    }
+    t0 = clock_type::now();
+    const Extremes e = working(reports, pb.nu);
+    const auto verdict = ctl.verdict(e, total_active(reports) == n, st);
+    times.select += since(t0);
+    if (verdict == Control::Verdict::Done) break;
+    if (verdict == Control::Verdict::Reconstruct) {
+      t0 = clock_type::now();
+      Op rc;
+      rc.kind = Op::Reconstruct;
+      reports = director.round({rc});
+      restored = true;
+      times.reconstruct += since(t0);
+    }
+    t0 = clock_type::now();
+    const std::size_t qq = static_cast<std::size_t>(std::min(q, total_active(reports)));
+    // -gamma of every variable the members told of: candidates, extremes,
+    // and the last working set's (those still active: they may be kept).
+    std::unordered_map<std::int32_t, double> v_of;
+    std::unordered_map<std::int32_t, char> kept;
+    Candidates up, low;
+    for (const auto& [id, r] : reports) {
+      for (const auto& c : r.up) v_of[c.second] = c.first;
+      for (const auto& c : r.low) v_of[c.second] = c.first;
+      up.insert(up.end(), r.up.begin(), r.up.end());
+      low.insert(low.end(), r.low.begin(), r.low.end());
+      for (const auto& [k, g] : r.ws_g) {
+        v_of[k] = -s.y[k] * g;
+        kept[k] = 1;
+      }
+    }
+    if (e.i >= 0) v_of[e.i] = e.gmax;
+    if (e.j >= 0) v_of[e.j] = e.gmin;
+    best_up(up, qq);
+    best_low(low, qq);
+    const std::size_t fresh = ws.empty() || restored ? qq : std::max<std::size_t>(2, qq / 2);
+    ws = assemble_ws(
+        up, low, e, qq, fresh, ws, [&](std::int32_t k) { return kept.count(k) > 0; },
+        [&](std::int32_t k) { return s.alpha[k] > 0 && s.alpha[k] < s.C(k); }, in_ws);
+    restored = false;
+    times.select += since(t0);
+    if (ws.size() < 2) break;
+
+    t0 = clock_type::now();
+    const std::size_t w = ws.size();
+    Kws.resize(w * w);
+    kr.compute(ws, ws, Kws.data());
+    times.kernel += since(t0);
+    t0 = clock_type::now();
+    ly.resize(w);
+    ldiag.resize(w);
+    for (std::size_t a = 0; a < w; ++a) {
+      ly[a] = s.y[ws[a]];
+      ldiag[a] = kr.diag(ws[a]);
+    }
+    local.y = ly;
+    local.p.assign(w, 0.0);
+    State ls(local);
+    for (std::size_t a = 0; a < w; ++a) {
+      ls.alpha[a] = s.alpha[ws[a]];
+      const auto it = v_of.find(ws[a]);
+      if (it == v_of.end()) throw std::logic_error("svm: a working-set variable no member reported");
+      ls.G[a] = -ly[a] * it->second;
+    }
+    last = solve_subproblem(ls, Kws, ldiag, params);
+    times.select += since(t0);
+    t0 = clock_type::now();
+    Op stp;
+    stp.kind = Op::Step;
+    stp.ws = ws;
+    stp.alpha = ls.alpha;
+    for (std::size_t a = 0; a < w; ++a) s.alpha[ws[a]] = ls.alpha[a];
+    reports = director.round({stp});
+    times.update += since(t0);
+    steps += std::max<std::int64_t>(1, last);
+    ++st.rounds;
+  }
+  if (steps >= max_steps)
+    std::fprintf(stderr, "svm: reached the iteration limit %lld\n", static_cast<long long>(max_steps));
+  Op rep;
+  rep.kind = Op::Report;
+  reports = director.round({rep});
+  std::int64_t got = 0;
+  for (const auto& [id, r] : reports)
+    for (const auto& [k, g] : r.all_g) {
+      s.G[k] = g;
+      ++got;
+    }
+  if (got != n) throw std::logic_error("svm: the members reported " + std::to_string(got) + " of " +
+                                       std::to_string(n) + " gradients");
+  finish(s, st);
+  st.shrink = ctl.heuristic().name;
+  st.iterations = steps;
+  times.total += since(t_start);
+  return {std::move(s.alpha), st};
+}
+
+}  // namespace accel::svm_parallel

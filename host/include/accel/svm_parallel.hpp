@@ -1,0 +1,108 @@
+// Parallel SMO across processes (Narasimhan et al., "Fast Support Vector
+// Machines Using Parallel Adaptive Shrinking on Distributed Systems", 2014,
+// Algorithms 3-6) with the batched working set of Wen et al., "ThunderSVM",
+// JMLR 2018: the algorithm, without the transport.
+//
+// Every member holds the training set and owns a range of its rows: it keeps
+// the gradient of the variables on those rows, shrinks them, reconstructs
+// them, and computes their share of every kernel row. The coordinator keeps
+// the multipliers and runs solve_batch's loop on what members report: each
+// round it merges the members' best violators into the working set, solves
+// the q-sized subproblem from the q x q kernel block, and sends the
+// multiplier changes back; shrinking (eq. 10) and reconstruction (Alg. 6)
+// are decided there and applied by every member to its own rows.
+//
+// Beyond the seed, which broadcasts the two working samples' rows every
+// iteration: members hold the whole set (one bulk copy at the start), so a
+// round carries q indices and q multipliers instead of q rows, and moving
+// rows to another member (a lost or returning member, a rebalance) costs a
+// reconstruction and no data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "accel/svm.hpp"
+
+namespace accel::svm_parallel {
+
+// Training-set rows [begin, end) owned by a member.
+struct Range {
+  std::uint32_t member = 0;
+  std::int64_t begin = 0, end = 0;
+};
+
+// One step of the coordinator's decision; a decision is a list of them,
+// applied in order.
+struct Op {
+  enum Kind : std::uint8_t {
+    Start = 1,        // a new dual problem: problem, q, owners
+    Step = 2,         // the working set ws moved to alpha (its new multipliers)
+    Shrink = 3,       // apply eq. 10 with the global extremes gmax, gmin
+    Reconstruct = 4,  // Alg. 6 for every shrunk own variable; all active again
+    Assign = 5,       // new owners (a member lost, back, or rebalanced)
+    Report = 6,       // the next report carries the gradient of every own variable
+  };
+  Kind kind = Step;
+  DualProblem problem;               // Start
+  std::int64_t q = 0;                // Start: working-set size (candidates per side)
+  std::vector<Range> owners;         // Start, Assign
+  std::vector<std::int32_t> ws;      // Step
+  std::vector<double> alpha;         // Step
+  double gmax = 0, gmin = 0;         // Shrink
+};
+
+// Extremes of -gamma over a member's active variables, per sign of y.
+struct Extreme {
+  double gmax = -std::numeric_limits<double>::infinity();  // over I_up
+  double gmin = std::numeric_limits<double>::infinity();   // over I_low
+  std::int32_t i = -1, j = -1;
+};
+
+// A member's report after applying a decision.
+struct Report {
+  std::int64_t owned = 0, active = 0;  // own variables, of which active
+  Extreme ext[3];                      // y of any sign, +1, -1
+  std::vector<std::pair<double, std::int32_t>> up, low;  // own best candidates (-gamma, variable), best first
+  std::vector<std::pair<std::int32_t, double>> ws_g;     // gradient of own active variables of the last working set
+  std::vector<std::pair<std::int32_t, double>> all_g;    // after a Report op: every own variable's gradient
+};
+
+// One member's share: the training set, this member's devices.
+class Member {
+ public:
+  Member(const LabeledCsr& data, SvmParams params, std::vector<Device*> devices, std::uint32_t id);
+  ~Member();
+  Member(const Member&) = delete;
+  Member& operator=(const Member&) = delete;
+  void apply(const std::vector<Op>& ops);
+  Report report() const;
+  // Throws InputError when an op names variables or rows outside the set.
+  void check(const std::vector<Op>& ops) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// What the coordinator's solver talks to: sends a decision, returns every
+// owner's report of the state after it (the transport and membership are
+// the caller's; a caller that loses a member reassigns its rows with an
+// Assign op of its own before returning).
+class Director {
+ public:
+  virtual ~Director() = default;
+  virtual std::map<std::uint32_t, Report> round(const std::vector<Op>& ops) = 0;
+  // The current owners, for a Start.
+  virtual std::vector<Range> owners() const = 0;
+};
+
+// solve_binary's batched solver across the director's members. kr is the
+// coordinator's kernel over the problem's variables (the working set's
+// q x q block and diagonal come from it).
+BinarySolution solve_parallel(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times,
+                              Director& director);
+
+}  // namespace accel::svm_parallel
