@@ -7,16 +7,20 @@
 #include "commands.hpp"
 #include "engine.hpp"
 #include "kmeans/kmeans_job.hpp"
+#include "svm/svm_job.hpp"
+#include "svm_train_args.hpp"
 
 namespace po = boost::program_options;
 
 namespace accel::cli {
 namespace {
 
-void common_options(po::options_description& d, cluster::Common& c) {
-  d.add_options()("job", po::value(&c.job)->default_value(1), "job token: every message must carry it")
-      ("device", po::value(&c.device)->default_value("all"), "this node's devices: all (every hardware device) | cpu | fpga-emu | cuda | <name>, or a comma list")
-      ("timeout-ms", po::value(&c.timeout_ms)->default_value(2000), "barrier wait before a silent member is evicted")
+void common_options(po::options_description& d, cluster::Common& c, bool device = true, int timeout_ms = 2000) {
+  d.add_options()("job", po::value(&c.job)->default_value(1), "job token: every message must carry it");
+  if (device)
+    d.add_options()("device", po::value(&c.device)->default_value("all"),
+                    "this node's devices: all (every hardware device) | cpu | fpga-emu | cuda | <name>, or a comma list");
+  d.add_options()("timeout-ms", po::value(&c.timeout_ms)->default_value(timeout_ms), "barrier wait before a silent member is evicted")
       ("tls", po::value(&c.tls), "UCX transports (UCX_TLS), e.g. tcp")
       ("keepalive-ms", po::value(&c.keepalive_ms)->default_value(5000), "UCX keepalive interval")
       ("log-json", po::value(&c.log_json), "append one JSON line per iteration and per transfer to this file");
@@ -29,9 +33,49 @@ int env_int(std::initializer_list<const char*> names, int fallback) {
   return fallback;
 }
 
+void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) {
+  d.add_options()("workers", po::value(&o.workers), "number of workers (default: launcher size - 1)")
+      ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
+      ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")
+      ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
+      ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join");
+}
+
+void launcher_workers(cluster::CoordinatorOptions& o, const po::variables_map& vm) {
+  if (!vm.count("workers")) o.workers = env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, 0) - 1;
+}
+
+// `accel coordinator svm-train [svm-train options] --workers N --listen
+// ADDR training_file [model_file]`: svm-train's command line across the
+// workers. --device is the coordinator's; workers take their own.
+int coordinator_svm_train(const std::vector<std::string>& args) {
+  cluster::CoordinatorOptions o;
+  o.workers = 0;  // not given: the launcher's size - 1
+  po::options_description cluster_opts("cluster");
+  engine_options(cluster_opts, o);
+  common_options(cluster_opts, o, false, 10000);
+  SvmTrainArgs a;
+  if (auto rc = parse_svm_train(args,
+                                "accel coordinator svm-train [svm-train options] --workers N --listen ADDR "
+                                "training_file [model_file]\n  svm-train across workers (accel worker)",
+                                cluster_opts, a))
+    return *rc;
+  if (a.folds != 0) throw InputError("-v " + std::to_string(a.folds) + ": cross validation runs on one node (accel svm-train -v)");
+  if (a.params.solver != Solver::Batch) throw InputError("--solver " + a.solver + ": across nodes the solver is batch");
+  if (o.workers == 0) o.workers = env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, 0) - 1;
+  o.device = a.device;
+  o.json = a.json;
+  o.input = a.train_file;
+  cluster::SvmJob job({a.train_file, a.model_file, a.params, a.device});
+  const int rc = cluster::run_coordinator(o, job);
+  if (!a.json && !a.quiet) print_svm_train(a, job.training_set(), job.model(), job.report(), job.device_names());
+  return rc;
+}
+
 }  // namespace
 
 int coordinator_main(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "svm-train") return coordinator_svm_train({args.begin() + 1, args.end()});
   cluster::CoordinatorOptions o;
   cluster::KMeansJobOptions ko;
   po::options_description d("accel coordinator --input FILE --k K --workers N [options]");
@@ -43,14 +87,10 @@ int coordinator_main(const std::vector<std::string>& args) {
       ("init", po::value(&ko.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy")
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
       ("algorithm", po::value(&ko.algorithm)->default_value("auto"), "lloyd | yinyang | auto (yinyang for d >= 16), on every participant")
-      ("workers", po::value(&o.workers), "number of workers (default: launcher size - 1)")
-      ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
-      ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")
-      ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
       ("pull", "workers read their rows from the input file (shared storage) instead of receiving them")
-      ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join")
       ("output-centroids", po::value(&ko.output_centroids), "write the centroids (.npy)")
       ("json", "print the summary as JSON");
+  engine_options(d, o);
   common_options(d, o);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(d).run(), vm);
@@ -59,7 +99,7 @@ int coordinator_main(const std::vector<std::string>& args) {
     return 0;
   }
   po::notify(vm);
-  if (!vm.count("workers")) o.workers = env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, 0) - 1;
+  launcher_workers(o, vm);
   o.pull = vm.count("pull") > 0;
   o.json = vm.count("json") > 0;
   o.input = ko.input;

@@ -180,11 +180,13 @@ std::vector<double> svm_cross_validation(const LabeledCsr& data, const SvmParams
   std::vector<int> fold_of(n);
   for (std::int64_t i = 0; i < n; ++i) fold_of[order[i]] = static_cast<int>(i % folds);
   std::vector<double> out(n);
+  SvmParams local = params;
+  local.solver_hook = nullptr;  // the folds are other data than the hook's training set
   for (int f = 0; f < folds; ++f) {
     std::vector<std::int32_t> train, test;
     for (std::int64_t r = 0; r < n; ++r) (fold_of[r] == f ? test : train).push_back(static_cast<std::int32_t>(r));
     const LabeledCsr tr = subset(data, train), te = subset(data, test);
-    const SvmModel model = svm_train(tr, params, devices);
+    const SvmModel model = svm_train(tr, local, devices);
     const std::vector<double> pred = svm_predict(model, te.x, devices);
     for (std::size_t t = 0; t < test.size(); ++t) out[test[t]] = pred[t];
   }

@@ -165,11 +165,13 @@ void Coordinator::partition() {
   begin_.assign(N_ + 1, 0);
   for (int i = 1; i <= N_; ++i) begin_[i] = begin_[i - 1] + loads_[i - 1];
   log_.write({{"event", "partition"}, {"rows", loads_}, {"capability_rows_per_s", caps}});
+  job_.partitioned(begin_, loads_);
 }
 
 Task Coordinator::task_for(std::uint32_t w) const {
   Task task;
   task.workload = job_.workload();
+  task.self = w;
   task.units = job_.units();
   task.begin = begin_[w];
   task.rows = loads_[w];
@@ -255,6 +257,12 @@ void Coordinator::on_message(const Received& r) {
     case kHello: return on_hello(r);
     case kTicket: return on_ticket(r);
     case kResync: return on_resync(r);
+    case kContribution:
+      // A member this node no longer counts (a late one, or one stopped
+      // past the timeout): it must rejoin to count again.
+      if (!active_.count(r.message.header.sender) && !recovering_.count(r.message.header.sender))
+        node_->send(r.message.header.sender, kEvicted, r.message.header.iteration, {});
+      return;
     default: return;
   }
 }
@@ -297,6 +305,7 @@ RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, 
     active_.erase(q);
     recovering_.erase(q);
     inactive_.insert(q);
+    node_->send(q, kEvicted, t, {});  // it may wait for a decision that will not come to it
   }
   Contribution decision;
   decision.data = job_.decide(t, members);

@@ -168,11 +168,7 @@ std::map<std::uint32_t, Contribution> Node::gather(std::int64_t t, const std::ve
     if (h.type != kContribution) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
     if (it > t) return stash(r);
-    if (it < t || !waiting.count(h.sender)) {
-      std::cerr << "accel cluster: dropped contribution of round " << it << " from " << h.sender << " (now " << t
-                << ")\n";
-      return;
-    }
+    if (it < t || !waiting.count(h.sender)) return other(r);  // the caller answers a non-member
     try {
       Contribution c = decode_contribution(r.message.payload, limits_);
       validate(c.data);
@@ -231,16 +227,17 @@ Contribution Node::exchange_with_coordinator(std::int64_t t, const Contribution*
   std::vector<transport::Received> early;
   early.swap(early_);
   for (auto& r : early) handle(r);
-  // The coordinator waits up to the timeout for the slowest member, then
-  // decides: allow for both.
-  const auto deadline = t1 + 2 * timeout_ + Ms(1000);
+  // Whether this member still counts is the coordinator's call, which it
+  // says (kEvicted): a decision may take long (the coordinator's own work
+  // between problems), so a member waits as long as the coordinator lives.
   while (!decision) {
     if (!reachable(0))
       throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
-    const auto now = Clock::now();
-    if (now >= deadline)
-      throw Evicted("no decision from the coordinator for round " + std::to_string(t) + " within the timeout");
-    if (auto r = receive(std::min(std::chrono::duration_cast<Ms>(deadline - now), Ms(100)))) handle(*r);
+    if (auto r = receive(Ms(100))) {
+      if (r->message.header.type == kEvicted && r->message.header.sender == 0)
+        throw Evicted("the coordinator no longer counts this member (round " + std::to_string(t) + ")");
+      handle(*r);
+    }
   }
   stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return std::move(*decision);

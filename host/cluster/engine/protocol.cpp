@@ -53,6 +53,7 @@ const char* type_name(std::uint16_t t) {
     case kDone: return "done";
     case kReject: return "reject";
     case kDecision: return "decision";
+    case kEvicted: return "evicted";
   }
   return "unknown";
 }
@@ -60,6 +61,7 @@ const char* type_name(std::uint16_t t) {
 Bytes encode(const Task& t) {
   Out o;
   o.text(t.workload);
+  o.put(t.self);
   o.put(t.units);
   o.put(t.begin);
   o.put(t.rows);
@@ -76,6 +78,7 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
   In i(in);
   Task t;
   t.workload = i.text(l.max_name);
+  t.self = i.get<std::uint32_t>();
   t.units = i.get<std::int64_t>();
   t.begin = i.get<std::int64_t>();
   t.rows = i.get<std::int64_t>();

@@ -27,6 +27,7 @@ enum Type : std::uint16_t {
   kDone = 11,         // coordinator -> all: finished
   kReject = 12,       // coordinator -> member: unknown job or id; discard the snapshot
   kDecision = 13,     // coordinator -> members (Central exchange): Contribution carrying the decision
+  kEvicted = 14,      // coordinator -> member it no longer counts (Central exchange): rejoin
 };
 const char* type_name(std::uint16_t t);
 
@@ -42,6 +43,7 @@ struct Membership {
 // A member's task: which workload, which rows, the workload's parameters.
 struct Task {
   std::string workload;           // registered name (workload.hpp)
+  std::uint32_t self = 0;         // the receiver's id
   std::int64_t units = 0;         // rows of the whole job
   std::int64_t begin = 0, rows = 0;  // this member's partition
   std::int64_t max_rounds = 0;

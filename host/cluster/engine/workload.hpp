@@ -101,6 +101,12 @@ class Job {
   // long as the job.
   virtual std::uint64_t data_bytes(std::int64_t begin, std::int64_t end) const = 0;
   virtual std::span<const std::byte> data(std::int64_t begin, std::int64_t end) = 0;
+  // The engine's partition of the rows by measured speed: member i owns
+  // rows [begin[i], begin[i] + rows[i]).
+  virtual void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) {
+    (void)begin;
+    (void)rows;
+  }
   // Central: the round's decision from the members' contributions.
   virtual Bytes decide(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions);
   // After the last round: outputs written, fields added to the summary, and

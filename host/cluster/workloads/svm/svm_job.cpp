@@ -1,0 +1,305 @@
+#include "svm_job.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "accel/error.hpp"
+#include "session.hpp"
+#include "svm_wire.hpp"
+
+namespace accel::cluster {
+namespace {
+
+using svm_parallel::Op;
+using svm_parallel::Range;
+using svm_parallel::Report;
+
+// The coordinator's own partition uses the job's decoded training set
+// instead of decoding a second copy from the bytes it pushes to members.
+struct CoordinatorSet {
+  const std::byte* blob = nullptr;
+  const LabeledCsr* set = nullptr;
+};
+CoordinatorSet& coordinator_set() {
+  static CoordinatorSet s;
+  return s;
+}
+
+std::vector<Device*> svm_devices(const Local& local) {
+  return local.registry.select(local.devices, KernelId::CsrKernelRows);
+}
+
+// A member's share: the parallel solver's Member over the training set,
+// and the shared state a returning member needs (the problem, owners
+// current, and every multiplier), kept from the decisions it applies.
+class SvmPartition final : public Partition {
+ public:
+  SvmPartition(std::unique_ptr<LabeledCsr> owned, const LabeledCsr& set, const SvmParams& params,
+               std::vector<Device*> devices, std::uint32_t id)
+      : owned_(std::move(owned)), set_(set), max_vars_(2 * std::max<std::int64_t>(1, set.x.rows)),
+        member_(set, params, std::move(devices), id) {}
+
+  Bytes contribute(std::int64_t) override { return svm_wire::encode_report(member_.report()); }
+  Bytes idle() const override { return svm_wire::encode_report(Report{}); }
+  void validate(std::span<const std::byte> b) const override { svm_wire::decode_report(b, max_vars_); }
+  void validate_decision(std::span<const std::byte> b) const override {
+    member_.check(svm_wire::decode_decision(b, max_vars_).ops);
+  }
+
+  RoundOutcome apply(std::int64_t, std::span<const std::byte> decision) override {
+    const auto d = svm_wire::decode_decision(decision, max_vars_);
+    if (d.end) return {true, {{"ops", "end"}}};
+    std::string kinds;
+    for (const Op& op : d.ops) {
+      track(op);
+      if (!kinds.empty()) kinds += ',';
+      kinds += std::to_string(static_cast<int>(op.kind));
+    }
+    member_.apply(d.ops);
+    return {false, {{"ops", kinds}}};
+  }
+
+  Bytes shared_state() const override { return svm_wire::encode_shared(shared_); }
+
+  // Alg. 6 from zero: the problem started again at the current multipliers
+  // computes every own gradient from them.
+  void adopt(std::span<const std::byte> state) override {
+    shared_ = svm_wire::decode_shared(state, max_vars_);
+    if (!shared_.start) return;
+    Op start = *shared_.start;
+    start.problem.alpha0 = shared_.alpha;
+    member_.check({start});
+    member_.apply({start});
+  }
+
+ private:
+  void track(const Op& op) {
+    if (op.kind == Op::Start) {
+      shared_.start = op;
+      shared_.alpha = op.problem.alpha0.empty() ? std::vector<double>(op.problem.y.size(), 0.0) : op.problem.alpha0;
+    } else if (op.kind == Op::Step) {
+      for (std::size_t a = 0; a < op.ws.size(); ++a) shared_.alpha[op.ws[a]] = op.alpha[a];
+    } else if (op.kind == Op::Assign && shared_.start) {
+      shared_.start->owners = op.owners;
+    }
+  }
+
+  std::unique_ptr<LabeledCsr> owned_;
+  const LabeledCsr& set_;
+  std::int64_t max_vars_;
+  svm_parallel::Member member_;
+  svm_wire::Shared shared_;
+};
+
+class SvmWorkload final : public Workload {
+ public:
+  Exchange exchange() const override { return Exchange::Central; }
+
+  // Kernel values per second of the local devices on rows shaped like the
+  // job's (columns, non-zeros per row): 64 queries against 4096 rows, the
+  // shape of a round's kernel rows; the fastest of three after a warm-up.
+  double measure(std::span<const std::byte> probe, Local& local) const override {
+    In in(probe);
+    const auto cols = in.get<std::int64_t>();
+    const auto nnz = in.get<std::int64_t>();
+    in.end();
+    if (cols < 1 || cols > (1ll << 31) || nnz < 0 || nnz > cols) throw InputError("svm probe with an impossible shape");
+    constexpr std::int64_t kRows = 4096, kQueries = 64;
+    CsrMatrix x;
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      std::vector<std::pair<std::int32_t, float>> row;
+      for (std::int64_t j = 0; j < nnz; ++j) {
+        const auto c = static_cast<std::int32_t>((r * 2654435761u + j * (cols / std::max<std::int64_t>(nnz, 1))) % cols);
+        if (row.empty() || row.back().first < c) row.emplace_back(c, static_cast<float>((r + j) % 7) * 0.1f);
+      }
+      std::sort(row.begin(), row.end());
+      row.erase(std::unique(row.begin(), row.end(), [](auto& a, auto& b) { return a.first == b.first; }), row.end());
+      x.add_row(row);
+    }
+    x.cols = cols;
+    SvmParams p;
+    p.gamma = 1.0 / static_cast<double>(cols);
+    KernelRows kr(x, p, svm_devices(local));
+    std::vector<std::int32_t> q(kQueries), t(kRows);
+    for (std::int64_t i = 0; i < kQueries; ++i) q[i] = static_cast<std::int32_t>(i * (kRows / kQueries));
+    for (std::int64_t i = 0; i < kRows; ++i) t[i] = static_cast<std::int32_t>(i);
+    std::vector<float> out(kQueries * kRows);
+    kr.compute(q, t, out.data());
+    double best = 0;
+    for (int trial = 0; trial < 3; ++trial) {
+      const auto t0 = Clock::now();
+      kr.compute(q, t, out.data());
+      best = std::max(best, kQueries * kRows / std::max(secs(t0, Clock::now()), 1e-6));
+    }
+    return best / kQueries;  // rows of a round's kernel rows per second
+  }
+
+  std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const override {
+    const SvmParams params = svm_wire::decode_params(task.params);
+    const auto& mine = coordinator_set();
+    if (mine.blob != nullptr && data.data() == mine.blob)
+      return std::make_unique<SvmPartition>(nullptr, *mine.set, params, svm_devices(local), task.self);
+    auto set = std::make_unique<LabeledCsr>(svm_wire::decode_data(data));
+    if (set->x.rows != task.units) throw InputError("svm training set of " + std::to_string(set->x.rows) + " rows");
+    const LabeledCsr& ref = *set;
+    return std::make_unique<SvmPartition>(std::move(set), ref, params, svm_devices(local), task.self);
+  }
+
+  void read(const Task& task, std::span<std::byte> out) const override {
+    const Bytes b = svm_wire::encode_data(read_libsvm_csr(task.input));
+    if (b.size() != out.size()) throw InputError(task.input + ": not the coordinator's training set");
+    std::copy(b.begin(), b.end(), out.begin());
+  }
+};
+
+ACCEL_REGISTER_WORKLOAD("svm", SvmWorkload);
+
+}  // namespace
+
+SvmJob::SvmJob(const SvmJobOptions& o) : o_(o), registry_(Registry::discover_all()) {
+  const auto t0 = Clock::now();
+  data_ = read_libsvm_csr(o.train_file);
+  // svm_train's default gamma, resolved here: members compute kernel rows
+  // with the same one.
+  if (o_.params.gamma == 0) o_.params.gamma = data_.x.cols > 0 ? 1.0 / double(data_.x.cols) : 1.0;
+  blob_ = svm_wire::encode_data(data_);
+  coordinator_set() = {blob_.data(), &data_};
+  devices_ = registry_.select(o.device, KernelId::CsrKernelRows);
+  for (auto* d : devices_) device_names_.push_back(d->info().name);
+  loading_ = secs(t0, Clock::now());
+}
+
+SvmJob::~SvmJob() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (trainer_.joinable()) trainer_.join();
+  coordinator_set() = {};
+}
+
+Bytes SvmJob::probe() const {
+  Out o;
+  o.put<std::int64_t>(std::max<std::int64_t>(1, data_.x.cols));
+  o.put<std::int64_t>(data_.x.rows > 0 ? data_.x.nnz() / data_.x.rows : 0);
+  return std::move(o.b);
+}
+
+Bytes SvmJob::params() const { return svm_wire::encode_params(o_.params); }
+
+void SvmJob::partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) {
+  home_.clear();
+  for (std::size_t i = 0; i < begin.size(); ++i)
+    if (rows[i] > 0) home_.push_back({static_cast<std::uint32_t>(i), begin[i], begin[i] + rows[i]});
+  owners_ = home_;
+}
+
+// The trainer: svm_train with every dual problem solved across the members.
+void SvmJob::train() {
+  try {
+    SvmParams p = o_.params;
+    p.solver_hook = [this](const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
+      return svm_parallel::solve_parallel(pb, params, kr, times, *this);
+    };
+    model_ = svm_train(data_, p, devices_, &report_);
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    error_ = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mu_);
+    trained_ = true;
+  }
+  cv_.notify_all();
+}
+
+// Engine thread: the contributions answer the last decision (none before
+// the first); then the trainer's next decision, or the end.
+Bytes SvmJob::decide(std::int64_t, const std::map<std::uint32_t, Bytes>& contributions) {
+  std::unique_lock lock(mu_);
+  if (!trainer_.joinable()) trainer_ = std::thread([this] { train(); });
+  if (outstanding_) {
+    contributions_ = contributions;
+    cv_.notify_all();
+  }
+  cv_.wait(lock, [&] { return decision_.has_value() || trained_; });
+  if (decision_) {
+    Bytes d = std::move(*decision_);
+    decision_.reset();
+    outstanding_ = true;
+    ++rounds_;
+    return d;
+  }
+  if (error_) std::rethrow_exception(error_);
+  outstanding_ = false;
+  return svm_wire::encode_decision({true, {}});
+}
+
+// Trainer thread: one decision out, its round's reports back.
+std::map<std::uint32_t, Report> SvmJob::exchange(const std::vector<Op>& ops) {
+  std::unique_lock lock(mu_);
+  decision_ = svm_wire::encode_decision({false, ops});
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return contributions_.has_value() || stopping_; });
+  if (stopping_) throw InputError("svm: the job stopped while training");
+  std::map<std::uint32_t, Report> out;
+  for (const auto& [id, bytes] : *contributions_) out[id] = svm_wire::decode_report(bytes, 2 * data_.x.rows + 2);
+  contributions_.reset();
+  return out;
+}
+
+// Rows follow membership: a member that owns rows and did not report is
+// gone (the engine evicted it), and its rows go to the coordinator; a
+// member that reports again gets its home rows back. Returns whether the
+// owners changed.
+bool SvmJob::reassign(const std::map<std::uint32_t, Report>& reports) {
+  bool changed = false;
+  for (Range& r : owners_)
+    if (!reports.count(r.member)) {
+      r.member = 0;
+      changed = true;
+    }
+  for (std::size_t i = 0; i < home_.size(); ++i)
+    if (reports.count(home_[i].member) && owners_[i].member != home_[i].member) {
+      owners_[i].member = home_[i].member;
+      changed = true;
+    }
+  return changed;
+}
+
+std::map<std::uint32_t, Report> SvmJob::round(const std::vector<Op>& ops) {
+  auto reports = exchange(ops);
+  while (reassign(reports)) {
+    ++moves_;
+    Op assign;
+    assign.kind = Op::Assign;
+    assign.owners = owners_;
+    reports = exchange({assign});
+  }
+  return reports;
+}
+
+std::string SvmJob::finish(std::span<const std::byte>, nlohmann::json& summary) {
+  if (trainer_.joinable()) trainer_.join();
+  if (error_) std::rethrow_exception(error_);
+  write_svm_model(o_.model_file, model_);
+  summary["seconds"]["loading"] = loading_;
+  summary["seconds"]["total"] = summary["seconds"]["total"].get<double>() + loading_;
+  summary["features"] = data_.x.cols;
+  summary["total_sv"] = model_.sv.rows;
+  summary["rows_moved"] = moves_;
+  nlohmann::json probs = nlohmann::json::array();
+  for (const auto& s : report_.problems)
+    probs.push_back({{"classes", {s.class_a, s.class_b}}, {"n", s.n}, {"obj", s.obj}, {"rho", s.rho}, {"r", s.r},
+                     {"nSV", s.n_sv}, {"nBSV", s.n_bsv}, {"rounds", s.rounds}, {"iterations", s.iterations},
+                     {"reconstructions", s.reconstructions}, {"shrink", s.shrink}});
+  summary["problems"] = probs;
+  summary["model_file"] = o_.model_file;
+  std::ostringstream line;
+  line << "distributed svm-train: " << data_.x.rows << " rows, " << summary["workers"].get<int>() << " workers, "
+       << report_.problems.size() << " problems, " << model_.sv.rows << " support vectors, model " << o_.model_file;
+  return line.str();
+}
+
+}  // namespace accel::cluster

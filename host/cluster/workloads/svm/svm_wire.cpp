@@ -1,0 +1,276 @@
+#include "svm_wire.hpp"
+
+namespace accel::cluster::svm_wire {
+namespace {
+
+constexpr std::uint64_t kMaxRows = std::uint64_t{1} << 31, kMaxNnz = std::uint64_t{1} << 40;
+
+void put_problem(Out& o, const DualProblem& pb) {
+  o.array(pb.y);
+  o.array(pb.p);
+  o.array(pb.alpha0);
+  o.put(pb.Cp);
+  o.put(pb.Cn);
+  o.put<std::uint8_t>(pb.nu);
+  o.array(pb.rows);
+}
+
+DualProblem get_problem(In& i, std::int64_t max_vars) {
+  DualProblem pb;
+  const auto m = static_cast<std::uint64_t>(max_vars);
+  pb.y = i.array<std::int8_t>(m);
+  pb.p = i.exactly<double>(pb.y.size(), "linear term");
+  pb.alpha0 = i.array<double>(m);
+  pb.Cp = i.get<double>();
+  pb.Cn = i.get<double>();
+  pb.nu = i.get<std::uint8_t>() != 0;
+  pb.rows = i.array<std::int32_t>(m);
+  for (const auto v : pb.y)
+    if (v != 1 && v != -1) throw InputError("svm problem with a label other than +1 / -1");
+  if (!(pb.Cp > 0) || !(pb.Cn > 0)) throw InputError("svm problem with a bound that is not positive");
+  return pb;
+}
+
+void put_owners(Out& o, const std::vector<svm_parallel::Range>& owners) {
+  o.put<std::uint64_t>(owners.size());
+  for (const auto& r : owners) {
+    o.put(r.member);
+    o.put(r.begin);
+    o.put(r.end);
+  }
+}
+
+std::vector<svm_parallel::Range> get_owners(In& i) {
+  const auto n = i.get<std::uint64_t>();
+  if (n > 4096) throw InputError("svm decision with too many owner ranges");
+  std::vector<svm_parallel::Range> out(n);
+  for (auto& r : out) {
+    r.member = i.get<std::uint32_t>();
+    r.begin = i.get<std::int64_t>();
+    r.end = i.get<std::int64_t>();
+    if (r.begin < 0 || r.end < r.begin) throw InputError("svm decision with an impossible owner range");
+  }
+  return out;
+}
+
+void put_op(Out& o, const Op& op) {
+  o.put<std::uint8_t>(op.kind);
+  switch (op.kind) {
+    case Op::Start:
+      put_problem(o, op.problem);
+      o.put(op.q);
+      put_owners(o, op.owners);
+      break;
+    case Op::Step:
+      o.array(op.ws);
+      o.array(op.alpha);
+      break;
+    case Op::Shrink:
+      o.put(op.gmax);
+      o.put(op.gmin);
+      break;
+    case Op::Assign: put_owners(o, op.owners); break;
+    case Op::Reconstruct:
+    case Op::Report: break;
+  }
+}
+
+Op get_op(In& i, std::int64_t max_vars) {
+  Op op;
+  const auto kind = i.get<std::uint8_t>();
+  if (kind < Op::Start || kind > Op::Report) throw InputError("svm decision with an unknown step");
+  op.kind = static_cast<Op::Kind>(kind);
+  const auto m = static_cast<std::uint64_t>(max_vars);
+  switch (op.kind) {
+    case Op::Start:
+      op.problem = get_problem(i, max_vars);
+      op.q = i.get<std::int64_t>();
+      op.owners = get_owners(i);
+      break;
+    case Op::Step:
+      op.ws = i.array<std::int32_t>(m);
+      op.alpha = i.exactly<double>(op.ws.size(), "multipliers");
+      break;
+    case Op::Shrink:
+      op.gmax = i.get<double>();
+      op.gmin = i.get<double>();
+      break;
+    case Op::Assign: op.owners = get_owners(i); break;
+    case Op::Reconstruct:
+    case Op::Report: break;
+  }
+  return op;
+}
+
+template <class A, class B>
+void put_pairs(Out& o, const std::vector<std::pair<A, B>>& v) {
+  std::vector<A> a;
+  std::vector<B> b;
+  for (const auto& [x, y] : v) {
+    a.push_back(x);
+    b.push_back(y);
+  }
+  o.array(a);
+  o.array(b);
+}
+
+template <class A, class B>
+std::vector<std::pair<A, B>> get_pairs(In& i, std::uint64_t max) {
+  const auto a = i.array<A>(max);
+  const auto b = i.exactly<B>(a.size(), "pairs");
+  std::vector<std::pair<A, B>> v(a.size());
+  for (std::size_t k = 0; k < a.size(); ++k) v[k] = {a[k], b[k]};
+  return v;
+}
+
+}  // namespace
+
+Bytes encode_data(const LabeledCsr& d) {
+  Out o;
+  o.put(d.x.rows);
+  o.put(d.x.cols);
+  o.array(d.labels);
+  o.array(d.x.row_ptr);
+  o.array(d.x.col_idx);
+  o.array(d.x.values);
+  o.text(d.source);
+  o.array(d.lines);
+  return std::move(o.b);
+}
+
+LabeledCsr decode_data(std::span<const std::byte> in) {
+  In i(in);
+  LabeledCsr d;
+  d.x.rows = i.get<std::int64_t>();
+  d.x.cols = i.get<std::int64_t>();
+  if (d.x.rows < 0 || static_cast<std::uint64_t>(d.x.rows) > kMaxRows || d.x.cols < 0 || d.x.cols > (1ll << 31))
+    throw InputError("svm training set with an impossible shape");
+  const auto n = static_cast<std::uint64_t>(d.x.rows);
+  d.labels = i.exactly<double>(n, "labels");
+  d.x.row_ptr = i.exactly<std::int64_t>(n + 1, "row pointers");
+  d.x.col_idx = i.array<std::int32_t>(kMaxNnz);
+  d.x.values = i.exactly<float>(d.x.col_idx.size(), "values");
+  if (d.x.row_ptr[0] != 0 || d.x.row_ptr[n] != static_cast<std::int64_t>(d.x.col_idx.size()))
+    throw InputError("svm training set with bad row pointers");
+  for (std::uint64_t r = 0; r < n; ++r)
+    if (d.x.row_ptr[r + 1] < d.x.row_ptr[r]) throw InputError("svm training set with bad row pointers");
+  for (const auto c : d.x.col_idx)
+    if (c < 0 || c >= d.x.cols) throw InputError("svm training set with a column out of range");
+  d.source = i.text(4096);
+  d.lines = i.array<std::int64_t>(n);
+  i.end();
+  return d;
+}
+
+Bytes encode_params(const SvmParams& p) {
+  Out o;
+  o.put<std::uint8_t>(static_cast<std::uint8_t>(p.kernel));
+  o.put(p.degree);
+  o.put(p.gamma);
+  o.put(p.coef0);
+  o.put(p.cache_mb);
+  return std::move(o.b);
+}
+
+SvmParams decode_params(std::span<const std::byte> in) {
+  In i(in);
+  SvmParams p;
+  const auto kernel = i.get<std::uint8_t>();
+  if (kernel > 3) throw InputError("svm task with an unknown kernel");
+  p.kernel = static_cast<KernelType>(kernel);
+  p.degree = i.get<int>();
+  p.gamma = i.get<double>();
+  p.coef0 = i.get<double>();
+  p.cache_mb = i.get<double>();
+  i.end();
+  if (!(p.cache_mb >= 0) || p.degree < 0 || p.degree > 64) throw InputError("svm task with bad kernel parameters");
+  return p;
+}
+
+Bytes encode_decision(const Decision& d) {
+  Out o;
+  o.put<std::uint8_t>(d.end);
+  o.put<std::uint64_t>(d.ops.size());
+  for (const Op& op : d.ops) put_op(o, op);
+  return std::move(o.b);
+}
+
+Decision decode_decision(std::span<const std::byte> in, std::int64_t max_vars) {
+  In i(in);
+  Decision d;
+  d.end = i.get<std::uint8_t>() != 0;
+  const auto n = i.get<std::uint64_t>();
+  if (n > 16) throw InputError("svm decision with too many steps");
+  for (std::uint64_t k = 0; k < n; ++k) d.ops.push_back(get_op(i, max_vars));
+  i.end();
+  return d;
+}
+
+Bytes encode_report(const Report& r) {
+  Out o;
+  o.put(r.owned);
+  o.put(r.active);
+  for (const auto& e : r.ext) {
+    o.put(e.gmax);
+    o.put(e.gmin);
+    o.put(e.i);
+    o.put(e.j);
+  }
+  put_pairs(o, r.up);
+  put_pairs(o, r.low);
+  put_pairs(o, r.ws_g);
+  put_pairs(o, r.all_g);
+  return std::move(o.b);
+}
+
+Report decode_report(std::span<const std::byte> in, std::int64_t max_vars) {
+  In i(in);
+  Report r;
+  const auto m = static_cast<std::uint64_t>(max_vars);
+  r.owned = i.get<std::int64_t>();
+  r.active = i.get<std::int64_t>();
+  if (r.owned < 0 || r.owned > max_vars || r.active < 0 || r.active > r.owned)
+    throw InputError("svm report with impossible counts");
+  for (auto& e : r.ext) {
+    e.gmax = i.get<double>();
+    e.gmin = i.get<double>();
+    e.i = i.get<std::int32_t>();
+    e.j = i.get<std::int32_t>();
+    if (e.i < -1 || e.i >= max_vars || e.j < -1 || e.j >= max_vars) throw InputError("svm report names a bad variable");
+  }
+  r.up = get_pairs<double, std::int32_t>(i, m);
+  r.low = get_pairs<double, std::int32_t>(i, m);
+  r.ws_g = get_pairs<std::int32_t, double>(i, m);
+  r.all_g = get_pairs<std::int32_t, double>(i, m);
+  for (const auto& v : {&r.up, &r.low})
+    for (const auto& [g, k] : *v)
+      if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");
+  for (const auto& v : {&r.ws_g, &r.all_g})
+    for (const auto& [k, g] : *v)
+      if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");
+  i.end();
+  return r;
+}
+
+Bytes encode_shared(const Shared& s) {
+  Out o;
+  o.put<std::uint8_t>(s.start.has_value());
+  if (s.start) put_op(o, *s.start);
+  o.array(s.alpha);
+  return std::move(o.b);
+}
+
+Shared decode_shared(std::span<const std::byte> in, std::int64_t max_vars) {
+  In i(in);
+  Shared s;
+  if (i.get<std::uint8_t>()) {
+    s.start = get_op(i, max_vars);
+    if (s.start->kind != Op::Start) throw InputError("svm state without its problem");
+  }
+  s.alpha = i.array<double>(static_cast<std::uint64_t>(max_vars));
+  i.end();
+  if (s.start && s.alpha.size() != s.start->problem.y.size()) throw InputError("svm state of inconsistent sizes");
+  return s;
+}
+
+}  // namespace accel::cluster::svm_wire
