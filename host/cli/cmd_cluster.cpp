@@ -1,4 +1,5 @@
 // `accel coordinator` and `accel worker`: distributed jobs on the cluster engine.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <iostream>
@@ -75,7 +76,13 @@ int coordinator_svm_train(const std::vector<std::string>& args) {
 }  // namespace
 
 int coordinator_main(const std::vector<std::string>& args) {
-  if (!args.empty() && args[0] == "svm-train") return coordinator_svm_train({args.begin() + 1, args.end()});
+  // `svm-train` names the workload wherever it stands (scripts/cluster.sh
+  // puts its own options first); without it the job is k-means.
+  if (auto it = std::find(args.begin(), args.end(), "svm-train"); it != args.end()) {
+    std::vector<std::string> rest(args.begin(), it);
+    rest.insert(rest.end(), it + 1, args.end());
+    return coordinator_svm_train(rest);
+  }
   cluster::CoordinatorOptions o;
   cluster::KMeansJobOptions ko;
   po::options_description d("accel coordinator --input FILE --k K --workers N [options]");

@@ -23,6 +23,7 @@ struct Member::Impl {
   std::uint32_t id;
 
   DualProblem pb;  // the problem being solved; s refers to its y and p
+  CsrMatrix sub;   // the problem's rows when they are a proper subset (multi-class pairs)
   std::int64_t q = 0;
   std::unique_ptr<State> s;
   std::unique_ptr<KernelRows> kr;
@@ -74,9 +75,22 @@ struct Member::Impl {
     pb = op.problem;
     q = op.q;
     s = std::make_unique<State>(pb);
+    // The kernel over the same matrix single-node svm_train builds for the
+    // problem (the CPU kernel splits columns by how many of the matrix's
+    // rows use them, so the matrix decides the arithmetic): a pair's rows
+    // copied out as multiclass.cpp does; the whole set, through the
+    // variables' rows, otherwise (two classes, one-class, SVR).
     std::vector<std::int32_t> row_of;
-    if (!pb.rows.empty()) row_of = pb.rows;
-    kr = std::make_unique<KernelRows>(data.x, params, devices, std::move(row_of));
+    const bool subset = !pb.rows.empty() && static_cast<std::int64_t>(pb.rows.size()) < data.x.rows;
+    sub = CsrMatrix{};
+    if (subset) {
+      for (const std::int32_t r : pb.rows) sub.add_row_from(data.x, r);
+      sub.cols = data.x.cols;
+    } else if (!pb.rows.empty()) {
+      for (std::size_t v = 0; v < pb.rows.size() && row_of.empty(); ++v)
+        if (pb.rows[v] != static_cast<std::int32_t>(v)) row_of = pb.rows;
+    }
+    kr = std::make_unique<KernelRows>(subset ? sub : data.x, params, devices, std::move(row_of));
     kr->set_held_calls(1);  // a round is done with its rows when the next asks for its own
     is_active.assign(n(), 0);
     s->active.clear();

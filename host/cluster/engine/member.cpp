@@ -87,6 +87,13 @@ class Incarnation {
   RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
   void wait_done();
+  // The all-to-all exchange talks to every peer; the central one only to
+  // the coordinator, so a dead peer's stale address is never dialled.
+  void connect_peers(const std::vector<Peer>& peers) {
+    if (workload().exchange() != Exchange::AllToAll) return;
+    for (const auto& p : peers)
+      if (p.id != 0) node_.connect_peer(p.id, p.address);
+  }
   const Workload& workload() const { return find_workload(snap_->task.workload); }
   void on_message(const Received& r) {
     if (r.message.header.type == kDone) done_ = true;
@@ -138,8 +145,7 @@ void Incarnation::fresh_start() {
   fetch_data(node_, find_workload(name), s, join_);
   snap_ = std::move(s);
   start_snapshot();
-  for (const auto& p : snap_->task.peers)
-    if (p.id != 0) node_.connect_peer(p.id, p.address);
+  connect_peers(snap_->task.peers);
   part_ = workload().open(snap_->task, snap_->data, local_);
   node_.send(0, kReady, 0, {});
   expect_msg(node_, kStart, join_, "the start", [&](const Received& r) {
@@ -181,8 +187,7 @@ void Incarnation::resume_round() {
   const Current cur = decode_current(cr.message.payload, node_.limits());
   t_ = cur.round;
   view_ = cur.view;
-  for (const auto& p : cur.peers)
-    if (p.id != 0) node_.connect_peer(p.id, p.address);
+  connect_peers(cur.peers);
   part_ = workload().open(snap_->task, snap_->data, local_);
   part_->adopt(cur.state);
   recovering_ = true;

@@ -1,6 +1,7 @@
 #include "svm_job.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <sstream>
 
 #include "accel/error.hpp"
@@ -257,11 +258,15 @@ bool SvmJob::reassign(const std::map<std::uint32_t, Report>& reports) {
   bool changed = false;
   for (Range& r : owners_)
     if (!reports.count(r.member)) {
+      std::cerr << "accel coordinator: rows [" << r.begin << ", " << r.end << ") of worker " << r.member
+                << " moved to the coordinator\n";
       r.member = 0;
       changed = true;
     }
   for (std::size_t i = 0; i < home_.size(); ++i)
     if (reports.count(home_[i].member) && owners_[i].member != home_[i].member) {
+      std::cerr << "accel coordinator: rows [" << home_[i].begin << ", " << home_[i].end << ") moved back to worker "
+                << home_[i].member << "\n";
       owners_[i].member = home_[i].member;
       changed = true;
     }
