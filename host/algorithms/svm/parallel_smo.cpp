@@ -31,6 +31,9 @@ struct Member::Impl {
   std::vector<std::int32_t> last_ws;
   std::vector<char> is_active;     // per variable
   bool report_all = false;
+  std::vector<std::int32_t> block_vars;
+  std::vector<float> block;
+  double rows_seconds = 0;
 
   Impl(const LabeledCsr& d, SvmParams p, std::vector<Device*> devs, std::uint32_t member)
       : data(d), params(std::move(p)), devices(std::move(devs)), id(member) {
@@ -158,6 +161,11 @@ struct Member::Impl {
 
   void apply(const Op& op) {
     if (op.kind != Op::Start && !s) throw InputError("svm: a decision before its problem started");
+    if (op.kind != Op::Rows) {  // a block answers only the Rows op just before the report
+      block_vars.clear();
+      block.clear();
+      rows_seconds = 0;
+    }
     switch (op.kind) {
       case Op::Start: return start(op);
       case Op::Step: return step(op);
@@ -178,6 +186,26 @@ struct Member::Impl {
         reconstruct_own();
         report_all = true;
         return;
+      case Op::Rows: return rows(op);
+    }
+  }
+
+  // The working set's rows over the own active variables (kept in the
+  // cache for the Step that follows), and this member's columns of the
+  // q x q block.
+  void rows(const Op& op) {
+    block_vars.clear();
+    block.clear();
+    rows_seconds = 0;
+    if (s->active.empty()) return;
+    const auto t0 = clock_type::now();
+    const std::vector<const float*> r = kr->rows(op.ws);
+    rows_seconds = since(t0);
+    for (const std::int32_t k : op.ws) {
+      if (!is_active[k]) continue;
+      const auto slot = std::lower_bound(s->active.begin(), s->active.end(), k) - s->active.begin();
+      block_vars.push_back(k);
+      for (std::size_t a = 0; a < op.ws.size(); ++a) block.push_back(r[a][slot]);
     }
   }
 
@@ -201,6 +229,9 @@ struct Member::Impl {
       if (is_active[k]) r.ws_g.emplace_back(k, s->G[k]);
     if (report_all)
       for (const std::int32_t k : mine) r.all_g.emplace_back(k, s->G[k]);
+    r.block_vars = block_vars;
+    r.block = block;
+    r.seconds = rows_seconds;
     return r;
   }
 };
@@ -224,8 +255,8 @@ void Member::check(const std::vector<Op>& ops) const {
     } else if (n < 0) {
       throw InputError("svm: a decision before its problem started");
     }
-    if (op.kind == Op::Step) {
-      if (op.ws.size() != op.alpha.size()) throw InputError("svm: a step of inconsistent sizes");
+    if (op.kind == Op::Step || op.kind == Op::Rows) {
+      if (op.kind == Op::Step && op.ws.size() != op.alpha.size()) throw InputError("svm: a step of inconsistent sizes");
       for (const auto k : op.ws)
         if (k < 0 || k >= n) throw InputError("svm: a step names variable " + std::to_string(k));
     }
@@ -273,6 +304,33 @@ Extremes working(const std::map<std::uint32_t, Report>& reports, bool nu) {
   if (!pos_ok) return neg;
   if (!neg_ok) return pos;
   return pos.gmax - pos.gmin >= neg.gmax - neg.gmin ? pos : neg;
+}
+
+// The working set's q x q kernel block, column by column from the members
+// that own its variables (asked again if a member was lost on the way).
+void block_of(Director& director, const std::vector<std::int32_t>& ws, std::vector<float>& Kws) {
+  const std::size_t w = ws.size();
+  Kws.assign(w * w, 0.0f);
+  Op rows;
+  rows.kind = Op::Rows;
+  rows.ws = ws;
+  std::unordered_map<std::int32_t, std::size_t> col;
+  for (std::size_t b = 0; b < w; ++b) col[ws[b]] = b;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const auto reports = director.round({rows});
+    std::size_t got = 0;
+    for (const auto& [id, r] : reports) {
+      if (r.block.size() != r.block_vars.size() * w) throw InputError("svm: a member's block of the wrong size");
+      for (std::size_t c = 0; c < r.block_vars.size(); ++c) {
+        const auto it = col.find(r.block_vars[c]);
+        if (it == col.end()) throw InputError("svm: a member's block names a variable outside the working set");
+        for (std::size_t a = 0; a < w; ++a) Kws[a * w + it->second] = r.block[c * w + a];
+        ++got;
+      }
+    }
+    if (got == w) return;
+  }
+  throw std::runtime_error("svm: the members did not return the working set's kernel block");
 }
 
 }  // namespace
@@ -363,8 +421,7 @@ BinarySolution solve_parallel(const DualProblem& pb, const SvmParams& params, Ke
 
     t0 = clock_type::now();
     const std::size_t w = ws.size();
-    Kws.resize(w * w);
-    kr.compute(ws, ws, Kws.data());
+    block_of(director, ws, Kws);
     times.kernel += since(t0);
     t0 = clock_type::now();
     ly.resize(w);

@@ -319,7 +319,10 @@ RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, 
     if (q != 0) node_->send(q, kDecision, t, payload);
   for (auto q : recovering_) node_->send(q, kDecision, t, payload);
   st.notify_seconds = secs(t0, Clock::now()) - st.wait_seconds;
-  return own_->apply(t, decision.data);
+  const auto t1 = Clock::now();
+  RoundOutcome out = own_->apply(t, decision.data);
+  out.log["applying_s"] = secs(t1, Clock::now());
+  return out;
 }
 
 // A returning worker (seeds/000 recovery), told the current round right

@@ -22,6 +22,11 @@ struct CoordinatorGone : std::runtime_error {
 struct Evicted : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A fresh worker found no coordinator to talk to (not listening yet: a
+// launcher starts every rank at once): try again until the join timeout.
+struct NotListening : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 // The coordinator said the job is over.
 struct JobDone {};
 // The coordinator refused this worker: its job is over, or the id unknown.

@@ -129,7 +129,13 @@ void Incarnation::refetch() {
 // The probe names the workload and what to measure (kProbe: {workload
 // name, the job's probe}); the task follows once every worker has answered.
 void Incarnation::fresh_start() {
-  const Received probe = expect_msg(node_, kProbe, join_, "the coordinator's probe");
+  std::optional<Received> first;
+  try {
+    first = expect_msg(node_, kProbe, join_, "the coordinator's probe");
+  } catch (const CoordinatorGone& e) {
+    throw NotListening(e.what());
+  }
+  const Received& probe = *first;
   In in(probe.message.payload);
   const std::string name = in.text(node_.limits().max_name);
   const Bytes spec = in.bytes(node_.limits().max_data);
@@ -250,7 +256,10 @@ RoundOutcome Incarnation::central_round(std::int64_t t, SyncStats& st, double& c
       t, recovering_ ? nullptr : &mine, [&](std::span<const std::byte> b) { part_->validate_decision(b); },
       [&](const Received& r) { on_message(r); }, st);
   view_ = decision.view;
-  return part_->apply(t, decision.data);
+  const auto t1 = Clock::now();
+  RoundOutcome out = part_->apply(t, decision.data);
+  out.log["applying_s"] = secs(t1, Clock::now());
+  return out;
 }
 
 // The coordinator says when it is over; wait for that (bounded), so a
@@ -292,6 +301,7 @@ int run_worker(const WorkerOptions& o) {
   std::optional<Snapshot> snap = load_own_snapshot(o);
   std::uint32_t incarnation = snap ? snap->incarnation + 1 : 1;
   bool lost_coordinator = false;
+  const auto join_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
   for (int attempt = 0;; ++attempt) {
     try {
       Incarnation(o, incarnation, snap, log, reg).run();
@@ -299,6 +309,14 @@ int run_worker(const WorkerOptions& o) {
       return kExitOk;
     } catch (const JobDone&) {
       return kExitOk;
+    } catch (const NotListening& e) {
+      if (Clock::now() >= join_deadline) {
+        std::cerr << "accel worker " << o.id << ": no coordinator at " << o.coordinator << " (" << e.what()
+                  << "); exiting\n";
+        return kExitLostJob;
+      }
+      std::this_thread::sleep_for(Ms(200));
+      --attempt;
     } catch (const CoordinatorGone& e) {
       // The endpoint failed. That is also what a worker stopped past the
       // keepalive finds (the coordinator closed on it): try once to rejoin;

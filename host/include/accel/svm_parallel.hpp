@@ -10,7 +10,12 @@
 // round it merges the members' best violators into the working set, solves
 // the q-sized subproblem from the q x q kernel block, and sends the
 // multiplier changes back; shrinking (eq. 10) and reconstruction (Alg. 6)
-// are decided there and applied by every member to its own rows.
+// are decided there and applied by every member to its own rows. The
+// working set's q x q block comes from the members too: they compute the
+// set's kernel rows over their rows (which the gradient update then uses
+// from their caches) and send their columns of the block, so the
+// coordinator computes no kernel values and the block is the very values
+// the gradients are updated with, as in single-node solve_batch.
 //
 // Beyond the seed, which broadcasts the two working samples' rows every
 // iteration: members hold the whole set (one bulk copy at the start), so a
@@ -32,6 +37,7 @@ namespace accel::svm_parallel {
 struct Range {
   std::uint32_t member = 0;
   std::int64_t begin = 0, end = 0;
+  bool operator==(const Range&) const = default;
 };
 
 // One step of the coordinator's decision; a decision is a list of them,
@@ -44,12 +50,13 @@ struct Op {
     Reconstruct = 4,  // Alg. 6 for every shrunk own variable; all active again
     Assign = 5,       // new owners (a member lost, back, or rebalanced)
     Report = 6,       // the next report carries the gradient of every own variable
+    Rows = 7,         // compute the kernel rows of ws; report the q x q block's own columns
   };
   Kind kind = Step;
   DualProblem problem;               // Start
   std::int64_t q = 0;                // Start: working-set size (candidates per side)
   std::vector<Range> owners;         // Start, Assign
-  std::vector<std::int32_t> ws;      // Step
+  std::vector<std::int32_t> ws;      // Step, Rows
   std::vector<double> alpha;         // Step
   double gmax = 0, gmin = 0;         // Shrink
 };
@@ -68,6 +75,11 @@ struct Report {
   std::vector<std::pair<double, std::int32_t>> up, low;  // own best candidates (-gamma, variable), best first
   std::vector<std::pair<std::int32_t, double>> ws_g;     // gradient of own active variables of the last working set
   std::vector<std::pair<std::int32_t, double>> all_g;    // after a Report op: every own variable's gradient
+  // After a Rows op: for each own active variable k of the working set,
+  // K(x_ws[a], x_k) for every a: its column of the q x q block.
+  std::vector<std::int32_t> block_vars;
+  std::vector<float> block;  // block_vars.size() columns of q values
+  double seconds = 0;        // after a Rows op: the time its kernel rows took (the member's measured speed)
 };
 
 // One member's share: the training set, this member's devices.

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "accel/error.hpp"
+#include "accel/perf_model.hpp"
 #include "session.hpp"
 #include "svm_wire.hpp"
 
@@ -97,15 +98,17 @@ class SvmWorkload final : public Workload {
   Exchange exchange() const override { return Exchange::Central; }
 
   // Kernel values per second of the local devices on rows shaped like the
-  // job's (columns, non-zeros per row): 64 queries against 4096 rows, the
-  // shape of a round's kernel rows; the fastest of three after a warm-up.
+  // job's (columns, non-zeros per row): 32 queries against 2048 rows, the
+  // shape of a round's kernel rows; the faster of two after a warm-up. Kept
+  // short (~20 ms): it is on the job's critical path, and the rounds'
+  // own measurements correct the split (DriftPolicy).
   double measure(std::span<const std::byte> probe, Local& local) const override {
     In in(probe);
     const auto cols = in.get<std::int64_t>();
     const auto nnz = in.get<std::int64_t>();
     in.end();
     if (cols < 1 || cols > (1ll << 31) || nnz < 0 || nnz > cols) throw InputError("svm probe with an impossible shape");
-    constexpr std::int64_t kRows = 4096, kQueries = 64;
+    constexpr std::int64_t kRows = 2048, kQueries = 32;
     CsrMatrix x;
     for (std::int64_t r = 0; r < kRows; ++r) {
       std::vector<std::pair<std::int32_t, float>> row;
@@ -127,7 +130,7 @@ class SvmWorkload final : public Workload {
     std::vector<float> out(kQueries * kRows);
     kr.compute(q, t, out.data());
     double best = 0;
-    for (int trial = 0; trial < 3; ++trial) {
+    for (int trial = 0; trial < 2; ++trial) {
       const auto t0 = Clock::now();
       kr.compute(q, t, out.data());
       best = std::max(best, kQueries * kRows / std::max(secs(t0, Clock::now()), 1e-6));
@@ -239,6 +242,8 @@ Bytes SvmJob::decide(std::int64_t, const std::map<std::uint32_t, Bytes>& contrib
 
 // Trainer thread: one decision out, its round's reports back.
 std::map<std::uint32_t, Report> SvmJob::exchange(const std::vector<Op>& ops) {
+  // The trainer's time since the last round's reports: deciding this one.
+  if (ops.front().kind == Op::Step) deciding_ = secs(last_reports_, Clock::now());
   std::unique_lock lock(mu_);
   decision_ = svm_wire::encode_decision({false, ops});
   cv_.notify_all();
@@ -247,6 +252,7 @@ std::map<std::uint32_t, Report> SvmJob::exchange(const std::vector<Op>& ops) {
   std::map<std::uint32_t, Report> out;
   for (const auto& [id, bytes] : *contributions_) out[id] = svm_wire::decode_report(bytes, 2 * data_.x.rows + 2);
   contributions_.reset();
+  last_reports_ = Clock::now();
   return out;
 }
 
@@ -273,8 +279,76 @@ bool SvmJob::reassign(const std::map<std::uint32_t, Report>& reports) {
   return changed;
 }
 
+// Each member's kernel-rows time of a Rows round feeds its rate (seeds/003's
+// collector); a drift of the split against them (DriftPolicy) schedules a
+// re-split, made after the next step.
+void SvmJob::measure(const std::map<std::uint32_t, Report>& reports) {
+  std::map<std::uint32_t, double> seconds;
+  for (const auto& [id, r] : reports)
+    if (r.seconds > 0 && r.owned > 0) {
+      // The coordinator's rows wait for its decisions too: its rate counts
+      // them, so its rows shrink by what deciding costs it.
+      const double busy = r.seconds + (id == 0 ? deciding_ : 0.0);
+      rates_.record(id, static_cast<double>(r.active), busy);
+      seconds[id] = busy;
+    }
+  if (drift_.drifted(seconds)) resplit_due_ = true;
+}
+
+// seeds/003 Algorithm 1 over the reporting members' measured rates; the new
+// split is every member's home from now on, in contiguous ranges by id.
+void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
+  resplit_due_ = false;
+  std::vector<std::uint32_t> ids;
+  std::vector<std::int64_t> loads;
+  std::vector<double> caps;
+  double known = 0;
+  int n_known = 0;
+  for (const auto& [id, r] : reports)
+    if (const auto rate = rates_.rate(id)) {
+      known += *rate;
+      ++n_known;
+    }
+  if (n_known == 0) return;
+  for (const auto& [id, r] : reports) {
+    // A member not measured yet (back without rows) counts at the mean.
+    ids.push_back(id);
+    caps.push_back(rates_.rate(id).value_or(known / n_known));
+    std::int64_t rows = 0;
+    for (const Range& g : owners_)
+      if (g.member == id) rows += g.end - g.begin;
+    loads.push_back(rows);
+  }
+  const std::vector<std::int64_t> next = rebalance(loads, caps, 0.05);
+  if (next == loads) return;
+  home_.clear();
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (next[i] > 0) home_.push_back({ids[i], at, at + next[i]});
+    at += next[i];
+  }
+  owners_ = home_;
+  ++resplits_;
+  std::cerr << "accel coordinator: rows re-split by measured speed:";
+  for (std::size_t i = 0; i < ids.size(); ++i) std::cerr << " " << ids[i] << ":" << loads[i] << "->" << next[i];
+  std::cerr << "\n";
+}
+
 std::map<std::uint32_t, Report> SvmJob::round(const std::vector<Op>& ops) {
   auto reports = exchange(ops);
+  measure(reports);
+  for (const auto& [id, r] : reports)  // a member back after a re-split left it without a home
+    if (std::none_of(home_.begin(), home_.end(), [&](const Range& g) { return g.member == id; })) resplit_due_ = true;
+  if (resplit_due_ && !ops.empty() && ops.front().kind == Op::Step) {
+    const auto before = owners_;
+    resplit(reports);
+    if (owners_ != before) {
+      Op assign;
+      assign.kind = Op::Assign;
+      assign.owners = owners_;
+      reports = exchange({assign});
+    }
+  }
   while (reassign(reports)) {
     ++moves_;
     Op assign;
@@ -294,12 +368,19 @@ std::string SvmJob::finish(std::span<const std::byte>, nlohmann::json& summary) 
   summary["features"] = data_.x.cols;
   summary["total_sv"] = model_.sv.rows;
   summary["rows_moved"] = moves_;
+  summary["resplits"] = resplits_;
   nlohmann::json probs = nlohmann::json::array();
   for (const auto& s : report_.problems)
     probs.push_back({{"classes", {s.class_a, s.class_b}}, {"n", s.n}, {"obj", s.obj}, {"rho", s.rho}, {"r", s.r},
                      {"nSV", s.n_sv}, {"nBSV", s.n_bsv}, {"rounds", s.rounds}, {"iterations", s.iterations},
                      {"reconstructions", s.reconstructions}, {"shrink", s.shrink}});
   summary["problems"] = probs;
+  // The coordinator's solver time by phase: kernel = the working sets'
+  // q x q blocks, select = merging reports, selection and subproblems,
+  // update = waiting for the members' rounds.
+  const SvmTimes& t = report_.times;
+  summary["seconds"]["solver"] = {{"total", t.total}, {"kernel", t.kernel}, {"select", t.select},
+                                  {"update", t.update}, {"shrink", t.shrink}, {"reconstruct", t.reconstruct}};
   summary["model_file"] = o_.model_file;
   std::ostringstream line;
   line << "distributed svm-train: " << data_.x.rows << " rows, " << summary["workers"].get<int>() << " workers, "

@@ -6,6 +6,7 @@
 // set and its multipliers, members update the gradients of their rows.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -15,6 +16,7 @@
 
 #include "accel/svm_parallel.hpp"
 #include "engine.hpp"
+#include "rates.hpp"
 
 namespace accel::cluster {
 
@@ -51,6 +53,8 @@ class SvmJob final : public Job, private svm_parallel::Director {
   std::vector<svm_parallel::Range> owners() const override { return owners_; }
   std::map<std::uint32_t, svm_parallel::Report> exchange(const std::vector<svm_parallel::Op>& ops);
   bool reassign(const std::map<std::uint32_t, svm_parallel::Report>& reports);
+  void measure(const std::map<std::uint32_t, svm_parallel::Report>& reports);
+  void resplit(const std::map<std::uint32_t, svm_parallel::Report>& reports);
   void train();
 
   SvmJobOptions o_;
@@ -59,7 +63,18 @@ class SvmJob final : public Job, private svm_parallel::Director {
   Registry registry_;
   std::vector<Device*> devices_;
   std::vector<std::string> device_names_;
-  std::vector<svm_parallel::Range> home_, owners_;  // home: the engine's partition
+  // home: where each member's rows belong (the engine's partition by
+  // measured speed, then re-split as the speeds drift); owners: where they
+  // are now (a lost member's rows are the coordinator's until it returns).
+  std::vector<svm_parallel::Range> home_, owners_;
+  RateCollector rates_;
+  // Drift at 10% over the mean for 3 rounds: a round waits for its
+  // slowest member, and the coordinator's deciding time is in its share.
+  DriftPolicy drift_{1.1, 3};
+  double deciding_ = 0;
+  std::chrono::steady_clock::time_point last_reports_ = std::chrono::steady_clock::now();
+  bool resplit_due_ = false;
+  std::int64_t resplits_ = 0;
   double loading_ = 0;
 
   // Between the engine's thread (decide) and the trainer thread (round):

@@ -65,6 +65,7 @@ void put_op(Out& o, const Op& op) {
       o.array(op.ws);
       o.array(op.alpha);
       break;
+    case Op::Rows: o.array(op.ws); break;
     case Op::Shrink:
       o.put(op.gmax);
       o.put(op.gmin);
@@ -78,7 +79,7 @@ void put_op(Out& o, const Op& op) {
 Op get_op(In& i, std::int64_t max_vars) {
   Op op;
   const auto kind = i.get<std::uint8_t>();
-  if (kind < Op::Start || kind > Op::Report) throw InputError("svm decision with an unknown step");
+  if (kind < Op::Start || kind > Op::Rows) throw InputError("svm decision with an unknown step");
   op.kind = static_cast<Op::Kind>(kind);
   const auto m = static_cast<std::uint64_t>(max_vars);
   switch (op.kind) {
@@ -91,6 +92,7 @@ Op get_op(In& i, std::int64_t max_vars) {
       op.ws = i.array<std::int32_t>(m);
       op.alpha = i.exactly<double>(op.ws.size(), "multipliers");
       break;
+    case Op::Rows: op.ws = i.array<std::int32_t>(m); break;
     case Op::Shrink:
       op.gmax = i.get<double>();
       op.gmin = i.get<double>();
@@ -220,6 +222,9 @@ Bytes encode_report(const Report& r) {
   put_pairs(o, r.low);
   put_pairs(o, r.ws_g);
   put_pairs(o, r.all_g);
+  o.array(r.block_vars);
+  o.array(r.block);
+  o.put(r.seconds);
   return std::move(o.b);
 }
 
@@ -242,6 +247,12 @@ Report decode_report(std::span<const std::byte> in, std::int64_t max_vars) {
   r.low = get_pairs<double, std::int32_t>(i, m);
   r.ws_g = get_pairs<std::int32_t, double>(i, m);
   r.all_g = get_pairs<std::int32_t, double>(i, m);
+  r.block_vars = i.array<std::int32_t>(m);
+  r.block = i.array<float>(std::min<std::uint64_t>(m * m, std::uint64_t{1} << 28));
+  for (const auto k : r.block_vars)
+    if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");
+  r.seconds = i.get<double>();
+  if (!(r.seconds >= 0) || r.seconds > 1e9) throw InputError("svm report with an impossible time");
   for (const auto& v : {&r.up, &r.low})
     for (const auto& [g, k] : *v)
       if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");

@@ -1,0 +1,42 @@
+// Measured speed of the members and when to re-split the rows (seeds/003:
+// collectors and processors of node information kept apart from the
+// scheduler's policy). The collector turns each member's reported work
+// (rows, seconds) into a smoothed rate; the policy says when the split no
+// longer fits those rates; rebalance() (seeds/003 Algorithm 1, in
+// accel/perf_model.hpp) computes the new split.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+
+namespace accel::cluster {
+
+class RateCollector {
+ public:
+  // A member did `units` of work in `seconds` this round.
+  void record(std::uint32_t member, double units, double seconds);
+  std::optional<double> rate(std::uint32_t member) const;
+  void forget(std::uint32_t member) { rate_.erase(member); }
+
+ private:
+  std::map<std::uint32_t, double> rate_;  // units per second, exponentially smoothed
+};
+
+// Drift: the slowest member's round time runs `over` (20%) above the
+// members' mean for `rounds` (3) rounds in a row. A member that takes
+// longer than the others for a few rounds is then given fewer rows.
+class DriftPolicy {
+ public:
+  explicit DriftPolicy(double over = 1.2, int rounds = 3) : over_(over), rounds_(rounds) {}
+  // Each member's seconds of this round's work; true when the split should
+  // be recomputed (the streak starts again).
+  bool drifted(const std::map<std::uint32_t, double>& seconds);
+  void reset() { streak_ = 0; }
+
+ private:
+  double over_;
+  int rounds_, streak_ = 0;
+};
+
+}  // namespace accel::cluster

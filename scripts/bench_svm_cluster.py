@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Distributed SVM training against single-node accel svm-train, side by side
+in one run (issue 13's target): the seed's MNIST setup on Fashion-MNIST
+even/odd (bench_svm.py's fmnist-N case: RBF, C = 10, gamma = 0.02,
+eps = 1e-3), trained
+
+  - by `accel svm-train` with OMP_NUM_THREADS=2 (single node, both cores);
+  - by `accel coordinator svm-train` + K `accel worker`s on loopback, each
+    process pinned to its own core (taskset) with one thread, for K in
+    --workers. On this 2-core machine K = 1 is the fair comparison (two
+    processes, two cores); K = 2, 3 share the cores and measure overhead,
+    not speedup.
+
+Printed: the fit seconds (the coordinator's summary seconds.job: measuring,
+distributing, the rounds; single-node: svm-train --json seconds.total),
+wall seconds, ratio to single-node, and the model against single-node
+(dual objective, support vectors). Medians of --repeat runs.
+
+    python3 scripts/bench_svm_cluster.py --rows 10000 --workers 1 2 3
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_svm import prepare_fmnist  # noqa: E402
+
+REPO = Path(os.environ.get("ACCEL_REPO", Path(__file__).resolve().parent.parent))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def svs(model):
+    lines = Path(model).read_text().splitlines()
+    return {" ".join(t for t in l.split() if ":" in t) for l in lines[lines.index("SV") + 1:]}
+
+
+def single(args, train, model, common):
+    env = dict(os.environ, OMP_NUM_THREADS=str(os.cpu_count()))
+    t0 = time.time()
+    out = subprocess.run([args.accel, "svm-train", *common, "--json", str(train), str(model)], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    wall = time.time() - t0
+    info = json.loads(out)
+    return {"fit": info["seconds"]["total"], "wall": wall, "obj": info["problems"][0]["obj"],
+            "rounds": info["problems"][0]["rounds"]}
+
+
+def distributed(args, train, model, common, workers, log):
+    cpus = os.cpu_count()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    port = free_port()
+    pin = lambda core: ["taskset", "-c", str(core % cpus)]  # noqa: E731
+    t0 = time.time()
+    coord = subprocess.Popen([*pin(0), args.accel, "coordinator", "svm-train", *common, "--workers", str(workers),
+                              "--listen", f"127.0.0.1:{port}", "--log-json", str(log), "--json", "--device", "cpu",
+                              str(train), str(model)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    procs = [subprocess.Popen([*pin(w), args.accel, "worker", "--coordinator", f"127.0.0.1:{port}", "--id", str(w),
+                               "--device", "cpu"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for w in range(1, workers + 1)]
+    out, err = coord.communicate(timeout=3600)
+    wall = time.time() - t0
+    for p in procs:
+        p.wait(timeout=60)
+    if coord.returncode != 0:
+        raise SystemExit(f"distributed run failed: {err[-800:]}")
+    s = json.loads(out.splitlines()[0])
+    return {"fit": s["seconds"]["job"], "wall": wall, "obj": s["problems"][0]["obj"],
+            "rounds": s["problems"][0]["rounds"], "rows": s["rows"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=10000)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--accel", default=str(REPO / "build" / "bin" / "accel"))
+    ap.add_argument("--data-dir", default=str(REPO / "build" / "bench_svm_data"))
+    args = ap.parse_args()
+    data = Path(args.data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    train, _, _ = prepare_fmnist(data, args.rows)
+    common = ["-c", "10", "-g", "0.02", "-e", "1e-3", "-m", "100"]
+    print(f"host: {os.cpu_count()} CPUs; Fashion-MNIST even/odd, {args.rows} rows; medians of {args.repeat}")
+    results = {}
+    for rep in range(args.repeat):
+        r = single(args, train, data / "single.model", common)
+        results.setdefault("single", []).append(r)
+        print(f"  single-node 2 threads: fit {r['fit']:.2f} s wall {r['wall']:.2f} s", flush=True)
+        for w in args.workers:
+            r = distributed(args, train, data / f"dist{w}.model", common, w, data / f"dist{w}.jsonl")
+            results.setdefault(w, []).append(r)
+            print(f"  coordinator + {w} worker(s): fit {r['fit']:.2f} s wall {r['wall']:.2f} s rows {r['rows']}",
+                  flush=True)
+    ref = results["single"]
+    base_fit = statistics.median(r["fit"] for r in ref)
+    base_wall = statistics.median(r["wall"] for r in ref)
+    base_svs = svs(data / "single.model")
+    print(f"\n{'run':<28}{'fit s':>8}{'wall s':>8}{'fit / single':>14}{'rounds':>8}{'rel obj':>10}{'SV diff':>9}")
+    print(f"{'single-node, 2 threads':<28}{base_fit:>8.2f}{base_wall:>8.2f}{'1.00':>14}{ref[0]['rounds']:>8}"
+          f"{'-':>10}{'-':>9}")
+    for w in args.workers:
+        rs = results[w]
+        fit = statistics.median(r["fit"] for r in rs)
+        wall = statistics.median(r["wall"] for r in rs)
+        rel = abs(rs[0]["obj"] - ref[0]["obj"]) / abs(ref[0]["obj"])
+        diff = len(svs(data / f"dist{w}.model") ^ base_svs)
+        print(f"{'coordinator + ' + str(w) + ' worker(s)':<28}{fit:>8.2f}{wall:>8.2f}{fit / base_fit:>14.2f}"
+              f"{rs[0]['rounds']:>8}{rel:>10.1e}{diff:>9}")
+
+
+if __name__ == "__main__":
+    main()
