@@ -85,6 +85,7 @@ int coordinator_main(const std::vector<std::string>& args) {
   }
   cluster::CoordinatorOptions o;
   cluster::KMeansJobOptions ko;
+  std::string on_loss;
   po::options_description d("accel coordinator --input FILE --k K --workers N [options]");
   d.add_options()("help,h", "this help")
       ("input", po::value(&ko.input)->required(), "input rows (.npy, CSV, LIBSVM, IDX)")
@@ -95,6 +96,9 @@ int coordinator_main(const std::vector<std::string>& args) {
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
       ("algorithm", po::value(&ko.algorithm)->default_value("auto"), "lloyd | yinyang | auto (yinyang for d >= 16), on every participant")
       ("pull", "workers read their rows from the input file (shared storage) instead of receiving them")
+      ("on-loss", po::value(&on_loss)->default_value("move"),
+       "a lost worker's rows: move (the coordinator computes them from the next iteration) | drop (left out until it "
+       "returns, as seeds/000)")
       ("output-centroids", po::value(&ko.output_centroids), "write the centroids (.npy)")
       ("json", "print the summary as JSON");
   engine_options(d, o);
@@ -109,6 +113,8 @@ int coordinator_main(const std::vector<std::string>& args) {
   launcher_workers(o, vm);
   o.pull = vm.count("pull") > 0;
   o.json = vm.count("json") > 0;
+  if (on_loss != "move" && on_loss != "drop") throw InputError("--on-loss " + on_loss + ": must be move or drop");
+  o.move_lost_rows = on_loss == "move";
   o.input = ko.input;
   cluster::KMeansJob job(ko);
   return cluster::run_coordinator(o, job);

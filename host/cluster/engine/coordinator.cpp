@@ -1,6 +1,7 @@
 // The coordinator: joins the workers, partitions the rows by measured speed
 // (seeds/003 Algorithm 1), distributes tasks and data, runs the rounds with
 // its own partition as a member, and ends the job. One method per phase.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <numeric>
@@ -47,6 +48,7 @@ class Coordinator {
   void on_hello(const Received& r);
   void on_ticket(const Received& r);
   void on_resync(const Received& r);
+  bool take_over(std::uint32_t q, std::int64_t t);
   int finish();
   bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(N_); }
   Membership membership() const {
@@ -66,7 +68,7 @@ class Coordinator {
   std::map<std::uint32_t, double> capability_;
   std::vector<std::int64_t> loads_, begin_;
   std::unique_ptr<Partition> own_;
-  std::set<std::uint32_t> active_, inactive_, recovering_, resynced_;
+  std::set<std::uint32_t> active_, inactive_, recovering_, resynced_, taken_over_;
   std::map<std::uint32_t, Clock::time_point> returned_at_;
   std::int64_t current_t_ = 0, rounds_done_ = 0;
   Membership current_view_;
@@ -226,6 +228,10 @@ void Coordinator::rounds() {
     for (auto w : resynced_) {
       recovering_.erase(w);
       active_.insert(w);
+      if (taken_over_.erase(w)) {
+        own_->hand_back(w);
+        log_.write({{"event", "rows_handed_back"}, {"worker", w}, {"iteration", t}});
+      }
     }
     resynced_.clear();
     const Membership view = membership();
@@ -271,21 +277,40 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   Contribution mine;
   const auto t0 = Clock::now();
   mine.data = own_->contribute(t);
+  for (auto q : taken_over_) mine.stand_ins.emplace_back(q, own_->stand_in(q));
   computing_ = secs(t0, Clock::now());
   mine.has_view = true;
   mine.view = view;
+  mine.stands_in = o_.move_lost_rows;
   Membership v = view;
   const auto got = node_->sync(
       t, mine, v, [&](std::span<const std::byte> b) { own_->validate(b); }, [&](const Received& r) { on_message(r); },
       st);
+  std::map<std::uint32_t, Bytes> members;
+  for (const auto& [id, c] : got) members[id] = c.data;
   for (auto q : st.evicted) {
     active_.erase(q);
     recovering_.erase(q);
     inactive_.insert(q);
+    // Lost in this round: its contribution of this round too, from its rows.
+    if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t)) {
+      members[q] = own_->stand_in(q);
+      const auto payload = encode_stand_in(q, members[q]);
+      for (auto w : view.active)
+        if (w != 0 && w != q) node_->send(w, kStandIn, t, payload);
+    }
   }
-  std::map<std::uint32_t, Bytes> members;
-  for (const auto& [id, c] : got) members[id] = c.data;
   return own_->absorb(t, members);
+}
+
+// Nothing lost: the coordinator holds every row, so it stands in for a lost
+// member (workload.hpp) from the round it was lost until it counts again.
+bool Coordinator::take_over(std::uint32_t q, std::int64_t t) {
+  if (!o_.move_lost_rows || q == 0 || taken_over_.count(q) || loads_[q] == 0) return false;
+  if (!own_->take_over(q, begin_[q], loads_[q], job_.data(begin_[q], begin_[q] + loads_[q]))) return false;
+  taken_over_.insert(q);
+  log_.write({{"event", "rows_taken_over"}, {"worker", q}, {"rows", loads_[q]}, {"iteration", t}});
+  return true;
 }
 
 // Star form: the members' contributions to this node, the job's decision,

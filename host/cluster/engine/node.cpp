@@ -77,8 +77,30 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
   std::map<std::uint32_t, Contribution> got;
   std::optional<Membership> coord_view;
   if (coordinator()) coord_view = mine.view;
+  std::map<std::uint32_t, Contribution> stand_in;  // the coordinator's, for lost members
+  bool stands_in = false;
+  auto take_stand_in = [&](std::uint32_t q, Bytes data) {
+    try {
+      validate(data);
+    } catch (const InputError& e) {
+      std::cerr << "accel cluster: dropped stand-in for " << q << ": " << e.what() << "\n";
+      return;
+    }
+    stand_in[q].data = std::move(data);
+  };
   auto handle = [&](const transport::Received& r) {
     const auto& h = r.message.header;
+    if (h.type == kStandIn && h.sender == 0 && !coordinator()) {
+      if (static_cast<std::int64_t>(h.iteration) > t) return stash(r);
+      if (static_cast<std::int64_t>(h.iteration) < t) return;
+      try {
+        auto [q, data] = decode_stand_in(r.message.payload, limits_);
+        take_stand_in(q, std::move(data));
+      } catch (const InputError& e) {
+        std::cerr << "accel cluster: dropped stand-in: " << e.what() << "\n";
+      }
+      return;
+    }
     if (h.type != kContribution) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
     if (it > t) return stash(r);
@@ -102,7 +124,12 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
       }
       return;
     }
-    if (h.sender == 0 && p.has_view) coord_view = p.view;
+    if (h.sender == 0 && p.has_view) {
+      coord_view = p.view;
+      stands_in = p.stands_in;
+      for (auto& [q, data] : p.stand_ins) take_stand_in(q, std::move(data));
+      p.stand_ins.clear();
+    }
     if (!notified.count(h.sender) && h.sender != id()) {
       // Unsolicited: answer a returning worker so it can resynchronize.
       if (!p.reply_address.empty()) {
@@ -122,7 +149,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     bool done = coord_view.has_value();
     if (done)
       for (auto q : coord_view->active)
-        if (q != id() && !got.count(q) &&
+        if (q != id() && !got.count(q) && !stand_in.count(q) &&
             std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) {
           // A member whose endpoint died will not answer: stop waiting for it.
           if (eps_.count(q) && !net_->alive(eps_[q])) {
@@ -137,6 +164,20 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     auto r = receive(std::chrono::duration_cast<Ms>(deadline - now));
     if (r) handle(*r);
   }
+  // A member of the coordinator's view that did not answer: when the
+  // coordinator stands in for lost members, it sends its stand-in once its
+  // own wait ends (it evicts the member then); wait for that, bounded, so
+  // that every participant counts the same contributions.
+  if (coord_view && stands_in && !coordinator()) {
+    auto missing = [&] {
+      for (auto q : coord_view->active)
+        if (q != id() && !got.count(q) && !stand_in.count(q)) return true;
+      return false;
+    };
+    const auto deadline2 = Clock::now() + timeout_ + Ms(1000);
+    while (missing() && Clock::now() < deadline2 && reachable(0))
+      if (auto r = receive(std::chrono::duration_cast<Ms>(deadline2 - Clock::now()))) handle(*r);
+  }
   stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
 
   if (!coord_view) {
@@ -148,12 +189,20 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
   for (auto q : view.active) {
     if (q == id()) {
       members[q] = mine;
+    } else if (auto s = stand_in.find(q); s != stand_in.end()) {
+      members[q] = std::move(s->second);  // the coordinator's, counted by every participant alike
+      if (std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) stats.evicted.push_back(q);
     } else if (auto it = got.find(q); it != got.end()) {
       members[q] = std::move(it->second);
     } else if (std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) {
       stats.evicted.push_back(q);  // timed out
     }
   }
+  // Lost members' rows, computed by the coordinator, in their place.
+  for (auto& [q, c] : stand_in)
+    if (!members.count(q)) members[q] = std::move(c);
+  if (coordinator())
+    for (const auto& [q, data] : mine.stand_ins) members[q].data = data;
   return members;
 }
 

@@ -28,6 +28,7 @@ enum Type : std::uint16_t {
   kReject = 12,       // coordinator -> member: unknown job or id; discard the snapshot
   kDecision = 13,     // coordinator -> members (Central exchange): Contribution carrying the decision
   kEvicted = 14,      // coordinator -> member it no longer counts (Central exchange): rejoin
+  kStandIn = 15,      // coordinator -> members: a lost member's contribution, computed by the coordinator
 };
 const char* type_name(std::uint16_t t);
 
@@ -60,6 +61,12 @@ struct Contribution {
   bool has_view = false;  // set by the coordinator: the membership of this round
   Membership view;
   std::vector<std::byte> reply_address;  // set by a returning member
+  // Set by the coordinator (all-to-all): the contributions it computes for
+  // lost members from their rows, counted in their place; and whether it
+  // stands in for a member lost in this round (participants then wait for
+  // its kStandIn instead of leaving the member out).
+  std::vector<std::pair<std::uint32_t, Bytes>> stand_ins;
+  bool stands_in = false;
 };
 
 struct Current {
@@ -88,6 +95,8 @@ Current decode_current(std::span<const std::byte> in, const Limits& limits);
 Bytes encode_hello(bool resume, std::int64_t iteration, std::span<const std::byte> address);
 void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& iteration, std::vector<std::byte>& address,
                   const Limits& limits);
+Bytes encode_stand_in(std::uint32_t member, const Bytes& data);
+std::pair<std::uint32_t, Bytes> decode_stand_in(std::span<const std::byte> in, const Limits& limits);
 Bytes encode_f64(double v);
 double decode_f64(std::span<const std::byte> in);
 

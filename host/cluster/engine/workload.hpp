@@ -68,6 +68,23 @@ class Partition {
   // Central: the coordinator's decision of the round.
   virtual RoundOutcome apply(std::int64_t round, std::span<const std::byte> decision);
   virtual void validate_decision(std::span<const std::byte> decision) const;
+  // All-to-all workloads whose rows the coordinator holds: the coordinator
+  // stands in for a lost member, computing its contribution from its rows
+  // [begin, begin + rows) (data: their bytes) with stand_in() every round,
+  // the round it was lost included, until hand_back(member) when it counts
+  // again. Every participant counts the stand-in in the member's place, so
+  // the result is the failure-free one. take_over returns false where the
+  // workload cannot (the rows are then left out, as seeds/000 does).
+  virtual bool take_over(std::uint32_t member, std::int64_t begin, std::int64_t rows,
+                         std::span<const std::byte> data) {
+    (void)member, (void)begin, (void)rows, (void)data;
+    return false;
+  }
+  virtual Bytes stand_in(std::uint32_t member) {
+    (void)member;
+    return {};
+  }
+  virtual void hand_back(std::uint32_t member) { (void)member; }
   // The state shared by all members (k-means: the centroids), for a
   // returning member, which takes it with adopt() (and rebuilds what it
   // derives from it).

@@ -72,10 +72,21 @@ std::vector<Device*> devices_for(Local& local, std::int64_t k, std::int64_t d) {
 class KMeansPartition final : public Partition {
  public:
   KMeansPartition(Params p, const float* rows, std::int64_t n, Local& local)
-      : p_(std::move(p)), c_(p_.centroids),
+      : p_(std::move(p)), c_(p_.centroids), local_(local),
         assigner_(rows, n, p_.d, p_.k, devices_for(local, p_.k, p_.d), local.model, p_.bounds) {}
 
   Bytes contribute(std::int64_t) override { return encode_step(assigner_.step(c_)); }
+  Bytes stand_in(std::uint32_t member) override {
+    auto it = taken_.find(member);
+    return it == taken_.end() ? idle() : encode_step(it->second->step(c_));
+  }
+  bool take_over(std::uint32_t member, std::int64_t, std::int64_t rows, std::span<const std::byte> data) override {
+    if (data.size() != static_cast<std::size_t>(rows * p_.d) * sizeof(float)) return false;
+    taken_[member] = std::make_unique<PartialAssigner>(reinterpret_cast<const float*>(data.data()), rows, p_.d, p_.k,
+                                                       devices_for(local_, p_.k, p_.d), local_.model, p_.bounds);
+    return true;
+  }
+  void hand_back(std::uint32_t member) override { taken_.erase(member); }
   Bytes idle() const override {
     return encode_step({std::vector<double>(p_.k * p_.d, 0.0), std::vector<std::int64_t>(p_.k, 0), 0, 0, 0});
   }
@@ -116,7 +127,9 @@ class KMeansPartition final : public Partition {
   Params p_;
   std::vector<float> c_;
   double inertia_ = 0;
+  Local& local_;
   PartialAssigner assigner_;
+  std::map<std::uint32_t, std::unique_ptr<PartialAssigner>> taken_;  // lost members' rows, computed here
 };
 
 class KMeansWorkload final : public Workload {
