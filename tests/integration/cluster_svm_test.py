@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,7 +80,7 @@ def check_model(job, reference, what):
 
 
 class SvmJob:
-    def __init__(self, a, tmp, workers, data, params, timeout_ms=1000, worker_extra=()):
+    def __init__(self, a, tmp, workers, data, params, timeout_ms=1000, worker_extra=(), pin=False):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.tmp.mkdir(parents=True, exist_ok=True)
         self.port = ct.free_port()
@@ -88,7 +89,8 @@ class SvmJob:
         self.model = str(self.tmp / "dist.model")
         self.coord_log = self.tmp / "coordinator.jsonl"
         self.procs = {}
-        cmd = [a.accel, "coordinator", "svm-train", *params, "--workers", str(workers), "--listen",
+        self.pin = pin  # coordinator on core 0, worker i on core i (mod cores)
+        cmd = (["taskset", "-c", "0"] if pin else []) + [a.accel, "coordinator", "svm-train", *params, "--workers", str(workers), "--listen",
                f"127.0.0.1:{self.port}", "--timeout-ms", str(timeout_ms), "--keepalive-ms", "2000", "--log-json",
                str(self.coord_log), "--json", data, self.model]
         self.coord = subprocess.Popen(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
@@ -98,7 +100,7 @@ class SvmJob:
             self.start_worker(i)
 
     def start_worker(self, i):
-        cmd = [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", "--id", str(i), "--device", "cpu",
+        cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", "--id", str(i), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
         self.procs[i] = subprocess.Popen(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
@@ -274,6 +276,49 @@ def scenario_svm_sigstop(a, tmp):
     if not rejoins or rejoins[0]["incarnation"] < 2:
         fail(f"worker 1 did not rejoin with a new incarnation: {rejoins}")
     check_model(job, ref, f"worker 1 stopped, evicted, back as incarnation {rejoins[0]['incarnation']}")
+
+
+def scenario_svm_rebalance(a, tmp):
+    # Coordinator on core 0, one worker on core 1, one thread each; from
+    # round 40 a busy process shares core 1, so the worker runs at about
+    # half speed. It must lose rows (seeds/003 Alg. 1 on the measured rates,
+    # DriftPolicy) and the rounds must get faster again; the model stays
+    # single-node's.
+    if os.cpu_count() < 2 or not shutil.which("taskset"):
+        ct.skip("needs 2 cores and taskset")
+    data = str(Path(tmp) / "dense.train")
+    rng = random.Random(5)
+    centers = [[rng.uniform(-1, 1) for _ in range(200)] for _ in range(2)]
+    with open(data, "w") as f:
+        for i in range(12000):
+            c = centers[i % 2]
+            f.write(f"{i % 2 + 1} " + " ".join(f"{j + 1}:{c[j] + rng.gauss(0, 3):.3f}" for j in range(200)) + "\n")
+    params = ["-c", "10", "-g", "0.005", "--ws-size", "128"]
+    ref = single_node(a, tmp, data, params)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    job = SvmJob(a, Path(tmp) / "run", 1, data, params, timeout_ms=5000, pin=True)
+    job.wait_round(80)  # 40 solver rounds: a Rows and a Step exchange each
+    hog = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
+    try:
+        slowed_at = job.round()
+        job.finish()
+    finally:
+        hog.kill()
+    err = (job.tmp / "coordinator.err").read_text()
+    splits = [l for l in err.splitlines() if "re-split" in l]
+    if not splits:
+        fail("the slowed worker kept its rows: no re-split")
+    print(splits[0])
+    times = [j["t_s"] for j in jsonl(job.coord_log) if j.get("participant") == 0]
+    per = [(times[i + 2] - times[i]) for i in range(0, len(times) - 2, 2)]  # solver rounds
+    k = slowed_at // 2
+    before, slowed, after = per[max(0, k - 20):k], per[k + 2:k + 6], per[k + 15:k + 45]
+    med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+    print(f"median round: {med(before) * 1e3:.1f} ms before, {med(slowed) * 1e3:.1f} ms slowed, "
+          f"{med(after) * 1e3:.1f} ms after the re-split")
+    if not med(after) < med(slowed):
+        fail("the rounds did not get faster after the re-split")
+    check_model(job, ref, "a worker slowed to half speed mid-job")
 
 
 def scenario_svm_coordinator_kill(a, tmp):

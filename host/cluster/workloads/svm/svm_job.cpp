@@ -292,7 +292,7 @@ void SvmJob::measure(const std::map<std::uint32_t, Report>& reports) {
       rates_.record(id, static_cast<double>(r.active), busy);
       seconds[id] = busy;
     }
-  if (drift_.drifted(seconds)) resplit_due_ = true;
+  if (!seconds.empty() && drift_.drifted(seconds)) resplit_due_ = true;  // only rounds that computed rows count
 }
 
 // seeds/003 Algorithm 1 over the reporting members' measured rates; the new
