@@ -86,6 +86,7 @@ struct Transport::Impl {
   std::vector<EndpointId> accepted;
   std::vector<ucp_conn_request_h> conn_requests;   // filled by the listener callback
   std::vector<EndpointId> failed_eps;              // filled by the error callback
+  std::uint64_t ep_failures = 0;                   // endpoints closed for a peer failure, ever
   std::vector<EndpointId> flushed_eps;             // graceful closes whose flush ended
 
   struct RawMessage {

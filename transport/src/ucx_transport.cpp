@@ -375,6 +375,7 @@ unsigned Transport::progress() {
   }
   for (EndpointId id : std::exchange(m.failed_eps, {})) {
     ++n;
+    ++m.ep_failures;
     if (EndpointRec* rec = m.find(id)) m.close_ep(*rec, true);
   }
   for (EndpointId id : std::exchange(m.flushed_eps, {})) {
@@ -478,8 +479,11 @@ std::optional<Received> Transport::poll() {
   return r;
 }
 
+// Returns early, with nothing, when a peer fails meanwhile: a caller
+// waiting for that peer learns at once that it will not answer.
 std::optional<Received> Transport::receive(std::chrono::milliseconds timeout) {
-  progress_until([&] { return !impl_->inbox.empty(); }, timeout);
+  const std::uint64_t failures = impl_->ep_failures;
+  progress_until([&] { return !impl_->inbox.empty() || impl_->ep_failures != failures; }, timeout);
   if (impl_->inbox.empty()) return std::nullopt;
   Received r = std::move(impl_->inbox.front());
   impl_->inbox.pop_front();

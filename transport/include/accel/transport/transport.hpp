@@ -153,6 +153,8 @@ class Transport {
   CompletionRef send(EndpointId ep, std::uint16_t type, std::uint64_t iteration,
                      std::span<const std::byte> payload);
   std::optional<Received> poll();
+  // The next message within `timeout`; nothing when none came, or as soon
+  // as a peer failure closed an endpoint meanwhile (check alive()).
   std::optional<Received> receive(std::chrono::milliseconds timeout);
 
   // --- bulk transfers ------------------------------------------------------
