@@ -196,6 +196,7 @@ def scenario_svm_kill_restart(a, tmp):
     job.start_worker(2)
     print(f"killed worker 2 at round {killed_at}, restarted it at round {job.round()}")
     job.finish()
+    ct.check_recovery(job)
     logs = job.logs()
     if not any(j.get("event") == "resumed" for j in logs[2]):
         fail("worker 2 did not resume from its snapshot")

@@ -8,7 +8,8 @@
 #include <set>
 
 #include "accel/error.hpp"
-#include "accel/kmeans.hpp"  // rebalance(): seeds/003 Algorithm 1
+#include "accel/perf_model.hpp"  // rebalance(): seeds/003 Algorithm 1
+#include "rates.hpp"
 #include "session.hpp"
 #include "snapshot.hpp"
 
@@ -49,6 +50,8 @@ class Coordinator {
   void on_ticket(const Received& r);
   void on_resync(const Received& r);
   bool take_over(std::uint32_t q, std::int64_t t);
+  void apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t);
+  void measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t);
   int finish();
   bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(N_); }
   Membership membership() const {
@@ -67,6 +70,10 @@ class Coordinator {
   std::map<std::uint32_t, std::vector<std::byte>> address_;
   std::map<std::uint32_t, double> capability_;
   std::vector<std::int64_t> loads_, begin_;
+  std::vector<std::int64_t> kept_;  // rows each worker computes now (its partition's first ones; the coordinator the rest)
+  RateCollector rates_;
+  DriftPolicy drift_;  // 20% over the mean for 3 rounds
+  std::vector<std::pair<std::uint32_t, std::int64_t>> pending_trims_;
   std::unique_ptr<Partition> own_;
   std::set<std::uint32_t> active_, inactive_, recovering_, resynced_, taken_over_;
   std::map<std::uint32_t, Clock::time_point> returned_at_;
@@ -166,6 +173,7 @@ void Coordinator::partition() {
   loads_ = rebalance(loads_, caps, 0.0);
   begin_.assign(N_ + 1, 0);
   for (int i = 1; i <= N_; ++i) begin_[i] = begin_[i - 1] + loads_[i - 1];
+  kept_ = loads_;
   log_.write({{"event", "partition"}, {"rows", loads_}, {"capability_rows_per_s", caps}});
   job_.partitioned(begin_, loads_);
 }
@@ -232,6 +240,10 @@ void Coordinator::rounds() {
         own_->hand_back(w);
         log_.write({{"event", "rows_handed_back"}, {"worker", w}, {"iteration", t}});
       }
+      if (kept_[w] != loads_[w]) {  // back with its whole partition
+        own_->drop_extra(w);
+        kept_[w] = loads_[w];
+      }
     }
     resynced_.clear();
     const Membership view = membership();
@@ -277,11 +289,15 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   Contribution mine;
   const auto t0 = Clock::now();
   mine.data = own_->contribute(t);
+  mine.work_rows = own_->rows();
+  mine.work_seconds = secs(t0, Clock::now());  // its rows' rate: stand-ins aside
   for (auto q : taken_over_) mine.stand_ins.emplace_back(q, own_->stand_in(q));
   computing_ = secs(t0, Clock::now());
   mine.has_view = true;
   mine.view = view;
   mine.stands_in = o_.move_lost_rows;
+  mine.trims = std::move(pending_trims_);
+  pending_trims_.clear();
   Membership v = view;
   const auto got = node_->sync(
       t, mine, v, [&](std::span<const std::byte> b) { own_->validate(b); }, [&](const Received& r) { on_message(r); },
@@ -300,16 +316,69 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
         if (w != 0 && w != q) node_->send(w, kStandIn, t, payload);
     }
   }
-  return own_->absorb(t, members);
+  RoundOutcome out = own_->absorb(t, members);
+  apply_trims(mine.trims, t);
+  std::map<std::uint32_t, Contribution> measured = got;
+  measured[0].work_rows = mine.work_rows;
+  measured[0].work_seconds = mine.work_seconds;
+  measure(measured, t);
+  return out;
+}
+
+// The re-split announced in this round's contribution takes effect on every
+// side from the next round: the worker keeps the first rows of its
+// partition, the coordinator computes the rest.
+void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t) {
+  for (const auto& [w, rows] : trims) {
+    if (!active_.count(w)) continue;  // lost meanwhile: stood in for instead
+    kept_[w] = rows;
+    if (rows < loads_[w])
+      own_->add_extra(w, begin_[w] + rows, loads_[w] - rows,
+                      job_.data(begin_[w] + rows, begin_[w] + loads_[w]));
+    else
+      own_->drop_extra(w);
+  }
+  if (!trims.empty()) log_.write({{"event", "resplit"}, {"iteration", t + 1}, {"kept", kept_}});
+}
+
+// seeds/003: each member's measured rate (rows per second of its work this
+// round); when the slowest runs 20% over the mean for 3 rounds (DriftPolicy),
+// Algorithm 1 on the rates gives the new split. Rows move only between a
+// worker and the coordinator, which holds every row: a worker keeps up to
+// its partition, the coordinator computes the rest of it.
+void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t) {
+  if (!o_.move_lost_rows) return;
+  std::map<std::uint32_t, double> seconds;
+  for (const auto& [id, c] : got)
+    if (active_.count(id) && c.work_rows > 0 && c.work_seconds > 0) {
+      rates_.record(id, static_cast<double>(c.work_rows), c.work_seconds);
+      seconds[id] = c.work_seconds;
+    }
+  if (seconds.empty() || !drift_.drifted(seconds)) return;
+  std::vector<std::uint32_t> ids;
+  std::vector<std::int64_t> loads;
+  std::vector<double> caps;
+  for (const auto& [id, s] : seconds) {
+    ids.push_back(id);
+    loads.push_back(id == 0 ? own_->rows() : kept_[id]);
+    caps.push_back(*rates_.rate(id));
+  }
+  const auto target = rebalance(loads, caps, 0.05);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == 0) continue;
+    const std::int64_t keep = std::clamp<std::int64_t>(target[i], 0, loads_[ids[i]]);
+    if (keep != kept_[ids[i]]) pending_trims_.emplace_back(ids[i], keep);
+  }
+  log_.write({{"event", "drift"}, {"iteration", t}, {"ids", ids}, {"rows_per_s", caps}, {"target", target}});
 }
 
 // Nothing lost: the coordinator holds every row, so it stands in for a lost
 // member (workload.hpp) from the round it was lost until it counts again.
 bool Coordinator::take_over(std::uint32_t q, std::int64_t t) {
-  if (!o_.move_lost_rows || q == 0 || taken_over_.count(q) || loads_[q] == 0) return false;
-  if (!own_->take_over(q, begin_[q], loads_[q], job_.data(begin_[q], begin_[q] + loads_[q]))) return false;
+  if (!o_.move_lost_rows || q == 0 || taken_over_.count(q) || kept_[q] == 0) return false;
+  if (!own_->take_over(q, begin_[q], kept_[q], job_.data(begin_[q], begin_[q] + kept_[q]))) return false;
   taken_over_.insert(q);
-  log_.write({{"event", "rows_taken_over"}, {"worker", q}, {"rows", loads_[q]}, {"iteration", t}});
+  log_.write({{"event", "rows_taken_over"}, {"worker", q}, {"rows", kept_[q]}, {"iteration", t}});
   return true;
 }
 
@@ -380,8 +449,8 @@ void Coordinator::on_hello(const Received& r) {
   cur.round = current_t_;
   cur.state = own_->shared_state();
   cur.view = current_view_;
-  for (const auto& [id, a] : address_)
-    if (id != h.sender) cur.peers.push_back({id, a});
+  for (const auto& [id, a] : address_)  // not the lost ones: their addresses are stale
+    if (id != h.sender && !inactive_.count(id)) cur.peers.push_back({id, a});
   node_->send(h.sender, kCurrent, current_t_, encode(cur));
   log_.write({{"event", "rejoin"}, {"worker", h.sender}, {"incarnation", h.incarnation}, {"iteration", current_t_}});
 }

@@ -235,6 +235,8 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   Contribution mine;
   mine.data = recovering_ ? part_->idle() : part_->contribute(t);
   computing = secs(t0, Clock::now());
+  mine.work_rows = recovering_ ? 0 : part_->rows();
+  mine.work_seconds = computing;
   const bool member = std::find(view_.active.begin(), view_.active.end(), o_.id) != view_.active.end();
   if (!member) mine.reply_address = node_.net().worker_address();  // returning: peers answer it
   const auto got = node_.sync(
@@ -242,7 +244,16 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
       [&](const Received& r) { on_message(r); }, st);
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
-  return part_->absorb(t, members);
+  RoundOutcome out = part_->absorb(t, members);
+  // A re-split by measured speed (the coordinator's contribution): from the
+  // next round this member keeps the first rows of its partition.
+  if (auto c = got.find(0); c != got.end())
+    for (const auto& [id, rows] : c->second.trims)
+      if (id == o_.id) {
+        part_->keep(rows);
+        out.log["kept_rows"] = rows;
+      }
+  return out;
 }
 
 // Returning: the coordinator sends this node the round's decision although

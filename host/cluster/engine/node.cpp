@@ -14,8 +14,16 @@ Node::Node(transport::Options opts, Ms timeout, Limits limits)
 void Node::connect_peer(std::uint32_t peer, const std::vector<std::byte>& address) {
   auto it = eps_.find(peer);
   if (it != eps_.end() && net_->alive(it->second)) net_->disconnect(it->second);
-  eps_[peer] = net_->connect(address);
   addr_[peer] = address;
+  try {
+    eps_[peer] = net_->connect(address);
+  } catch (const std::runtime_error& e) {
+    // A peer that died since its address was handed out: not this node's
+    // failure but a membership event, which the barrier handles (the peer
+    // is unreachable until it rejoins with a new address).
+    eps_.erase(peer);
+    std::cerr << "accel cluster: member " << peer << " is unreachable (" << e.what() << ")\n";
+  }
 }
 
 void Node::ensure_peer(std::uint32_t peer, const std::vector<std::byte>& address) {

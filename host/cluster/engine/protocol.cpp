@@ -109,6 +109,13 @@ Bytes encode(const Contribution& c) {
     o.put(id);
     o.bytes(data);
   }
+  o.put(c.work_rows);
+  o.put(c.work_seconds);
+  o.put<std::uint64_t>(c.trims.size());
+  for (const auto& [id, rows] : c.trims) {
+    o.put(id);
+    o.put(rows);
+  }
   return std::move(o.b);
 }
 
@@ -125,6 +132,18 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& l)
   for (std::uint64_t k = 0; k < n; ++k) {
     const auto id = i.get<std::uint32_t>();
     c.stand_ins.emplace_back(id, i.bytes(l.max_data));
+  }
+  c.work_rows = i.get<std::int64_t>();
+  c.work_seconds = i.get<double>();
+  if (c.work_rows < 0 || !(c.work_seconds >= 0) || c.work_seconds > 1e9)
+    throw InputError("contribution with impossible work figures");
+  const auto t = i.get<std::uint64_t>();
+  if (t > static_cast<std::uint64_t>(l.max_peers)) throw InputError("contribution with too many trims");
+  for (std::uint64_t k = 0; k < t; ++k) {
+    const auto id = i.get<std::uint32_t>();
+    const auto rows = i.get<std::int64_t>();
+    if (rows < 0) throw InputError("contribution with a negative trim");
+    c.trims.emplace_back(id, rows);
   }
   i.end();
   return c;

@@ -67,6 +67,14 @@ struct Contribution {
   // its kStandIn instead of leaving the member out).
   std::vector<std::pair<std::uint32_t, Bytes>> stand_ins;
   bool stands_in = false;
+  // Every member: the rows it computed this round and how long that took
+  // (seeds/003's measured speed, collected by the coordinator).
+  std::int64_t work_rows = 0;
+  double work_seconds = 0;
+  // Set by the coordinator (all-to-all): members that keep only the first
+  // `rows` of their partition from the next round on (the coordinator
+  // computes the rest), when the measured speeds call for a new split.
+  std::vector<std::pair<std::uint32_t, std::int64_t>> trims;
 };
 
 struct Current {

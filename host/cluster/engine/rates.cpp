@@ -30,7 +30,7 @@ bool DriftPolicy::drifted(const std::map<std::uint32_t, double>& seconds) {
     worst = std::max(worst, s);
   }
   const double mean = sum / static_cast<double>(seconds.size());
-  streak_ = worst > over_ * mean ? streak_ + 1 : 0;
+  streak_ = worst >= floor_ && worst > over_ * mean ? streak_ + 1 : 0;
   if (streak_ < rounds_) return false;
   streak_ = 0;
   return true;

@@ -26,16 +26,21 @@ class RateCollector {
 // Drift: the slowest member's round time runs `over` (20%) above the
 // members' mean for `rounds` (3) rounds in a row. A member that takes
 // longer than the others for a few rounds is then given fewer rows.
+// Rounds whose slowest member took less than `floor` seconds do not count
+// (the streak starts again): there the split hardly matters, and fixed
+// per-round costs dominate the times, so a member with fewer rows looks
+// slower per row and would lose ever more (a re-split every few rounds).
 class DriftPolicy {
  public:
-  explicit DriftPolicy(double over = 1.2, int rounds = 3) : over_(over), rounds_(rounds) {}
+  explicit DriftPolicy(double over = 1.2, int rounds = 3, double floor = 0.002)
+      : over_(over), floor_(floor), rounds_(rounds) {}
   // Each member's seconds of this round's work; true when the split should
   // be recomputed (the streak starts again).
   bool drifted(const std::map<std::uint32_t, double>& seconds);
   void reset() { streak_ = 0; }
 
  private:
-  double over_;
+  double over_, floor_;
   int rounds_, streak_ = 0;
 };
 

@@ -85,6 +85,23 @@ class Partition {
     return {};
   }
   virtual void hand_back(std::uint32_t member) { (void)member; }
+  // Rows re-split by measured speed (all-to-all workloads whose rows the
+  // coordinator holds). A member keeps the first `rows` of its partition
+  // (keep); the coordinator computes rows [begin, begin + rows) of another
+  // member's partition in its own contribution (add_extra, data: their
+  // bytes), replacing what it computed for that member before, or nothing
+  // (drop_extra). Return false where the workload cannot.
+  virtual bool keep(std::int64_t rows) {
+    (void)rows;
+    return false;
+  }
+  virtual bool add_extra(std::uint32_t member, std::int64_t begin, std::int64_t rows, std::span<const std::byte> data) {
+    (void)member, (void)begin, (void)rows, (void)data;
+    return false;
+  }
+  virtual void drop_extra(std::uint32_t member) { (void)member; }
+  // Rows this partition computes now (its own; extras included).
+  virtual std::int64_t rows() const { return 0; }
   // The state shared by all members (k-means: the centroids), for a
   // returning member, which takes it with adopt() (and rebuilds what it
   // derives from it).

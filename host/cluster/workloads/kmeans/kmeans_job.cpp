@@ -72,10 +72,45 @@ std::vector<Device*> devices_for(Local& local, std::int64_t k, std::int64_t d) {
 class KMeansPartition final : public Partition {
  public:
   KMeansPartition(Params p, const float* rows, std::int64_t n, Local& local)
-      : p_(std::move(p)), c_(p_.centroids), local_(local),
-        assigner_(rows, n, p_.d, p_.k, devices_for(local, p_.k, p_.d), local.model, p_.bounds) {}
+      : p_(std::move(p)), c_(p_.centroids), local_(local), rows_(rows), home_(n), kept_(n),
+        assigner_(std::make_unique<PartialAssigner>(rows, n, p_.d, p_.k, devices_for(local, p_.k, p_.d), local.model,
+                                                    p_.bounds)) {}
 
-  Bytes contribute(std::int64_t) override { return encode_step(assigner_.step(c_)); }
+  // Own rows, then the rows computed for other members (in id order), summed.
+  Bytes contribute(std::int64_t) override {
+    PartialStep s = assigner_->step(c_);
+    for (auto& [id, a] : extra_) {
+      const PartialStep o = a->step(c_);
+      for (std::size_t j = 0; j < s.sums.size(); ++j) s.sums[j] += o.sums[j];
+      for (std::size_t j = 0; j < s.counts.size(); ++j) s.counts[j] += o.counts[j];
+      s.inertia += o.inertia;
+    }
+    return encode_step(s);
+  }
+  std::int64_t rows() const override {
+    std::int64_t n = kept_;
+    for (const auto& [id, r] : extra_rows_) n += r;
+    return n;
+  }
+  bool keep(std::int64_t rows) override {
+    rows = std::clamp<std::int64_t>(rows, 0, home_);
+    if (rows == kept_) return true;
+    kept_ = rows;
+    assigner_ = std::make_unique<PartialAssigner>(rows_, kept_, p_.d, p_.k, devices_for(local_, p_.k, p_.d),
+                                                  local_.model, p_.bounds);
+    return true;
+  }
+  bool add_extra(std::uint32_t member, std::int64_t, std::int64_t rows, std::span<const std::byte> data) override {
+    if (data.size() != static_cast<std::size_t>(rows * p_.d) * sizeof(float)) return false;
+    extra_[member] = std::make_unique<PartialAssigner>(reinterpret_cast<const float*>(data.data()), rows, p_.d, p_.k,
+                                                       devices_for(local_, p_.k, p_.d), local_.model, p_.bounds);
+    extra_rows_[member] = rows;
+    return true;
+  }
+  void drop_extra(std::uint32_t member) override {
+    extra_.erase(member);
+    extra_rows_.erase(member);
+  }
   Bytes stand_in(std::uint32_t member) override {
     auto it = taken_.find(member);
     return it == taken_.end() ? idle() : encode_step(it->second->step(c_));
@@ -128,8 +163,12 @@ class KMeansPartition final : public Partition {
   std::vector<float> c_;
   double inertia_ = 0;
   Local& local_;
-  PartialAssigner assigner_;
-  std::map<std::uint32_t, std::unique_ptr<PartialAssigner>> taken_;  // lost members' rows, computed here
+  const float* rows_;
+  std::int64_t home_, kept_;  // the partition's rows, of which computed here
+  std::unique_ptr<PartialAssigner> assigner_;
+  std::map<std::uint32_t, std::unique_ptr<PartialAssigner>> taken_;  // lost members' rows, stood in for
+  std::map<std::uint32_t, std::unique_ptr<PartialAssigner>> extra_;  // other members' tails (re-split)
+  std::map<std::uint32_t, std::int64_t> extra_rows_;
 };
 
 class KMeansWorkload final : public Workload {

@@ -332,6 +332,12 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
   std::cerr << "accel coordinator: rows re-split by measured speed:";
   for (std::size_t i = 0; i < ids.size(); ++i) std::cerr << " " << ids[i] << ":" << loads[i] << "->" << next[i];
   std::cerr << "\n";
+  for (const Range& g : home_)  // a member back after a re-split that left it out
+    if (g.member != 0 && loads[std::find(ids.begin(), ids.end(), g.member) - ids.begin()] == 0) {
+      std::cerr << "accel coordinator: rows [" << g.begin << ", " << g.end << ") moved back to worker " << g.member
+                << "\n";
+      ++moves_;
+    }
 }
 
 std::map<std::uint32_t, Report> SvmJob::round(const std::vector<Op>& ops) {

@@ -68,9 +68,9 @@ class SvmJob final : public Job, private svm_parallel::Director {
   // are now (a lost member's rows are the coordinator's until it returns).
   std::vector<svm_parallel::Range> home_, owners_;
   RateCollector rates_;
-  // Drift at 10% over the mean for 3 rounds: a round waits for its
+  // Drift at 20% over the mean for 3 rounds: a round waits for its
   // slowest member, and the coordinator's deciding time is in its share.
-  DriftPolicy drift_{1.1, 3};
+  DriftPolicy drift_;
   double deciding_ = 0;
   std::chrono::steady_clock::time_point last_reports_ = std::chrono::steady_clock::now();
   bool resplit_due_ = false;
