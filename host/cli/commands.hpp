@@ -12,6 +12,7 @@ int calibrate_main(const std::vector<std::string>& args);
 int topk_main(const std::vector<std::string>& args);
 int coordinator_main(const std::vector<std::string>& args);
 int worker_main(const std::vector<std::string>& args);
+int sparse_allreduce_main(const std::vector<std::string>& args);
 int svm_train_main(const std::vector<std::string>& args);
 int svm_predict_main(const std::vector<std::string>& args);
 

@@ -24,6 +24,7 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
 #if ACCEL_HAVE_UCX
     {"coordinator", {accel::cli::coordinator_main, "distributed k-means: the coordinator (also computes)"}},
     {"worker", {accel::cli::worker_main, "distributed k-means: a worker"}},
+    {"sparse-allreduce", {accel::cli::sparse_allreduce_main, "one member of a sparse allreduce group (check, measure)"}},
 #endif
     {"svm-train", {accel::cli::svm_train_main, "C-SVC training (SMO, adaptive shrinking), LIBSVM's options and model"}},
     {"svm-predict", {accel::cli::svm_predict_main, "predict with a LIBSVM model, print the accuracy"}},
@@ -32,7 +33,7 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
 void usage(std::ostream& out) {
   out << "accel " ACCEL_VERSION " - machine-learning kernels on CPUs, GPUs and FPGAs\n\n"
       << "usage: accel <command> [options]   (accel <command> --help for its options)\n\n";
-  for (const auto& [name, cmd] : kCommands) out << "  " << name << std::string(12 - name.size(), ' ') << cmd.second << "\n";
+  for (const auto& [name, cmd] : kCommands) out << "  " << name << std::string(name.size() < 18 ? 18 - name.size() : 1, ' ') << cmd.second << "\n";
 }
 
 }  // namespace

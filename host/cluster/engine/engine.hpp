@@ -30,6 +30,7 @@ struct CoordinatorOptions : Common {
   std::string input;              // the input file, for --pull
   int join_timeout_ms = 60000;
   bool json = false;
+  bool print_summary = true;  // the summary (or its JSON) on stdout at the end; off for a library's job
   // All-to-all workloads: a lost member's rows are computed by the
   // coordinator from the next round (move) or left out until it returns
   // (drop: seeds/000's behaviour).

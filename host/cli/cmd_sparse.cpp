@@ -1,0 +1,144 @@
+// `accel sparse-allreduce`: one member of a sparse allreduce group running
+// synthetic steps, to check the sums and measure the exchange (every rank
+// runs the same command; rank 0 is the coordinator). With --check each
+// member regenerates the counted members' pairs and compares the sum it got
+// with the sum it computes itself, bit for bit (the same member order).
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "accel/error.hpp"
+#include "accel/sparse_allreduce.hpp"
+#include "commands.hpp"
+
+namespace po = boost::program_options;
+
+namespace accel::cli {
+namespace {
+
+struct Pairs {
+  std::vector<std::uint32_t> idx;
+  std::vector<float> val;
+};
+
+// Member `rank`'s pairs of step `step`: about ratio * n distinct indices.
+Pairs synthetic(std::uint64_t seed, std::int64_t step, std::uint32_t rank, std::uint64_t n, double ratio) {
+  std::mt19937_64 g(seed * 1000003 + static_cast<std::uint64_t>(step) * 7919 + rank);
+  const auto k = static_cast<std::size_t>(std::max(1.0, ratio * static_cast<double>(n)));
+  Pairs p;
+  p.idx.resize(k);
+  std::uniform_int_distribution<std::uint64_t> at(0, n - 1);
+  for (auto& i : p.idx) i = static_cast<std::uint32_t>(at(g));
+  std::sort(p.idx.begin(), p.idx.end());
+  p.idx.erase(std::unique(p.idx.begin(), p.idx.end()), p.idx.end());
+  std::uniform_real_distribution<float> v(-1.0f, 1.0f);
+  p.val.resize(p.idx.size());
+  for (auto& x : p.val) x = v(g);
+  return p;
+}
+
+// The sum a member must get: the counted members' pairs (each of the step
+// its tag names), merged in member order.
+Pairs expected(std::uint64_t seed, const SparseSum& sum, std::uint64_t n, double ratio) {
+  std::vector<float> dense(n, 0.0f);
+  std::vector<char> hit(n, 0);
+  for (std::size_t k = 0; k < sum.members.size(); ++k) {
+    const Pairs p = synthetic(seed, static_cast<std::int64_t>(sum.tags[k]), sum.members[k], n, ratio);
+    for (std::size_t i = 0; i < p.idx.size(); ++i) {
+      dense[p.idx[i]] = hit[p.idx[i]] ? dense[p.idx[i]] + p.val[i] : p.val[i];
+      hit[p.idx[i]] = 1;
+    }
+  }
+  Pairs out;
+  for (std::uint64_t i = 0; i < n; ++i)
+    if (hit[i]) {
+      out.idx.push_back(static_cast<std::uint32_t>(i));
+      out.val.push_back(dense[i]);
+    }
+  return out;
+}
+
+}  // namespace
+
+int sparse_allreduce_main(const std::vector<std::string>& args) {
+  SparseGroupOptions o = sparse_group_options_from_env();
+  std::uint64_t n = 25000000, seed = 1;
+  double ratio = 0.001;
+  std::int64_t steps = 20;
+  int pause_ms = 0;
+  bool check = false, json = false;
+  po::options_description d("accel sparse-allreduce --rank R --size P --coordinator ADDR:PORT [options]");
+  d.add_options()("help,h", "this help")
+      ("rank", po::value(&o.rank)->default_value(o.rank), "this member's rank (default: the launcher's)")
+      ("size", po::value(&o.size)->default_value(o.size), "members (default: the launcher's size)")
+      ("coordinator", po::value(&o.coordinator)->default_value(o.coordinator), "rank 0's ADDR:PORT (ACCEL_COORDINATOR)")
+      ("n", po::value(&n)->default_value(n), "length of each member's dense vector")
+      ("ratio", po::value(&ratio)->default_value(ratio), "pairs per member and step, as a fraction of n")
+      ("steps", po::value(&steps)->default_value(steps), "steps")
+      ("seed", po::value(&seed)->default_value(seed), "seed of the synthetic pairs")
+      ("pause-ms", po::value(&pause_ms)->default_value(0), "sleep between steps (a training step's compute)")
+      ("check", po::bool_switch(&check), "compare every sum with the one computed here")
+      ("job", po::value(&o.job)->default_value(o.job), "job token: every message must carry it")
+      ("timeout-ms", po::value(&o.timeout_ms)->default_value(o.timeout_ms), "wait for a silent member before evicting it")
+      ("keepalive-ms", po::value(&o.keepalive_ms)->default_value(o.keepalive_ms), "UCX keepalive interval")
+      ("tls", po::value(&o.tls), "UCX transports (UCX_TLS), e.g. tcp")
+      ("snapshot-dir", po::value(&o.snapshot_dir), "ranks >= 1: resume from here after a restart")
+      ("log-json", po::value(&o.log_json), "one JSON line per step")
+      ("json", po::bool_switch(&json), "print the summary as JSON");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(d).run(), vm);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  po::notify(vm);
+  if (n < 1 || n > (std::uint64_t{1} << 32)) throw InputError("--n " + std::to_string(n) + ": must be in 1..2^32");
+  if (!(ratio > 0 && ratio <= 1)) throw InputError("--ratio " + std::to_string(ratio) + ": must be in (0, 1]");
+  if (steps < 1) throw InputError("--steps must be >= 1");
+
+  SparseGroup group(o);
+  std::vector<double> seconds;
+  std::uint64_t bytes = 0, sum_pairs = 0;
+  std::int64_t counted_all = 0;
+  for (std::int64_t s = 1; s <= steps; ++s) {
+    if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    const Pairs mine = synthetic(seed, s, static_cast<std::uint32_t>(o.rank), n, ratio);
+    const auto t0 = std::chrono::steady_clock::now();
+    const SparseSum sum = group.allreduce(n, mine.idx, mine.val, static_cast<std::uint64_t>(s));
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    bytes += sum.bytes_sent;
+    sum_pairs += sum.indices.size();
+    if (sum.members.size() == static_cast<std::size_t>(o.size)) ++counted_all;
+    if (check) {
+      const Pairs want = expected(seed, sum, n, ratio);
+      if (want.idx != sum.indices || want.val != sum.values) {
+        std::cerr << "accel sparse-allreduce: step " << s << ": the sum differs from the members' pairs\n";
+        return 1;
+      }
+    }
+  }
+  group.close();
+  std::vector<double> sorted = seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const nlohmann::json summary = {{"rank", o.rank},
+                                  {"size", o.size},
+                                  {"n", n},
+                                  {"steps", steps},
+                                  {"steps_with_every_member", counted_all},
+                                  {"median_step_s", sorted[sorted.size() / 2]},
+                                  {"bytes_sent_per_step", bytes / steps},
+                                  {"pairs_in_sum_per_step", sum_pairs / steps},
+                                  {"checked", check}};
+  if (json) std::cout << summary.dump() << "\n";
+  else
+    std::cout << "sparse allreduce: rank " << o.rank << " of " << o.size << ", " << steps << " steps, median "
+              << sorted[sorted.size() / 2] * 1e3 << " ms, " << bytes / steps << " bytes sent a step"
+              << (check ? ", every sum checked" : "") << "\n";
+  return 0;
+}
+
+}  // namespace accel::cli

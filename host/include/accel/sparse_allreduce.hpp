@@ -1,0 +1,96 @@
+// Sparse allreduce across processes: each member contributes the (index,
+// value) pairs of its sparsified gradient, and every member gets their sum:
+// the exchange of residual gradient compression in data-parallel training
+// (Chen et al., "Gradient sparsification compression approach to reducing
+// communication in distributed training", 2021, whose top-k threshold
+// selection is accel::TopKSelector).
+//
+// It is a workload of the cluster engine: every step is one round of the
+// engine's fault-tolerant all-to-all barrier, so membership, incarnations,
+// the job token and eviction are the engine's. Each member sends its pairs
+// to every other member (allgather) and each merges them in member order,
+// so every member holds the bitwise same sum. A member that dies mid-step is
+// evicted after the timeout (at once when the transport reports it) and the
+// step completes with the others' contributions: the dead member's residual
+// gradient dies with it. A member restarted with the same snapshot
+// directory rejoins at a later step.
+//
+// Rank 0 runs the job's coordinator in its process (it is a member too);
+// ranks 1..size-1 connect to it. One open group per process at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace accel {
+
+struct SparseGroupOptions {
+  int rank = 0;
+  int size = 1;
+  std::string coordinator = "127.0.0.1:13340";  // rank 0 listens here; the others connect
+  std::uint64_t job = 1;                        // token every message carries
+  int timeout_ms = 30000;  // a step waits this long for a silent member before evicting it
+  // UCX keepalive; above the longest compute between two steps (a member
+  // answers keepalives only while its engine thread is in a step).
+  int keepalive_ms = 60000;
+  int join_timeout_ms = 60000;  // how long rank 0 waits for the others to join
+  std::string tls;              // UCX_TLS, e.g. "tcp"
+  std::string log_json;         // one JSON line per step
+  std::string snapshot_dir;     // ranks >= 1: resume from here after a restart
+};
+
+// Ranks and the coordinator address from a launcher's environment
+// (OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS, PMI_RANK/SIZE) and
+// ACCEL_COORDINATOR, over `base`'s values where absent.
+SparseGroupOptions sparse_group_options_from_env(SparseGroupOptions base = {});
+
+struct SparseSum {
+  std::int64_t step = 0;
+  std::vector<std::uint32_t> indices;  // ascending, unique
+  std::vector<float> values;           // the sum of every counted member's value there
+  std::vector<std::uint32_t> members;  // ranks whose contributions are in the sum
+  std::vector<std::uint64_t> tags;     // their tags (allreduce's `tag`), in the same order
+  std::uint64_t bytes_sent = 0;        // this member's payload bytes sent for the step
+};
+
+// At most this many pairs per member and step (a contribution is one
+// control message of the transport).
+inline constexpr std::uint64_t kMaxSparsePairs = (std::uint64_t{16} << 20) / 8 - 1024;
+
+class SparseGroup {
+ public:
+  // Starts the engine in a background thread; rank 0 listens, the others
+  // connect (retrying until rank 0 listens). Throws InputError for bad
+  // options.
+  explicit SparseGroup(const SparseGroupOptions& o);
+  // close(): rank 0 ends the job for every member (their next allreduce
+  // throws); another rank leaves it, and the others go on without it.
+  ~SparseGroup();
+  SparseGroup(const SparseGroup&) = delete;
+  SparseGroup& operator=(const SparseGroup&) = delete;
+
+  // One step: this member's pairs of a length-n vector (indices ascending
+  // and unique, below n; values finite) in, the members' sum out. Throws
+  // InputError for bad pairs (naming the first bad one), for members whose
+  // n differ (naming them; every member of the step gets that error), and
+  // when the group has ended (the coordinator gone, the job closed). `tag`
+  // travels with the pairs (e.g. the caller's training step: a member that
+  // rejoined may be at another step than the others).
+  SparseSum allreduce(std::uint64_t n, std::span<const std::uint32_t> indices, std::span<const float> values,
+                      std::uint64_t tag = 0);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  void close();
+
+ private:
+  struct Engine;
+  int rank_, size_;
+  bool closed_ = false;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace accel
