@@ -52,3 +52,14 @@ TEST(DriftPolicy, OneMemberAloneNeverDrifts) {
   EXPECT_FALSE(p.drifted({{0, 1.0}}));
   EXPECT_FALSE(p.drifted({}));
 }
+
+TEST(DriftPolicy, RoundsRightAfterAMoveDoNotCount) {
+  DriftPolicy p(1.1, 2);
+  const std::map<std::uint32_t, double> slow{{0, 0.010}, {1, 0.020}};
+  p.settle(3);
+  EXPECT_TRUE(p.settling());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(p.drifted(slow));
+  EXPECT_FALSE(p.settling());
+  EXPECT_FALSE(p.drifted(slow));
+  EXPECT_TRUE(p.drifted(slow));
+}

@@ -338,7 +338,9 @@ void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::in
     else
       own_->drop_extra(w);
   }
-  if (!trims.empty()) log_.write({{"event", "resplit"}, {"iteration", t + 1}, {"kept", kept_}});
+  if (trims.empty()) return;
+  drift_.settle(3);
+  log_.write({{"event", "resplit"}, {"iteration", t + 1}, {"kept", kept_}});
 }
 
 // seeds/003: each member's measured rate (rows per second of its work this
@@ -351,7 +353,7 @@ void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std:
   std::map<std::uint32_t, double> seconds;
   for (const auto& [id, c] : got)
     if (active_.count(id) && c.work_rows > 0 && c.work_seconds > 0) {
-      rates_.record(id, static_cast<double>(c.work_rows), c.work_seconds);
+      if (!drift_.settling()) rates_.record(id, static_cast<double>(c.work_rows), c.work_seconds);
       seconds[id] = c.work_seconds;
     }
   if (seconds.empty() || !drift_.drifted(seconds)) return;
@@ -499,6 +501,7 @@ int Coordinator::finish() {
                               {"sharing", sharing_}}},
                             {"members", view_json(membership())}};
   const std::string text = job_.finish(own_->shared_state(), summary);
+  if (!o_.print_summary) return kExitOk;
   if (o_.json) std::cout << summary.dump() << "\n";
   else std::cout << text << "\n";
   return kExitOk;

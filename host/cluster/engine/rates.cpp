@@ -20,6 +20,10 @@ std::optional<double> RateCollector::rate(std::uint32_t member) const {
 }
 
 bool DriftPolicy::drifted(const std::map<std::uint32_t, double>& seconds) {
+  if (settling_ > 0) {
+    --settling_;
+    return false;
+  }
   if (seconds.size() < 2) {
     streak_ = 0;
     return false;

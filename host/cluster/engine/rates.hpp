@@ -38,10 +38,19 @@ class DriftPolicy {
   // be recomputed (the streak starts again).
   bool drifted(const std::map<std::uint32_t, double>& seconds);
   void reset() { streak_ = 0; }
+  // After rows moved: the next `rounds` rounds do not count. The members
+  // that gained rows run slow there (gradients rebuilt, caches cold), which
+  // is the move's cost, not a drift; counting them re-split an SVM job
+  // every 3-4 rounds.
+  bool settling() const { return settling_ > 0; }
+  void settle(int rounds) {
+    streak_ = 0;
+    settling_ = rounds;
+  }
 
  private:
   double over_, floor_;
-  int rounds_, streak_ = 0;
+  int rounds_, streak_ = 0, settling_ = 0;
 };
 
 }  // namespace accel::cluster
