@@ -6,7 +6,11 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${ACCEL_BUILD_DIR:-$ROOT/build}"
 mkdir -p "$BUILD"
 LOG="$BUILD/build.log"
-if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "$@" && cmake --build "$BUILD" -j"$(nproc)"; } >"$LOG" 2>&1; then
+# Debian's interpreter: setup.sh installs the Python modules the tests use
+# into it (pytest, numpy, torch), and the Python module is built for it.
+PY=()
+[ -x /usr/bin/python3 ] && PY=(-DPython_EXECUTABLE=/usr/bin/python3 -DPython3_EXECUTABLE=/usr/bin/python3)
+if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${PY[@]}" "$@" && cmake --build "$BUILD" -j"$(nproc)"; } >"$LOG" 2>&1; then
   grep -E "error|Error" "$LOG" | head -40 >&2 || true
   tail -20 "$LOG" >&2
   echo "build.sh: build failed (full log: $LOG)" >&2

@@ -14,6 +14,8 @@ PACKAGES=(
   libsvm-tools               # LIBSVM svm-train/svm-predict: the SVM peer
   python3 python3-venv       # benchmark scripts (their own virtualenv)
   python3-pytest python3-sklearn  # tests/python: accel against LIBSVM on scikit-learn's datasets
+  pybind11-dev python3-dev python3-numpy  # the Python module accel._accel
+  python3-torch              # tests/python: the PyTorch DDP hook (CPU, gloo)
 )
 
 missing=()

@@ -9,5 +9,6 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${ACCEL_BUILD_DIR:-$ROOT/build}"
 status=0
 (cd "$BUILD" && ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@") || status=$?
-ACCEL_BIN="$BUILD/bin/accel" /usr/bin/python3 -m pytest -q "$ROOT/tests/python" || status=$?
+PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" ACCEL_BIN="$BUILD/bin/accel" \
+  /usr/bin/python3 -m pytest -q "$ROOT/tests/python" || status=$?
 exit $status

@@ -1,0 +1,125 @@
+"""accel from Python: top-k selection for gradient sparsification, the
+Sparsifier (residual gradient compression), and the sparse allreduce group.
+
+Arrays are never copied: pass float32, C-contiguous numpy arrays or CPU torch
+tensors (any shape; they are read as flat). Anything else raises TypeError
+(wrong dtype or type) or ValueError (not contiguous, not on the CPU, a ratio
+outside (0, 1], NaN/Inf under nonfinite="error", ...).
+"""
+import numpy as _np
+
+from ._accel import InputError, Sparsifier as _Sparsifier, SparseGroup as _SparseGroup
+from ._accel import SparseGroupOptions, TopKResult
+from ._accel import topk as _topk
+
+__all__ = ["topk", "Sparsifier", "SparseGroup", "TopKResult", "InputError", "as_float32_view"]
+
+
+def as_float32_view(x, what="x"):
+    """The flat float32 numpy view of a numpy array or a CPU torch tensor,
+    sharing its memory; raises instead of copying."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{what}: expected a tensor or an array, got {type(x).__name__}")
+        if x.dtype != torch.float32:
+            raise TypeError(f"{what}: dtype {x.dtype}, expected torch.float32")
+        if x.device.type != "cpu":
+            raise ValueError(f"{what}: on {x.device}, expected a CPU tensor")
+        if not x.is_contiguous():
+            raise ValueError(f"{what}: not contiguous (call .contiguous() first, which copies)")
+        x = x.detach().numpy()
+    if not isinstance(x, _np.ndarray):
+        raise TypeError(f"{what}: expected a numpy array or a torch tensor, got {type(x).__name__}")
+    if x.dtype != _np.float32:
+        raise TypeError(f"{what}: dtype {x.dtype}, expected float32")
+    if not x.flags.c_contiguous:
+        raise ValueError(f"{what}: not C-contiguous (np.ascontiguousarray copies)")
+    return x.reshape(-1)
+
+
+def topk(x, ratio, method="ldte-hist", nonfinite="error", device="cpu"):
+    """Indices (ascending, int64) of about ratio * x.size largest |x| and the
+    threshold tau, as a TopKResult. Methods: exact, ldte-bs, ldte-hist,
+    nth_element, sample."""
+    return _topk(as_float32_view(x), float(ratio), method, nonfinite, device)
+
+
+class Sparsifier:
+    """Residual gradient compression of a length-n gradient: R <- R + G (or
+    momentum correction U <- m U + G, R <- R + U), select on R, emit the
+    selected (indices, values) and zero them in R (and U with masking)."""
+
+    def __init__(self, n, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
+                 nonfinite="error", device="cpu"):
+        self._s = _Sparsifier(int(n), float(ratio), method, float(momentum), bool(masking), bool(warmup),
+                              nonfinite, device)
+
+    def step(self, gradient):
+        """(indices int64, values float32) of this step's selection."""
+        return self._s.step(as_float32_view(gradient, "gradient"))
+
+    def set_epoch(self, epoch):
+        self._s.set_epoch(int(epoch))
+
+    @property
+    def ratio(self):
+        return self._s.ratio
+
+    @property
+    def residual(self):
+        return self._s.residual
+
+    @property
+    def size(self):
+        return self._s.size
+
+
+class SparseGroup:
+    """A sparse allreduce group: every member's (indices, values) in, their
+    sum out. Rank 0 runs the job's coordinator in this process and listens
+    on `coordinator`; the other ranks connect to it. rank, size and
+    coordinator default to the launcher's environment (OMPI_COMM_WORLD_*,
+    SLURM_*, PMI_*, ACCEL_COORDINATOR). One open group per process."""
+
+    def __init__(self, rank=None, size=None, coordinator=None, job=None, timeout_ms=None, keepalive_ms=None,
+                 tls=None, log_json=None, snapshot_dir=None):
+        o = SparseGroupOptions()  # the launcher's environment
+        for name, value in (("rank", rank), ("size", size), ("coordinator", coordinator), ("job", job),
+                            ("timeout_ms", timeout_ms), ("keepalive_ms", keepalive_ms), ("tls", tls),
+                            ("log_json", log_json), ("snapshot_dir", snapshot_dir)):
+            if value is not None:
+                setattr(o, name, value)
+        self._g = _SparseGroup(o)
+
+    @property
+    def rank(self):
+        return self._g.rank
+
+    @property
+    def size(self):
+        return self._g.size
+
+    def allreduce(self, n, indices, values, tag=0):
+        """The members' sum as a dict: indices (uint32, ascending), values
+        (float32), members (the ranks counted), tags, step, bytes_sent."""
+        idx = _np.asarray(indices)
+        if idx.dtype != _np.uint32:  # e.g. the Sparsifier's int64: checked, then narrowed (k values, not n)
+            if idx.size and (idx.min() < 0 or idx.max() >= int(n)):
+                raise ValueError(f"indices outside 0..{int(n) - 1}")
+            idx = idx.astype(_np.uint32)
+        idx = _np.ascontiguousarray(idx)
+        val = as_float32_view(values, "values")
+        if idx.size != val.size:
+            raise ValueError(f"{idx.size} indices but {val.size} values")
+        return self._g.allreduce(int(n), idx.reshape(-1), val, int(tag))
+
+    def close(self):
+        self._g.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

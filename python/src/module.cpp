@@ -1,0 +1,180 @@
+// accel._accel: the Python binding of top-k selection, the Sparsifier and
+// the sparse allreduce group. Arrays pass without copies: inputs must be
+// float32 and C-contiguous (the Python layer turns CPU torch tensors into
+// numpy views of the same memory); the GIL is released around every call
+// that reads or exchanges them.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "accel/error.hpp"
+#include "accel/kernels.hpp"
+#include "accel/registry.hpp"
+#include "accel/sparse_allreduce.hpp"
+#include "accel/topk.hpp"
+
+namespace py = pybind11;
+using FloatArray = py::array_t<float, py::array::c_style>;
+
+namespace {
+
+// One registry for the process: discovery probes every backend once.
+const accel::Registry& registry() {
+  static const accel::Registry r = accel::Registry::discover_all();
+  return r;
+}
+
+accel::Device* topk_device(const std::string& spec) {
+  auto devs = registry().select(spec, accel::KernelId::TopKHistogram);
+  if (devs.empty()) throw accel::InputError("device " + spec + " has no topk_histogram kernel");
+  return devs.front();
+}
+
+accel::TopKOptions topk_options(double ratio, const std::string& method, const std::string& nonfinite) {
+  if (!(ratio > 0 && ratio <= 1)) throw accel::InputError("ratio " + std::to_string(ratio) + " is outside (0, 1]");
+  accel::TopKOptions o;
+  o.ratio = ratio;
+  o.method = accel::parse_topk_method(method);
+  if (nonfinite != "error" && nonfinite != "exclude")
+    throw accel::InputError("nonfinite " + nonfinite + ": expected error or exclude");
+  o.nonfinite = nonfinite == "error" ? accel::NonFinitePolicy::Error : accel::NonFinitePolicy::Exclude;
+  return o;
+}
+
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& v) {
+  auto* heap = new std::vector<T>(std::move(v));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>({static_cast<py::ssize_t>(heap->size())}, {sizeof(T)}, heap->data(), owner);
+}
+
+struct TopK {
+  py::array_t<std::int64_t> indices;
+  float tau;
+  std::int64_t n, k, ties, nonfinite;
+  int passes;
+  double estimate, seconds;
+};
+
+TopK topk(FloatArray x, double ratio, const std::string& method, const std::string& nonfinite,
+          const std::string& device) {
+  const auto opts = topk_options(ratio, method, nonfinite);
+  accel::TopKSelector selector(topk_device(device));
+  accel::TopKResult r;
+  {
+    py::gil_scoped_release release;
+    r = selector.select(x.data(), static_cast<std::int64_t>(x.size()), opts);
+  }
+  return {to_numpy(std::move(r.indices)), r.tau, r.n, r.k, r.ties, r.nonfinite, r.passes, r.estimate, r.seconds};
+}
+
+// The Sparsifier with the selector it needs, kept together.
+class PySparsifier {
+ public:
+  PySparsifier(std::int64_t n, double ratio, const std::string& method, double momentum, bool masking, bool warmup,
+               const std::string& nonfinite, const std::string& device)
+      : n_(n), selector_(topk_device(device)) {
+    if (n < 1) throw accel::InputError("sparsifier length " + std::to_string(n) + " is not positive");
+    accel::SparsifierOptions o;
+    o.topk = topk_options(ratio, method, nonfinite);
+    if (!(momentum >= 0 && momentum < 1)) throw accel::InputError("momentum " + std::to_string(momentum) + " is outside [0, 1)");
+    o.momentum = momentum;
+    o.masking = masking;
+    o.warmup = warmup;
+    s_ = std::make_unique<accel::Sparsifier>(n, o, selector_);
+  }
+  py::tuple step(FloatArray g) {
+    if (g.size() != n_)
+      throw accel::InputError("gradient of " + std::to_string(g.size()) + " values for a sparsifier of " +
+                              std::to_string(n_));
+    accel::SparseGradient out;
+    {
+      py::gil_scoped_release release;
+      out = s_->step(g.data());
+    }
+    return py::make_tuple(to_numpy(std::move(out.indices)), to_numpy(std::move(out.values)));
+  }
+  void set_epoch(int e) { s_->set_epoch(e); }
+  double ratio() const { return s_->ratio(); }
+  py::array_t<float> residual() const {
+    std::vector<float> r = s_->residual();
+    return to_numpy(std::move(r));
+  }
+  std::int64_t size() const { return n_; }
+
+ private:
+  std::int64_t n_;
+  accel::TopKSelector selector_;
+  std::unique_ptr<accel::Sparsifier> s_;
+};
+
+py::dict allreduce(accel::SparseGroup& g, std::uint64_t n, py::array_t<std::uint32_t, py::array::c_style> idx,
+                   FloatArray val, std::uint64_t tag) {
+  accel::SparseSum s;
+  {
+    py::gil_scoped_release release;
+    s = g.allreduce(n, std::span(idx.data(), idx.size()), std::span(val.data(), val.size()), tag);
+  }
+  py::dict d;
+  d["step"] = s.step;
+  d["indices"] = to_numpy(std::move(s.indices));
+  d["values"] = to_numpy(std::move(s.values));
+  d["members"] = s.members;
+  d["tags"] = s.tags;
+  d["bytes_sent"] = s.bytes_sent;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_accel, m) {
+  m.doc() = "accel: top-k selection, residual gradient sparsification and the sparse allreduce";
+  py::register_exception<accel::InputError>(m, "InputError", PyExc_ValueError);
+
+  py::class_<TopK>(m, "TopKResult")
+      .def_readonly("indices", &TopK::indices)
+      .def_readonly("tau", &TopK::tau)
+      .def_readonly("n", &TopK::n)
+      .def_readonly("k", &TopK::k)
+      .def_readonly("ties", &TopK::ties)
+      .def_readonly("nonfinite", &TopK::nonfinite)
+      .def_readonly("passes", &TopK::passes)
+      .def_readonly("estimate", &TopK::estimate)
+      .def_readonly("seconds", &TopK::seconds);
+  m.def("topk", &topk, py::arg("x").noconvert(), py::arg("ratio"), py::arg("method") = "ldte-hist",
+        py::arg("nonfinite") = "error", py::arg("device") = "cpu");
+
+  py::class_<PySparsifier>(m, "Sparsifier")
+      .def(py::init<std::int64_t, double, const std::string&, double, bool, bool, const std::string&,
+                    const std::string&>(),
+           py::arg("n"), py::arg("ratio") = 0.001, py::arg("method") = "ldte-hist", py::arg("momentum") = 0.0,
+           py::arg("masking") = true, py::arg("warmup") = false, py::arg("nonfinite") = "error",
+           py::arg("device") = "cpu")
+      .def("step", &PySparsifier::step, py::arg("gradient").noconvert())
+      .def("set_epoch", &PySparsifier::set_epoch)
+      .def_property_readonly("ratio", &PySparsifier::ratio)
+      .def_property_readonly("residual", &PySparsifier::residual)
+      .def_property_readonly("size", &PySparsifier::size);
+
+  py::class_<accel::SparseGroupOptions>(m, "SparseGroupOptions")
+      .def(py::init([] { return accel::sparse_group_options_from_env(); }))
+      .def_readwrite("rank", &accel::SparseGroupOptions::rank)
+      .def_readwrite("size", &accel::SparseGroupOptions::size)
+      .def_readwrite("coordinator", &accel::SparseGroupOptions::coordinator)
+      .def_readwrite("job", &accel::SparseGroupOptions::job)
+      .def_readwrite("timeout_ms", &accel::SparseGroupOptions::timeout_ms)
+      .def_readwrite("keepalive_ms", &accel::SparseGroupOptions::keepalive_ms)
+      .def_readwrite("join_timeout_ms", &accel::SparseGroupOptions::join_timeout_ms)
+      .def_readwrite("tls", &accel::SparseGroupOptions::tls)
+      .def_readwrite("log_json", &accel::SparseGroupOptions::log_json)
+      .def_readwrite("snapshot_dir", &accel::SparseGroupOptions::snapshot_dir);
+  py::class_<accel::SparseGroup>(m, "SparseGroup")
+      .def(py::init<const accel::SparseGroupOptions&>(), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("rank", &accel::SparseGroup::rank)
+      .def_property_readonly("size", &accel::SparseGroup::size)
+      .def("allreduce", &allreduce, py::arg("n"), py::arg("indices").noconvert(), py::arg("values").noconvert(),
+           py::arg("tag") = 0)
+      .def("close", &accel::SparseGroup::close, py::call_guard<py::gil_scoped_release>());
+}

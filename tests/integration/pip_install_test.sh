@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `pip install .` of the repository into a fresh virtual environment (the
+# build backend, scikit-build-core, comes from PyPI), then the installed
+# package imported from outside the tree and used.
+set -euo pipefail
+ROOT="$1"
+PY="${2:-/usr/bin/python3}"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+"$PY" -m venv --system-site-packages "$TMP/venv"
+(cd "$TMP" && "$TMP/venv/bin/pip" install -q --disable-pip-version-check "$ROOT")
+cd "$TMP"
+"$TMP/venv/bin/python" - <<'PY'
+import numpy as np
+import accel
+import accel.torch  # noqa: F401
+assert accel.__file__.startswith(__import__("sys").prefix), accel.__file__
+x = np.random.default_rng(0).laplace(0, 1, 100000).astype(np.float32)
+r = accel.topk(x, 0.001, method="exact")
+assert r.k == 100 and r.indices.size == 100, (r.k, r.indices.size)
+with accel.SparseGroup(rank=0, size=1) as g:
+    s = g.allreduce(10, np.array([2]), np.array([1.5], np.float32))
+    assert s["indices"].tolist() == [2]
+print("pip install . ->", accel.__file__)
+PY

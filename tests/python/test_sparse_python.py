@@ -1,0 +1,139 @@
+"""accel's Python module: top-k and the Sparsifier on numpy arrays and CPU
+torch tensors without copies, bad input as one clear error, and the sparse
+allreduce group and the DDP hook across real processes on loopback."""
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+accel = pytest.importorskip("accel", reason="the accel Python module is not built (pybind11-dev missing)")
+torch = pytest.importorskip("torch", reason="python3-torch is not installed")
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def laplace(n, seed=1):
+    return np.random.default_rng(seed).laplace(0, 1, n).astype(np.float32)
+
+
+def test_topk_exact_matches_numpy_on_arrays_and_tensors():
+    x = laplace(200000)
+    k = 200
+    want = np.sort(np.argpartition(-np.abs(x), k)[:k])
+    got = accel.topk(x, k / x.size, method="exact")
+    assert got.k == k
+    np.testing.assert_array_equal(got.indices, want)
+    t = torch.from_numpy(x.reshape(400, 500))  # any shape, read flat
+    np.testing.assert_array_equal(accel.topk(t, k / x.size, method="exact").indices, want)
+
+
+@pytest.mark.parametrize("method", ["ldte-hist", "ldte-bs", "sample", "nth_element"])
+def test_topk_methods_select_about_k_of_the_largest(method):
+    x = laplace(100000, seed=2)
+    r = accel.topk(x, 0.001, method=method)
+    assert r.k == 100
+    low = r.k // 2 if method == "sample" else r.k  # the sample's threshold is an estimate (DGC)
+    assert low <= r.indices.size <= 2 * r.k
+    # The selection is exactly the values at or above the threshold.
+    np.testing.assert_array_equal(r.indices, np.flatnonzero(np.abs(x) >= r.tau))
+
+
+def test_no_copies_and_clear_errors():
+    x = laplace(1000)
+    with pytest.raises(TypeError, match="float32"):
+        accel.topk(x.astype(np.float64), 0.1)
+    with pytest.raises(ValueError, match="contiguous"):
+        accel.topk(x[::2], 0.1)
+    with pytest.raises(TypeError, match="float32"):
+        accel.topk(torch.zeros(10, dtype=torch.float64), 0.1)
+    with pytest.raises(ValueError, match="contiguous"):
+        accel.topk(torch.zeros(10, 10).t(), 0.1)
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="ratio"):
+            accel.topk(x, bad)
+    y = x.copy()
+    y[7] = np.inf
+    with pytest.raises(ValueError, match="7"):
+        accel.topk(y, 0.1)
+    assert accel.topk(y, 0.1, nonfinite="exclude").nonfinite == 1
+    with pytest.raises(ValueError, match="method"):
+        accel.topk(x, 0.1, method="nope")
+
+
+def test_sparsifier_keeps_what_it_does_not_send():
+    n = 50000
+    s = accel.Sparsifier(n, ratio=0.01)
+    sent = np.zeros(n, np.float64)
+    total = np.zeros(n, np.float64)
+    for step in range(5):
+        g = laplace(n, seed=10 + step)
+        total += g
+        idx, val = s.step(torch.from_numpy(g))
+        assert idx.dtype == np.int64 and val.dtype == np.float32
+        assert np.all(np.diff(idx) > 0)
+        sent[idx] += val
+    np.testing.assert_allclose(sent + s.residual, total, rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="50000"):
+        s.step(np.zeros(10, np.float32))
+
+
+def test_group_of_one_and_bad_pairs():
+    with accel.SparseGroup(rank=0, size=1) as g:
+        r = g.allreduce(10, np.array([1, 4]), np.array([0.5, 2.0], np.float32), tag=3)
+        np.testing.assert_array_equal(r["indices"], [1, 4])
+        assert r["members"] == [0] and r["tags"] == [3]
+        with pytest.raises(ValueError, match="ascending"):
+            g.allreduce(10, np.array([4, 1]), np.array([0.5, 2.0], np.float32))
+        with pytest.raises(ValueError, match="outside"):
+            g.allreduce(10, np.array([-1, 4]), np.array([0.5, 2.0], np.float32))
+        with pytest.raises(ValueError, match="finite"):
+            g.allreduce(10, np.array([1, 4]), np.array([np.nan, 2.0], np.float32))
+    with pytest.raises(ValueError, match="rank"):
+        accel.SparseGroup(rank=3, size=2)
+
+
+def run_ranks(size, extra, tmp_path, timeout=240):
+    gloo, port = free_port(), free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, str(HERE / "ddp_worker.py"), "--rank", str(r), "--size", str(size),
+                               "--gloo-port", str(gloo), "--accel-port", str(port), "--out", str(tmp_path), *extra],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(size)]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=timeout)
+            assert p.returncode == 0, err[-2000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return [np.load(tmp_path / f"rank-{r}.npz") for r in range(size)]
+
+
+def test_ddp_hook_at_ratio_one_equals_dense_allreduce(tmp_path):
+    (tmp_path / "dense").mkdir()
+    (tmp_path / "sparse").mkdir()
+    dense = run_ranks(2, ["--dense", "--steps", "10"], tmp_path / "dense")
+    sparse = run_ranks(2, ["--ratio", "1.0", "--steps", "10"], tmp_path / "sparse")
+    for d, s in zip(dense, sparse):
+        np.testing.assert_allclose(s["params"], d["params"], rtol=1e-4, atol=1e-5)
+
+
+def test_ddp_hook_sparse_trains_and_keeps_ranks_identical(tmp_path):
+    out = run_ranks(3, ["--ratio", "0.05", "--steps", "60"], tmp_path)
+    for o in out[1:]:
+        np.testing.assert_array_equal(o["params"], out[0]["params"])  # the same sum, bit for bit
+    losses = out[0]["losses"]
+    assert losses[-5:].mean() < 0.85 * losses[:5].mean(), losses
