@@ -40,6 +40,12 @@ class SparseHookState:
             for _, _, s in layers:
                 s.set_epoch(epoch)
 
+    def sparsifier_ratio(self):
+        """This epoch's selection ratio (warm-up applied)."""
+        for layers in self._sparsifiers.values():
+            return layers[0][2].ratio
+        return self.options["ratio"]
+
     def layers(self, bucket):
         sizes = tuple(int(g.numel()) for g in bucket.gradients()) if self.per_layer else (int(bucket.buffer().numel()),)
         key = (bucket.index(), sizes)
