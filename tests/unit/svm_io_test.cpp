@@ -139,5 +139,29 @@ TEST_F(SvmIo, ModelErrorsNameFileAndLine) {
   }
 }
 
+// Hostile headers (issue 17): each is one InputError naming what is wrong,
+// before any allocation the header sizes; never a read out of bounds.
+TEST_F(SvmIo, HostileModelHeadersAreInputErrors) {
+  const std::string head = "svm_type c_svc\nkernel_type rbf\ngamma 1\n";
+  const struct {
+    std::string text, needle;
+  } cases[] = {
+      {head + "nr_class 2\ntotal_sv 3\nrho 0\nlabel 1 -1\nnr_sv -1 4\nSV\n1 1:1\n1 1:2\n-1 1:3\n", "negative"},
+      {head + "nr_class 2\ntotal_sv 3000000000\nrho 0\nlabel 1 -1\nnr_sv 1500000000 1500000000\nSV\n1 1:1\n",
+       "total_sv"},
+      {head + "nr_class 70000\ntotal_sv 1\nrho 0\nSV\n1 1:1\n", "nr_class"},
+      {head + "nr_class 3\ntotal_sv 2\nrho 0 0 0\nlabel 1 2 3\nnr_sv 1 1 0\nSV\n1\n", "total_sv"},
+  };
+  for (const auto& c : cases) {
+    const auto p = file("h.model", c.text);
+    try {
+      read_svm_model(p);
+      ADD_FAILURE() << "no error for:\n" << c.text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace accel

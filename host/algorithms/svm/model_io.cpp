@@ -125,12 +125,13 @@ SvmModel read_svm_model(const std::string& path) {
     } else if (key == "coef0") {
       if (!(ss >> m.params.coef0)) throw InputError(where(lineno) + ": bad coef0");
     } else if (key == "nr_class") {
-      if (!(ss >> nr_class) || nr_class < 1) throw InputError(where(lineno) + ": bad nr_class");
+      // LIBSVM's own limit is memory; 2^16 classes are 2^31 pairs, far past any model.
+      if (!(ss >> nr_class) || nr_class < 1 || nr_class > (1 << 16)) throw InputError(where(lineno) + ": bad nr_class");
     } else if (key == "total_sv") {
       if (!(ss >> total_sv) || total_sv < 0) throw InputError(where(lineno) + ": bad total_sv");
     } else if (key == "rho" || key == "label" || key == "nr_sv" || key == "probA" || key == "probB") {
       if (nr_class < 1) throw InputError(where(lineno) + ": '" + key + "' before nr_class");
-      const std::size_t pairs = nr_class * (nr_class - 1) / 2;
+      const std::size_t pairs = static_cast<std::size_t>(nr_class) * (nr_class - 1) / 2;
       if (key == "probA") numbers(ss, m.probA, is_classification(m.params.type) ? pairs : 1, key);
       if (key == "probB") numbers(ss, m.probB, pairs, key);
       if (key == "rho") numbers(ss, m.rho, pairs, key), have_rho = true;
@@ -147,9 +148,24 @@ SvmModel read_svm_model(const std::string& path) {
     throw InputError(path + ": nr_class " + std::to_string(nr_class) + " for " + model_type_name(m.params.type) +
                      " (LIBSVM writes 2)");
   std::int64_t sum = 0;
-  for (auto c : m.n_sv) sum += c;
+  for (auto c : m.n_sv) {
+    if (c < 0) throw InputError(path + ": nr_sv holds a negative count (" + std::to_string(c) + ")");
+    sum += c;
+  }
   if (classify && sum != total_sv)
     throw InputError(path + ": nr_sv adds up to " + std::to_string(sum) + ", total_sv is " + std::to_string(total_sv));
+  // Every support vector line holds nr_class - 1 coefficients (a character
+  // and a separator each at least): what the rest of the file can hold
+  // bounds the allocation below.
+  {
+    const auto here = in.tellg();
+    in.seekg(0, std::ios::end);
+    const std::int64_t left = here < 0 ? 0 : static_cast<std::int64_t>(in.tellg() - here);
+    in.seekg(here);
+    if (total_sv > left / (2 * std::max(1, nr_class - 1)))
+      throw InputError(path + ": total_sv " + std::to_string(total_sv) + " is more than the file's " +
+                       std::to_string(left) + " remaining bytes can hold");
+  }
   m.coef.assign(nr_class - 1, std::vector<double>(total_sv));
   for (std::int64_t s = 0; s < total_sv; ++s) {
     if (!std::getline(in, line))
