@@ -4,6 +4,7 @@
 // into features (28x28 images -> 784).
 #include <zlib.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "accel/error.hpp"
@@ -35,26 +36,40 @@ Matrix read_idx(const std::string& path) {
     read_exact(b, 4, "the dimensions");
     dims[i] = (std::int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
   }
+  if (type != 0x08 && type != 0x0D) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", type);
+    throw InputError(path + ": IDX value type " + hex + " is not supported (need ubyte 0x08 or float 0x0D)");
+  }
   Matrix m;
   m.rows = dims[0];
   m.cols = 1;
-  for (int i = 1; i < ndim; ++i) m.cols *= dims[i];
-  const std::int64_t count = m.rows * m.cols;
-  m.data.resize(count);
-  if (type == 0x08) {  // unsigned byte
-    std::vector<unsigned char> raw(count);
-    read_exact(raw.data(), count, "the values");
-    for (std::int64_t i = 0; i < count; ++i) m.data[i] = raw[i];
-  } else if (type == 0x0D) {  // big-endian float32
-    read_exact(m.data.data(), count * 4, "the values");
-    for (auto& v : m.data) {
-      std::uint32_t u;
-      std::memcpy(&u, &v, 4);
-      u = __builtin_bswap32(u);
-      std::memcpy(&v, &u, 4);
+  std::int64_t count = m.rows;
+  for (int i = 1; i < ndim; ++i)
+    if (__builtin_mul_overflow(m.cols, dims[i], &m.cols) || __builtin_mul_overflow(count, dims[i], &count) ||
+        count > (std::int64_t{1} << 40))
+      throw InputError(path + ": IDX dimensions overflow");
+  // Read as the values arrive (a gzip stream's length is not known ahead):
+  // a header promising more than the file holds fails at its end, having
+  // allocated only what was there.
+  const int width = type == 0x08 ? 1 : 4;
+  constexpr std::int64_t kChunk = std::int64_t{1} << 22;
+  std::vector<unsigned char> raw(static_cast<std::size_t>(std::min(count, kChunk) * width));
+  for (std::int64_t at = 0; at < count;) {
+    const std::int64_t n = std::min(count - at, kChunk);
+    read_exact(raw.data(), static_cast<std::size_t>(n * width), "the values");
+    m.data.resize(static_cast<std::size_t>(at + n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (width == 1) {
+        m.data[at + i] = raw[i];
+      } else {  // big-endian float32
+        std::uint32_t u;
+        std::memcpy(&u, raw.data() + 4 * i, 4);
+        u = __builtin_bswap32(u);
+        std::memcpy(&m.data[at + i], &u, 4);
+      }
     }
-  } else {
-    throw InputError(path + ": IDX value type 0x" + std::to_string(type) + " is not supported (need ubyte or float)");
+    at += n;
   }
   return m;
 }

@@ -1,5 +1,6 @@
 // NumPy .npy, format versions 1-3: magic, version, header length, a Python
 // dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (r, c), }.
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -52,9 +53,15 @@ static Matrix read_npy_any(const std::string& path, bool allow_1d) {
   else throw InputError(path + ": dtype " + descr + " is not supported (need float32 or float64)");
 
   std::vector<std::int64_t> dims;
-  const std::regex num("\\d+");
-  for (auto it = std::sregex_iterator(shape.begin(), shape.end(), num); it != std::sregex_iterator(); ++it)
-    dims.push_back(std::stoll(it->str()));
+  const std::regex num("-?\\d+");
+  for (auto it = std::sregex_iterator(shape.begin(), shape.end(), num); it != std::sregex_iterator(); ++it) {
+    const std::string t = it->str();
+    std::int64_t d = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+    if (ec != std::errc() || end != t.data() + t.size() || d < 0)
+      throw InputError(path + ": shape " + shape + ": dimension " + t + " is not a size");
+    dims.push_back(d);
+  }
   if (allow_1d && dims.size() == 1) dims.push_back(1);
   if (dims.size() != 2)
     throw InputError(path + ": shape " + shape + (allow_1d ? " is not 1-D or 2-D" : " is not 2-D (need rows x features)"));
@@ -62,7 +69,18 @@ static Matrix read_npy_any(const std::string& path, bool allow_1d) {
   Matrix m;
   m.rows = dims[0];
   m.cols = dims[1];
-  const std::int64_t count = m.rows * m.cols;
+  // The data the header promises must be in the file before anything is
+  // allocated for it (a 368-byte file claiming 1e9 x 4 had reached 15.8 GB).
+  std::int64_t count = 0, bytes = 0;
+  if (__builtin_mul_overflow(m.rows, m.cols, &count) || __builtin_mul_overflow(count, std::int64_t{width}, &bytes))
+    throw InputError(path + ": shape " + shape + " overflows");
+  const auto start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::int64_t left = static_cast<std::int64_t>(in.tellg() - start);
+  in.seekg(start);
+  if (bytes > left)
+    throw InputError(path + ": shape " + shape + " needs " + std::to_string(bytes) + " bytes of data, the file holds " +
+                     std::to_string(left));
   m.data.resize(count);
   if (width == 4) {
     if (!in.read(reinterpret_cast<char*>(m.data.data()), count * 4))

@@ -132,6 +132,57 @@ TEST_F(IoTest, IdxTruncated) {
   expect_error(p, "truncated");
 }
 
+// Hostile headers (issue 17 #6): one InputError naming the file, before
+// anything the header sizes is allocated.
+std::string npy_with_shape(const std::string& shape) {
+  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + h.size() + 1) % 64) h += ' ';
+  h += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(h.size() & 0xff);
+  out += static_cast<char>(h.size() >> 8);
+  return out + h + std::string(16, '\0');  // four floats of data
+}
+
+TEST_F(IoTest, NpyHeadersThatLieAreInputErrors) {
+  const struct {
+    std::string shape, needle;
+  } cases[] = {
+      {"(1000000000, 4)", "needs 16000000000 bytes"},
+      {"(4294967296, 4294967296)", "overflows"},
+      {"(99999999999999999999, 4)", "is not a size"},
+      {"(-1, 4)", "is not a size"},
+      {"(4, -1)", "is not a size"},
+  };
+  for (const auto& c : cases) {
+    const auto p = (dir_ / "h.npy").string();
+    std::ofstream(p, std::ios::binary) << npy_with_shape(c.shape);
+    expect_error(p, c.needle);
+  }
+  const auto ok = (dir_ / "ok.npy").string();
+  std::ofstream(ok, std::ios::binary) << npy_with_shape("(2, 2)");
+  EXPECT_EQ(load_matrix(ok).rows, 2);
+}
+
+TEST_F(IoTest, IdxHeadersThatLieAreInputErrors) {
+  auto idx = [&](const std::string& name, std::vector<unsigned char> head) {
+    const auto p = (dir_ / name).string();
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, head.data(), static_cast<unsigned>(head.size()));
+    gzclose(f);
+    return p;
+  };
+  // 4 x 2^32 x 2^32 x 2^32 values.
+  expect_error(idx("a-idx4-ubyte.gz", {0, 0, 8, 4, 0, 0, 0, 4, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
+                                       255}),
+               "overflow");
+  // 2^31 x 4 promised, 2 bytes there: fails at the end of the data, never allocating the promise.
+  expect_error(idx("b-idx2-ubyte.gz", {0, 0, 8, 2, 128, 0, 0, 0, 0, 0, 0, 4, 1, 2}), "truncated");
+  expect_error(idx("c-idx1-ubyte.gz", {0, 0, 0x0B, 1, 0, 0, 0, 1, 0, 0}), "0x0B");
+}
+
 TEST_F(IoTest, MissingFile) { expect_error((dir_ / "nope.npy").string(), "no such file"); }
 
 TEST_F(IoTest, AtomicWriteLeavesNothingOnFailure) {
