@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "accel/csr.hpp"
 #include "accel/error.hpp"
 #include "accel/io.hpp"
 
@@ -181,6 +182,15 @@ TEST_F(IoTest, IdxHeadersThatLieAreInputErrors) {
   // 2^31 x 4 promised, 2 bytes there: fails at the end of the data, never allocating the promise.
   expect_error(idx("b-idx2-ubyte.gz", {0, 0, 8, 2, 128, 0, 0, 0, 0, 0, 0, 4, 1, 2}), "truncated");
   expect_error(idx("c-idx1-ubyte.gz", {0, 0, 0x0B, 1, 0, 0, 0, 1, 0, 0}), "0x0B");
+}
+
+TEST_F(IoTest, LibsvmTooWideToDensifyIsAnInputError) {
+  // 14 bytes naming column 2e8: dense consumers refuse it up front; the
+  // SVM reader, which stays sparse, takes it.
+  const auto p = file("wide.svm", "1 200000000:1\n");
+  expect_error(p, "densifying");
+  const LabeledCsr sparse = read_libsvm_csr(p);
+  EXPECT_EQ(sparse.x.cols, 200000000);
 }
 
 TEST_F(IoTest, MissingFile) { expect_error((dir_ / "nope.npy").string(), "no such file"); }
