@@ -137,7 +137,11 @@ int worker_main(const std::vector<std::string>& args) {
     return 0;
   }
   po::notify(vm);
-  if (!vm.count("id")) o.id = static_cast<std::uint32_t>(env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}, 0));
+  if (!vm.count("id")) {
+    const int rank = env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}, -1);
+    if (rank < 0) throw InputError("--id is required outside a launcher (mpirun and srun give the rank)");
+    o.id = static_cast<std::uint32_t>(rank);
+  }
   o.snapshot_rows = vm.count("snapshot-rows") > 0;
   return cluster::run_worker(o);
 }

@@ -68,9 +68,17 @@ int kmeans_main(const std::vector<std::string>& args) {
   });
   if (progress) std::fprintf(stderr, "\n");
 
-  if (!out_centroids.empty()) write_npy(out_centroids, r.centroids.data.data(), {r.centroids.rows, r.centroids.cols});
-  if (!out_labels.empty()) write_npy(out_labels, r.labels.data(), {static_cast<std::int64_t>(r.labels.size())});
-  if (!log_json.empty()) atomic_write(log_json, [&](std::ostream& o) { o << log.str(); });
+  OutputSet outputs;  // centroids, labels and log replace the old ones together or not at all
+  if (!out_centroids.empty())
+    outputs.add(out_centroids, [&](std::ostream& o) {
+      write_npy(o, r.centroids.data.data(), {r.centroids.rows, r.centroids.cols});
+    });
+  if (!out_labels.empty())
+    outputs.add(out_labels, [&](std::ostream& o) {
+      write_npy(o, r.labels.data(), {static_cast<std::int64_t>(r.labels.size())});
+    });
+  if (!log_json.empty()) outputs.add(log_json, [&](std::ostream& o) { o << log.str(); });
+  outputs.commit();
 
   if (vm.count("json")) {
     nlohmann::json j = {{"n", x.rows},

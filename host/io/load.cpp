@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <zlib.h>
+
+#include <csignal>
 #include "accel/error.hpp"
 #include "accel/io.hpp"
 
@@ -14,34 +17,89 @@ static bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+namespace {
+
+// The first bytes of the file, through gzip when it is compressed.
+std::string head_bytes(const std::string& path, int n) {
+  gzFile f = gzopen(path.c_str(), "rb");  // reads plain files as they are
+  if (!f) return {};
+  std::string b(static_cast<std::size_t>(n), '\0');
+  const int got = gzread(f, b.data(), static_cast<unsigned>(n));
+  gzclose(f);
+  b.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  return b;
+}
+
+bool is_idx(const std::string& h) {
+  if (h.size() < 4 || h[0] != 0 || h[1] != 0) return false;
+  const int type = static_cast<unsigned char>(h[2]), ndim = static_cast<unsigned char>(h[3]);
+  return (type == 0x08 || type == 0x09 || (type >= 0x0B && type <= 0x0E)) && ndim >= 1 && ndim <= 4;
+}
+
+}  // namespace
+
+// The format from the file's first bytes (.npy's magic, IDX's header, plain
+// or gzip); text is CSV when it ends in .csv or its first line has a comma,
+// LIBSVM otherwise. (A name containing "idx" no longer decides.)
 Matrix load_matrix(const std::string& path) {
   if (!std::filesystem::exists(path)) throw InputError(path + ": no such file");
   const std::string name = std::filesystem::path(path).filename().string();
+  const std::string head = head_bytes(path, 256);
   Matrix m;
-  if (ends_with(name, ".npy")) m = read_npy(path);
-  else if (ends_with(name, ".csv")) m = read_csv(path);
-  else if (name.find("idx") != std::string::npos || name.find("-ubyte") != std::string::npos) m = read_idx(path);
+  if (head.rfind("\x93NUMPY", 0) == 0) m = read_npy(path);
+  else if (is_idx(head)) m = read_idx(path);
+  else if (ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos) m = read_csv(path);
   else m = read_libsvm_dense(path);
   if (m.rows == 0 || m.cols == 0) throw InputError(path + ": empty matrix");
   check_finite(m, path);
   return m;
 }
 
-void atomic_write(const std::string& path, const std::function<void(std::ostream&)>& fill) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  try {
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) throw InputError(path + ": cannot write: " + std::strerror(errno));
-      fill(out);
-      out.flush();
-      if (!out) throw InputError(path + ": write failed: " + std::strerror(errno));
-    }
-    std::filesystem::rename(tmp, path);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
+namespace {
+
+// `path.tmp.<pid>` files whose process is gone (a kill mid-write).
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) == -1 && errno == ESRCH) fs::remove(e.path(), ec);
   }
+}
+
+}  // namespace
+
+void OutputSet::add(const std::string& path, const std::function<void(std::ostream&)>& fill) {
+  remove_stale_temporaries(path);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  files_.emplace_back(path, tmp);  // removed by the destructor unless committed
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw InputError(path + ": cannot write: " + std::strerror(errno));
+  fill(out);
+  out.flush();
+  if (!out) throw InputError(path + ": write failed: " + std::strerror(errno));
+}
+
+void OutputSet::commit() {
+  for (const auto& [path, tmp] : files_) std::filesystem::rename(tmp, path);
+  committed_ = true;
+}
+
+OutputSet::~OutputSet() {
+  if (committed_) return;
+  for (const auto& [path, tmp] : files_) std::remove(tmp.c_str());
+}
+
+void atomic_write(const std::string& path, const std::function<void(std::ostream&)>& fill) {
+  OutputSet set;
+  set.add(path, fill);
+  set.commit();
 }
 
 }  // namespace accel

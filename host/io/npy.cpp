@@ -101,8 +101,7 @@ std::vector<float> read_npy_vector(const std::string& path) { return read_npy_an
 namespace {
 
 template <class T>
-void write_npy_impl(const std::string& path, const T* data, const std::vector<std::int64_t>& shape,
-                    const char* descr) {
+void write_npy_impl(std::ostream& out, const T* data, const std::vector<std::int64_t>& shape, const char* descr) {
   std::string shp = "(";
   std::int64_t count = 1;
   for (auto s : shape) {
@@ -116,26 +115,33 @@ void write_npy_impl(const std::string& path, const T* data, const std::vector<st
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  atomic_write(path, [&](std::ostream& out) {
-    out.write("\x93NUMPY\x01\x00", 8);
-    const std::uint16_t hl = static_cast<std::uint16_t>(header.size());
-    const char le[2] = {static_cast<char>(hl & 0xff), static_cast<char>(hl >> 8)};
-    out.write(le, 2);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
-  });
+  out.write("\x93NUMPY\x01\x00", 8);
+  const std::uint16_t hl = static_cast<std::uint16_t>(header.size());
+  const char le[2] = {static_cast<char>(hl & 0xff), static_cast<char>(hl >> 8)};
+  out.write(le, 2);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
 }
 
 }  // namespace
 
+void write_npy(std::ostream& out, const float* data, const std::vector<std::int64_t>& shape) {
+  write_npy_impl(out, data, shape, "<f4");
+}
+void write_npy(std::ostream& out, const std::int32_t* data, const std::vector<std::int64_t>& shape) {
+  write_npy_impl(out, data, shape, "<i4");
+}
+void write_npy(std::ostream& out, const std::int64_t* data, const std::vector<std::int64_t>& shape) {
+  write_npy_impl(out, data, shape, "<i8");
+}
 void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape) {
-  write_npy_impl(path, data, shape, "<f4");
+  atomic_write(path, [&](std::ostream& out) { write_npy(out, data, shape); });
 }
 void write_npy(const std::string& path, const std::int32_t* data, const std::vector<std::int64_t>& shape) {
-  write_npy_impl(path, data, shape, "<i4");
+  atomic_write(path, [&](std::ostream& out) { write_npy(out, data, shape); });
 }
 void write_npy(const std::string& path, const std::int64_t* data, const std::vector<std::int64_t>& shape) {
-  write_npy_impl(path, data, shape, "<i8");
+  atomic_write(path, [&](std::ostream& out) { write_npy(out, data, shape); });
 }
 
 }  // namespace accel

@@ -2,6 +2,7 @@
 // first bad field.
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +35,24 @@ std::ifstream open_text(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+bool any_numeric_field(const std::string& line) {
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = line.find(',', start);
+    const std::string field = line.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const char* b = field.c_str();
+    char* e = nullptr;
+    (void)std::strtod(b, &e);
+    if (e != b) return true;  // strtod read a number's start, in range or not
+    if (comma == std::string::npos) return false;
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
 Matrix read_csv(const std::string& path) {
   auto in = open_text(path);
   Matrix m;
@@ -61,8 +80,9 @@ Matrix read_csv(const std::string& path) {
       start = comma + 1;
     }
     if (!ok) {
-      // A first line that is not numeric is a header.
-      if (m.rows == 0 && lineno == 1) continue;
+      // The first line is a header only when none of its fields starts like
+      // a number ('1e39' or '3x' there is bad data, not a header).
+      if (m.rows == 0 && lineno == 1 && !any_numeric_field(line)) continue;
       throw InputError(where(path, lineno) + ": not a number: '" + bad + "'");
     }
     if (m.rows == 0) m.cols = static_cast<std::int64_t>(row.size());

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "accel/config.hpp"
 #include "accel/io.hpp"
 
 namespace fs = std::filesystem;
@@ -116,6 +117,16 @@ TEST_F(Cli, InitFileShapeIsChecked) {
   expect_bad_input("kmeans --input " + file("x.csv", "1,2\n3,4\n") + " --k 1 --init " + path("init.npy"),
                    "expected 1 x 2");
 }
+
+#if ACCEL_HAVE_UCX
+TEST_F(Cli, WorkerOutsideALauncherNeedsId) {
+  const Proc r = run("env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK " + std::string(ACCEL_BIN) +
+                     " worker --coordinator 127.0.0.1:1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--id is required"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+#endif
 
 TEST_F(Cli, UnknownCommand) {
   const Proc r = accel("frobnicate");

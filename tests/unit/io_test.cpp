@@ -193,6 +193,69 @@ TEST_F(IoTest, LibsvmTooWideToDensifyIsAnInputError) {
   EXPECT_EQ(sparse.x.cols, 200000000);
 }
 
+// Outputs as a set (issue 17 #9): a failure while writing any of them
+// replaces none, leaves no temporaries, and stale temporaries of dead
+// processes are removed.
+TEST_F(IoTest, OutputSetReplacesAllOrNothing) {
+  const auto a = file("a.out", "old a"), b = file("b.out", "old b");
+  EXPECT_THROW(
+      {
+        OutputSet set;
+        set.add(a, [](std::ostream& o) { o << "new a"; });
+        set.add(b, [](std::ostream&) { throw InputError("disk full"); });
+        set.commit();
+      },
+      InputError);
+  auto text = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(text(a), "old a");
+  EXPECT_EQ(text(b), "old b");
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  {
+    OutputSet set;
+    set.add(a, [](std::ostream& o) { o << "new a"; });
+    set.add(b, [](std::ostream& o) { o << "new b"; });
+    set.commit();
+  }
+  EXPECT_EQ(text(a), "new a");
+  EXPECT_EQ(text(b), "new b");
+}
+
+TEST_F(IoTest, StaleTemporariesOfDeadProcessesAreRemoved) {
+  const auto out = (dir_ / "c.npy").string();
+  const auto dead = file("c.npy.tmp.999999999", "left by a kill");  // beyond pid_max: no such process
+  const auto alive = file("c.npy.tmp.1", "init's: a live process");
+  const float v[2] = {1, 2};
+  write_npy(out, v, {2});
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_EQ(read_npy_vector(out).size(), 2u);
+}
+
+// Input quirks (issue 17 #10).
+TEST_F(IoTest, CsvFirstRowWithANumberIsDataNotAHeader) {
+  expect_error(file("e.csv", "1e39,2\n3,4\n"), ":1:");
+  expect_error(file("x.csv", "3x,2\n3,4\n"), ":1:");
+  const Matrix m = load_matrix(file("h.csv", "alpha,beta\n1,2\n"));
+  EXPECT_EQ(m.rows, 1);
+}
+
+TEST_F(IoTest, FormatsAreDetectedByContentNotName) {
+  const auto p = (dir_ / "images.gz").string();  // IDX without "idx" in its name
+  gzFile f = gzopen(p.c_str(), "wb");
+  const unsigned char idx[] = {0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4};
+  gzwrite(f, idx, sizeof idx);
+  gzclose(f);
+  EXPECT_EQ(load_matrix(p).cols, 2);
+  const Matrix l = load_matrix(file("my_idx_notes.txt", "1 1:0.5 2:2\n"));  // LIBSVM, "idx" in its name
+  EXPECT_EQ(l.cols, 2);
+  const Matrix c = load_matrix(file("table.txt", "1,2,3\n4,5,6\n"));  // CSV without .csv
+  EXPECT_EQ(c.cols, 3);
+}
+
 TEST_F(IoTest, MissingFile) { expect_error((dir_ / "nope.npy").string(), "no such file"); }
 
 TEST_F(IoTest, AtomicWriteLeavesNothingOnFailure) {

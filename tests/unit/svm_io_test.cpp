@@ -151,6 +151,9 @@ TEST_F(SvmIo, HostileModelHeadersAreInputErrors) {
        "total_sv"},
       {head + "nr_class 70000\ntotal_sv 1\nrho 0\nSV\n1 1:1\n", "nr_class"},
       {head + "nr_class 3\ntotal_sv 2\nrho 0 0 0\nlabel 1 2 3\nnr_sv 1 1 0\nSV\n1\n", "total_sv"},
+      {"svm_type c_svc\nkernel_type rbf\ngamma 1 junk\nnr_class 2\ntotal_sv 1\nrho 0\nlabel 1 -1\nnr_sv 1 0\nSV\n1 1:1\n",
+       "trailing"},
+      {head + "nr_class 2 3\ntotal_sv 1\nrho 0\nlabel 1 -1\nnr_sv 1 0\nSV\n1 1:1\n", "trailing"},
   };
   for (const auto& c : cases) {
     const auto p = file("h.model", c.text);

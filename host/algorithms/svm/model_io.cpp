@@ -102,6 +102,11 @@ SvmModel read_svm_model(const std::string& path) {
       seen_sv = true;
       break;
     }
+    // Single-valued lines end with their value (trailing junk is an error).
+    auto done = [&](const std::string& k) {
+      ss >> std::ws;
+      if (!ss.eof()) throw InputError(where(lineno) + ": '" + k + "' line has trailing text");
+    };
     if (key == "svm_type") {
       std::string t;
       ss >> t;
@@ -110,6 +115,7 @@ SvmModel read_svm_model(const std::string& path) {
         if (t == model_type_name(static_cast<SvmType>(i))) found = i;
       if (found < 0) throw InputError(where(lineno) + ": svm_type '" + t + "' is not a LIBSVM type");
       m.params.type = static_cast<SvmType>(found);
+      done(key);
     } else if (key == "kernel_type") {
       std::string t;
       ss >> t;
@@ -118,17 +124,23 @@ SvmModel read_svm_model(const std::string& path) {
         if (t == kKernelNames[i]) found = i;
       if (found < 0) throw InputError(where(lineno) + ": kernel_type '" + t + "' is not supported");
       m.params.kernel = static_cast<KernelType>(found);
+      done(key);
     } else if (key == "degree") {
       if (!(ss >> m.params.degree)) throw InputError(where(lineno) + ": bad degree");
+      done(key);
     } else if (key == "gamma") {
       if (!(ss >> m.params.gamma)) throw InputError(where(lineno) + ": bad gamma");
+      done(key);
     } else if (key == "coef0") {
       if (!(ss >> m.params.coef0)) throw InputError(where(lineno) + ": bad coef0");
+      done(key);
     } else if (key == "nr_class") {
       // LIBSVM's own limit is memory; 2^16 classes are 2^31 pairs, far past any model.
       if (!(ss >> nr_class) || nr_class < 1 || nr_class > (1 << 16)) throw InputError(where(lineno) + ": bad nr_class");
+      done(key);
     } else if (key == "total_sv") {
       if (!(ss >> total_sv) || total_sv < 0) throw InputError(where(lineno) + ": bad total_sv");
+      done(key);
     } else if (key == "rho" || key == "label" || key == "nr_sv" || key == "probA" || key == "probB") {
       if (nr_class < 1) throw InputError(where(lineno) + ": '" + key + "' before nr_class");
       const std::size_t pairs = static_cast<std::size_t>(nr_class) * (nr_class - 1) / 2;

@@ -39,8 +39,32 @@ void write_npy(const std::string& path, const std::int64_t* data, const std::vec
 // A 1-D float32 .npy (or a 2-D one, flattened), e.g. a gradient tensor.
 std::vector<float> read_npy_vector(const std::string& path);
 
-// Writes through `path.tmp.<pid>` then renames over path; removes the
-// temporary file when fill throws.
+// The same, into a stream (for an OutputSet).
+void write_npy(std::ostream& out, const float* data, const std::vector<std::int64_t>& shape);
+void write_npy(std::ostream& out, const std::int32_t* data, const std::vector<std::int64_t>& shape);
+void write_npy(std::ostream& out, const std::int64_t* data, const std::vector<std::int64_t>& shape);
+
+// A command's outputs as a set: add() writes each to `path.tmp.<pid>`;
+// commit() renames them all once every one is written, so an error leaves
+// none of them, old or new, half replaced (a kill between two renames is a
+// window of microseconds, not of a whole write). Temporaries of an
+// uncommitted set are removed when it is destroyed, and add() removes the
+// stale temporaries of `path` left by processes that no longer exist.
+class OutputSet {
+ public:
+  OutputSet() = default;
+  ~OutputSet();
+  OutputSet(const OutputSet&) = delete;
+  OutputSet& operator=(const OutputSet&) = delete;
+  void add(const std::string& path, const std::function<void(std::ostream&)>& fill);
+  void commit();
+
+ private:
+  std::vector<std::pair<std::string, std::string>> files_;  // final path, temporary
+  bool committed_ = false;
+};
+
+// One file through an OutputSet.
 void atomic_write(const std::string& path, const std::function<void(std::ostream&)>& fill);
 
 }  // namespace accel
