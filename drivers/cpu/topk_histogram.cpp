@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace accel::cpu {
@@ -89,6 +90,19 @@ struct MomentLanes {
   }
 };
 
+// The same interface without the moments, for a window pass whose caller
+// does not read them (the exact method): the loop is then a load, a mask
+// and a compare per eight values, four vector operations fewer.
+struct NoMoments {
+  v8u add(const float* p) {
+    v8u u;
+    std::memcpy(&u, p, sizeof u);
+    return u & 0x7fffffffu;
+  }
+  void merge(const NoMoments&) {}
+  void finish(float&, float&, float&) const {}
+};
+
 inline void add_moments(float v, float& s, float& s2, float& mx) {
   s += v;
   s2 += v * v;
@@ -114,10 +128,10 @@ inline void block_moments(const float* x, std::int64_t m, float& s, float& s2, f
 // classification, the rest just add to `below`. The block's moments are
 // taken in the same pass: each value is loaded once, into registers (a
 // separate moments loop had read every block twice).
-template <bool Collect>
+template <bool Collect, class Lanes = MomentLanes>
 void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint32_t lo, std::uint32_t hi, int shift,
                     std::int64_t bins, Local& L, float& s, float& s2, float& mx) {
-  MomentLanes l0, l1;
+  Lanes l0, l1;
   std::uint64_t below = 0;
   std::uint32_t* h = L.hist.data();
   auto classify = [&](std::uint32_t u, std::int64_t j) {
@@ -133,7 +147,7 @@ void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint
     if (u >= hi) ++L.above;
     else ++h[(j % kCopies) * bins + ((u - lo) >> shift)];
   };
-  auto chunk = [&](MomentLanes& ml, std::int64_t i) {
+  auto chunk = [&](Lanes& ml, std::int64_t i) {
     const v8u u = ml.add(x + i);
     std::uint32_t mask = lane_mask(u >= lo);
     below += 8 - static_cast<unsigned>(__builtin_popcount(mask));
@@ -149,7 +163,7 @@ void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint
   l0.merge(l1);
   l0.finish(s, s2, mx);
   for (; i < m; ++i) {
-    add_moments(x[i], s, s2, mx);
+    if constexpr (std::is_same_v<Lanes, MomentLanes>) add_moments(x[i], s, s2, mx);
     classify(abs_bits(x[i]), i);
   }
   L.below += below;
@@ -181,7 +195,8 @@ void bin_block(const float* x, std::int64_t m, std::uint32_t lo, std::uint32_t h
 
 void topk_histogram(const float* x, std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
                     std::int64_t bins, std::uint64_t* hist, double* moments, std::uint64_t* outside,
-                    std::int64_t* candidates, std::uint64_t* candidate_count, std::int64_t capacity) {
+                    std::int64_t* candidates, std::uint64_t* candidate_count, std::int64_t capacity,
+                    bool want_moments) {
   const bool collect = candidates != nullptr;
   const bool full = lo == 0 && hi == kInfBits;
   std::vector<Local> locals(omp_get_max_threads());
@@ -198,7 +213,8 @@ void topk_histogram(const float* x, std::int64_t n, std::uint32_t lo, std::uint3
       // into double. NaN/Inf (or float overflow) poison the block sums, and
       // only then is the block redone in double, skipping non-finite values.
       float s = 0, s2 = 0, mx = 0;
-      if (collect) window_moments<true>(xb, b * kBlock, m, lo, hi, shift, bins, L, s, s2, mx);
+      if (collect && !want_moments) window_moments<true, NoMoments>(xb, b * kBlock, m, lo, hi, shift, bins, L, s, s2, mx);
+      else if (collect) window_moments<true>(xb, b * kBlock, m, lo, hi, shift, bins, L, s, s2, mx);
       else if (lo > 0) window_moments<false>(xb, b * kBlock, m, lo, hi, shift, bins, L, s, s2, mx);
       else block_moments(xb, m, s, s2, mx);
       if (std::isfinite(s2) && std::isfinite(s) && std::isfinite(mx)) {

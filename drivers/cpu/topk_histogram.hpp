@@ -9,6 +9,7 @@ namespace accel::cpu {
 // candidates (may be null) receive ascending indices.
 void topk_histogram(const float* x, std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
                     std::int64_t bins, std::uint64_t* hist, double* moments, std::uint64_t* outside,
-                    std::int64_t* candidates, std::uint64_t* candidate_count, std::int64_t capacity);
+                    std::int64_t* candidates, std::uint64_t* candidate_count, std::int64_t capacity,
+                    bool want_moments = true);
 
 }  // namespace accel::cpu

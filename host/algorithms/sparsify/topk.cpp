@@ -157,9 +157,10 @@ void TopKSelector::bind(const float* r, std::int64_t n) {
 }
 
 TopKSelector::Histogram TopKSelector::run_histogram(std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
-                                                    std::int64_t bins, std::int64_t capacity) {
+                                                    std::int64_t bins, std::int64_t capacity, bool want_moments) {
   TopKHistogramArgs a{buf_->data.get(), buf_->hist.get(), buf_->moments.get(), buf_->outside.get(), n, lo, hi, shift,
                       bins};
+  a.want_moments = want_moments;
   if (capacity > 0) {
     const std::size_t bytes = capacity * sizeof(std::int64_t);
     if (!buf_->cand || buf_->cand->size() < bytes) buf_->cand = device_->allocate(bytes);
@@ -350,9 +351,11 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
   // With a window, the same pass lists its members (a Laplacian puts ~3% of
   // R above half the threshold): S is then found among them, not by
   // another pass over R.
+  // Only the Laplacian estimate (ldte-hist) reads the pass's moments.
   auto window = [&](std::uint32_t from, std::int64_t capacity) {
     ++res.passes;
-    return run_histogram(n, from, kInfBits, kCoarseShift, ((kInfBits - from) >> kCoarseShift), capacity);
+    return run_histogram(n, from, kInfBits, kCoarseShift, ((kInfBits - from) >> kCoarseShift), capacity,
+                         opts.method == TopKMethod::LdteHist);
   };
   Histogram h = window(lo, lo > 0 ? n / 16 + 1024 : 0);
   check_nonfinite(h.nonfinite);

@@ -115,6 +115,10 @@ struct TopKHistogramArgs {
   Buffer* candidates = nullptr;       // int64[capacity], optional
   Buffer* candidate_count = nullptr;  // uint64[1], with candidates
   std::int64_t capacity = 0;
+  // The caller reads `moments` (the Laplacian estimate does; the exact
+  // method does not). A backend may skip them when false and then leaves
+  // moments zero; computing them anyway is also correct.
+  bool want_moments = true;
 };
 
 // Empty when the histogram arguments are consistent: lo <= hi, every value

@@ -61,7 +61,7 @@ class TopKSelector {
  private:
   struct Histogram;
   Histogram run_histogram(std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift, std::int64_t bins,
-                          std::int64_t capacity = 0);
+                          std::int64_t capacity = 0, bool want_moments = true);
   void bind(const float* r, std::int64_t n);
 
   Device* device_;
