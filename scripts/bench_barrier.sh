@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Barrier costs of the distributed job on loopback (seeds/000's metrics):
+# Barrier costs of the distributed job on loopback (the metrics of the "Distributed k-Means Clustering" study (The
+# Antimatroid)):
 #  - failure-free synchronization time per iteration, 4 workers, tiny
 #    partitions so the barrier (not the compute) is what is timed;
 #  - reintegration of a returning worker (killed at iteration 10, restarted

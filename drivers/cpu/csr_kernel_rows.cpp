@@ -1,6 +1,6 @@
 // CPU csr_kernel_rows. Two ways to get u.v for sparse rows, both kept
-// because which one wins depends on the data (DESIGN.md 3.2):
-//  - merge (seeds/001 Algorithm 2): walk the two sorted index lists; no
+// because which one wins depends on the data:
+//  - merge (Narasimhan et al. 2014, Algorithm 2): walk the two sorted index lists; no
 //    extra memory, cost nnz(u) + nnz(v) with a branch per step.
 //  - scatter: the query rows are written once into a dense buffer of width
 //    `cols` (interleaved, so one gather fetches every query's value for a

@@ -19,7 +19,7 @@ struct CsrView {
 
 enum class CsrDotPath {
   Auto,     // whichever was measured faster for this matrix (cached per matrix)
-  Merge,    // seeds/001 Algorithm 2: merge of two sorted index lists
+  Merge,    // Narasimhan et al. 2014, Algorithm 2: merge of two sorted index lists
   Scatter,  // query rows scattered into dense buffers, active rows gather from them
   Gemm,     // frequent columns by sgemm on dense tiles, rare ones by an inverted index (many queries)
 };

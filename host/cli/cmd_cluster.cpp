@@ -98,7 +98,7 @@ int coordinator_main(const std::vector<std::string>& args) {
       ("pull", "workers read their rows from the input file (shared storage) instead of receiving them")
       ("on-loss", po::value(&on_loss)->default_value("move"),
        "a lost worker's rows: move (the coordinator computes them, from the iteration it was lost in) | drop (left out until it "
-       "returns, as seeds/000)")
+       "returns, as in the Distributed k-Means Clustering study)")
       ("output-centroids", po::value(&ko.output_centroids), "write the centroids (.npy)")
       ("json", "print the summary as JSON");
   engine_options(d, o);

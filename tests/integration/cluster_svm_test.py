@@ -282,7 +282,8 @@ def scenario_svm_sigstop(a, tmp):
 def scenario_svm_rebalance(a, tmp):
     # Coordinator on core 0, one worker on core 1, one thread each; from
     # round 40 a busy process shares core 1, so the worker runs at about
-    # half speed. It must lose rows (seeds/003 Alg. 1 on the measured rates,
+    # half speed. It must lose rows (Algorithm 1 of the USTC system-information management framework paper on the
+    # measured rates,
     # DriftPolicy) and the rounds must get faster again; the model stays
     # single-node's.
     if os.cpu_count() < 2 or not shutil.which("taskset"):

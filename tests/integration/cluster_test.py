@@ -289,7 +289,7 @@ def scenario_nothing_lost(a, tmp, on_loss="move"):
     # Worker 2 killed and restarted: its rows are the coordinator's from the
     # next iteration until it counts again, so the job ends at the
     # failure-free centroids (within 1e-6); with --on-loss drop they are left
-    # out meanwhile (seeds/000).
+    # out meanwhile (the "Distributed k-Means Clustering" study (The Antimatroid)).
     data = str(Path(tmp) / "x.npy")
     blobs(data, 1000000, 8, 16, 8)
     job = Job(a, tmp, 3, data, 16, 200, 1000, extra=["--on-loss", on_loss])
@@ -406,7 +406,8 @@ def scenario_nothing_lost_drop(a, tmp):
 def scenario_rebalance(a, tmp):
     # Coordinator on core 0, one worker on core 1, one thread each; from
     # iteration 20 a busy process shares core 1 and the worker runs at about
-    # half speed. It must lose rows to the coordinator (seeds/003 Alg. 1 on
+    # half speed. It must lose rows to the coordinator (Algorithm 1 of the USTC system-information management
+    # framework paper on
     # the measured rates) and the iterations must get faster again. Printed:
     # how close the iterations come to the ideal split's, estimated from
     # each side's measured rate (rows / computing seconds) before and after.

@@ -14,7 +14,7 @@ Sparsifier::Sparsifier(std::int64_t n, const SparsifierOptions& opts, TopKSelect
 
 double Sparsifier::ratio() const {
   if (!opts_.warmup) return opts_.topk.ratio;
-  // seeds/004's warm-up: 25%, 6.25%, 1.5625%, 0.4%, ... (a factor 4 per
+  // the warm-up of Chen et al. 2021: 25%, 6.25%, 1.5625%, 0.4%, ... (a factor 4 per
   // epoch) until the target ratio is reached.
   return std::max(opts_.topk.ratio, 0.25 * std::pow(0.25, epoch_));
 }

@@ -87,7 +87,7 @@ std::int64_t first_nonfinite(const float* r, std::int64_t n) {
 // The Laplacian threshold: for X ~ Laplace(mu, b), P(|X| >= t) =
 // exp(-t/b) cosh(mu/b) when t >= |mu|; setting it to ratio gives
 // t = b (ln(1/ratio) + ln cosh(mu/b)). mu and b from the sample mean and
-// variance by maximum likelihood as seeds/004 does (b = sqrt(D[X] / 2)).
+// variance by maximum likelihood as Chen et al. 2021 do (b = sqrt(D[X] / 2)).
 double laplace_threshold(double sum, double sumsq, std::int64_t count, double ratio) {
   if (count <= 0) return 0;
   const double mu = sum / count;
@@ -273,7 +273,7 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
     if (res.k >= finite) return finish(0.0f);
     const std::int64_t k = res.k;
     const auto upper = static_cast<std::int64_t>(std::floor(opts.upper * static_cast<double>(k)));
-    // seeds/004 Algorithm 2: the estimate, then bisection on counting passes
+    // Chen et al. 2021, Algorithm 2: the estimate, then bisection on counting passes
     // until k <= nnz <= 1.5k. Each count is a pass (the kernel with one bin
     // counting |x| >= tau).
     res.estimate = laplace_threshold(h.sum, h.sumsq, finite, opts.ratio);

@@ -1,5 +1,6 @@
 // The coordinator: joins the workers, partitions the rows by measured speed
-// (seeds/003 Algorithm 1), distributes tasks and data, runs the rounds with
+// (Algorithm 1 of the USTC system-information management framework paper), distributes tasks and data, runs the
+// rounds with
 // its own partition as a member, and ends the job. One method per phase.
 #include <algorithm>
 #include <filesystem>
@@ -8,7 +9,8 @@
 #include <set>
 
 #include "accel/error.hpp"
-#include "accel/perf_model.hpp"  // rebalance(): seeds/003 Algorithm 1
+// rebalance(): Algorithm 1 of the USTC system-information management framework paper
+#include "accel/perf_model.hpp"
 #include "rates.hpp"
 #include "session.hpp"
 #include "snapshot.hpp"
@@ -162,7 +164,8 @@ void Coordinator::on_join_message(const Received& r) {
   }
 }
 
-// Partition sizes follow measured capability (seeds/003 Algorithm 1,
+// Partition sizes follow measured capability (Algorithm 1 of the USTC system-information management framework
+// paper,
 // starting from the uniform split the seed uses).
 void Coordinator::partition() {
   const std::int64_t n = job_.units();
@@ -343,7 +346,8 @@ void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::in
   log_.write({{"event", "resplit"}, {"iteration", t + 1}, {"kept", kept_}});
 }
 
-// seeds/003: each member's measured rate (rows per second of its work this
+// the USTC system-information management framework paper: each member's measured rate (rows per second of its work
+// this
 // round); when the slowest runs 20% over the mean for 3 rounds (DriftPolicy),
 // Algorithm 1 on the rates gives the new split. Rows move only between a
 // worker and the coordinator, which holds every row: a worker keeps up to
@@ -421,7 +425,8 @@ RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, 
   return out;
 }
 
-// A returning worker (seeds/000 recovery), told the current round right
+// A returning worker (recovery as in the "Distributed k-Means Clustering" study (The Antimatroid)), told the
+// current round right
 // away: it asks everyone for their contributions of it (all-to-all) or
 // follows the decisions (central), resynchronizes, and becomes active from
 // the next view on.

@@ -33,7 +33,7 @@ struct CoordinatorOptions : Common {
   bool print_summary = true;  // the summary (or its JSON) on stdout at the end; off for a library's job
   // All-to-all workloads: a lost member's rows are computed by the
   // coordinator from the next round (move) or left out until it returns
-  // (drop: seeds/000's behaviour).
+  // (drop: the behaviour of the "Distributed k-Means Clustering" study (The Antimatroid)).
   bool move_lost_rows = true;
 };
 

@@ -185,7 +185,8 @@ void Incarnation::start_snapshot() {
   });
 }
 
-// seeds/000 recovery: wait to be told the current round and the shared state.
+// recovery as in the "Distributed k-Means Clustering" study (The Antimatroid): wait to be told the current round
+// and the shared state.
 void Incarnation::resume_round() {
   const Received cr = expect_msg(node_, kCurrent, join_, "the coordinator's current iteration", [&](const Received& r) {
     if (r.message.header.type == kContribution || r.message.header.type == kDecision) node_.stash(r);

@@ -1,5 +1,6 @@
 // One participant of a distributed job: the transport, its peers, and the
-// seeds/000 barrier (Rosa and Ludwig-style notification phase, waiting phase
+// barrier of the "Distributed k-Means Clustering" study (The Antimatroid; Rosa and Ludwig-style notification
+// phase, waiting phase
 // with a liveness-checked timeout, active / inactive / recovering lists,
 // solicited and unsolicited results), for any workload.
 //
@@ -113,7 +114,8 @@ class Node {
   std::vector<transport::Received> early_;
   // This node's recent notifications by iteration: a returning worker that
   // runs an iteration or two behind gets the answer it asks for even after
-  // this node has moved on (seeds/000's "wait for them to respond").
+  // this node has moved on (the "Distributed k-Means Clustering" study (The Antimatroid): "wait for them to
+  // respond").
   std::map<std::int64_t, std::vector<std::byte>> sent_;
 };
 

@@ -1,4 +1,5 @@
-// The engine's messages (seeds/000's job protocol, for any workload):
+// The engine's messages (the job protocol of the "Distributed k-Means Clustering" study (The Antimatroid), for any
+// workload):
 // application types on top of accel::transport's validated control frames.
 // What a workload puts in a task, a contribution, a decision or a returning
 // member's state is opaque bytes here; the workload's own codec reads them.
@@ -68,7 +69,7 @@ struct Contribution {
   std::vector<std::pair<std::uint32_t, Bytes>> stand_ins;
   bool stands_in = false;
   // Every member: the rows it computed this round and how long that took
-  // (seeds/003's measured speed, collected by the coordinator).
+  // (the measured speed of the USTC system-information management framework paper, collected by the coordinator).
   std::int64_t work_rows = 0;
   double work_seconds = 0;
   // Set by the coordinator (all-to-all): members that keep only the first

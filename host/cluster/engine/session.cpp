@@ -36,7 +36,7 @@ transport::Options transport_options(const Common& c, std::uint32_t id, std::uin
   o.incarnation = incarnation;
   o.tls = c.tls;
   o.keepalive_interval = Ms(c.keepalive_ms);
-  o.peer_failure_detection = true;  // a dead peer must fail its requests (DESIGN.md §5)
+  o.peer_failure_detection = true;  // a dead peer must fail its requests (an endpoint that hangs would stall every round)
   // Contributions can be large (k-means: k x d doubles, 1.6 MB for
   // Fashion-MNIST at k = 256): accept up to the transport's hard bound;
   // workloads check exact shapes.

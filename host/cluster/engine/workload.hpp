@@ -1,5 +1,6 @@
 // What a workload tells the engine. The engine (this folder) owns
-// membership, incarnations and fencing, the seeds/000 barrier, pushing and
+// membership, incarnations and fencing, the barrier of the "Distributed k-Means Clustering" study (The
+// Antimatroid), pushing and
 // moving partitions, snapshots and coordinator loss; it knows no workload by
 // name. A workload is two halves:
 //
@@ -33,7 +34,7 @@
 namespace accel::cluster {
 
 enum class Exchange : std::uint8_t {
-  AllToAll,  // seeds/000: every member's contribution reaches every participant
+  AllToAll,  // the "Distributed k-Means Clustering" study (The Antimatroid): every member's contribution reaches every participant
   Central,   // contributions to the coordinator; its decision to every member
 };
 
@@ -43,7 +44,8 @@ struct RoundOutcome {
 };
 
 // A node's devices for a job: the spec (--device), the process's registry,
-// and the per-device rates measured so far (seeds/003's processor of
+// and the per-device rates measured so far (the processor of the USTC system-information management framework
+// paper of
 // measured speed), shared between the probe and the partition it sizes.
 struct Local {
   const Registry& registry;
@@ -74,7 +76,8 @@ class Partition {
   // the round it was lost included, until hand_back(member) when it counts
   // again. Every participant counts the stand-in in the member's place, so
   // the result is the failure-free one. take_over returns false where the
-  // workload cannot (the rows are then left out, as seeds/000 does).
+  // workload cannot (the rows are then left out, as the "Distributed k-Means Clustering" study (The Antimatroid)
+  // does).
   virtual bool take_over(std::uint32_t member, std::int64_t begin, std::int64_t rows,
                          std::span<const std::byte> data) {
     (void)member, (void)begin, (void)rows, (void)data;

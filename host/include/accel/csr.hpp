@@ -1,4 +1,4 @@
-// Sparse rows in compressed-sparse-row form (seeds/001 keeps samples this way:
+// Sparse rows in compressed-sparse-row form (Narasimhan et al. 2014 keep samples this way:
 // most real data sets are far from dense) and the LIBSVM text reader that
 // produces them. Column indices are 0-based here; LIBSVM files are 1-based.
 #pragma once

@@ -1,6 +1,7 @@
 // Lloyd's k-means over any set of devices. Each iteration launches
 // kmeans_assign on every device's share of the rows and sums the partial
-// (sums, counts) on the host: c_k = sum_k / count_k (seeds/000's update).
+// (sums, counts) on the host: c_k = sum_k / count_k (the update of the "Distributed k-Means Clustering" study (The
+// Antimatroid)).
 #pragma once
 
 #include <cstdint>
@@ -53,7 +54,8 @@ struct KMeansResult {
 };
 
 // One node's half of a Lloyd iteration: its rows split across its devices
-// in proportion to measured throughput (seeds/003 Algorithm 1 when the
+// in proportion to measured throughput (Algorithm 1 of the USTC system-information management framework paper when
+// the
 // measurements drift), partial sums added on the host. kmeans() runs one; a
 // distributed job runs one per node and sums the nodes' partials.
 struct PartialStep {
@@ -98,7 +100,8 @@ double update_centroids(const std::vector<double>& sums, std::vector<std::int64_
 Matrix kmeans_init(const Matrix& x, const KMeansOptions& opts);
 
 // Runs Lloyd iterations on `devices`, splitting rows in proportion to the
-// throughput `model` measures (seeds/003 Algorithm 1 when it drifts).
+// throughput `model` measures (Algorithm 1 of the USTC system-information management framework paper when it
+// drifts).
 // on_iteration, when set, sees every iteration as it ends.
 KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions& opts,
                     const std::vector<Device*>& devices, PerfModel& model,

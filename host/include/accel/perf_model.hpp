@@ -1,5 +1,6 @@
 // Measured throughput per (device, kernel, problem shape), kept apart from the
-// policy that uses it (StarPU's history model; seeds/003's collectors and
+// policy that uses it (StarPU's history model; the collectors of the USTC system-information management framework
+// paper and
 // processors).
 #pragma once
 
@@ -34,7 +35,8 @@ class PerfModel {
   std::map<ShapeKey, double> rate_;
 };
 
-// seeds/003 Algorithm 1: from the current loads and each unit's measured
+// Algorithm 1 of the USTC system-information management framework paper: from the current loads and each unit's
+// measured
 // capability, compute target loads proportional to capability, split units
 // into over-loaded H, under-loaded L and balanced E (within `tolerance` of
 // target, as a fraction), and move min(excess, deficit) from one H to one L

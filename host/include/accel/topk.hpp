@@ -1,4 +1,5 @@
-// Top-k threshold selection for gradient sparsification (seeds/004): find
+// Top-k threshold selection for gradient sparsification (Chen et al., "Gradient sparsification compression
+// approach to reducing communication in distributed training", 2021): find
 // tau such that S = {i : |R_i| >= tau} holds (about) the k = ceil(ratio * n)
 // largest magnitudes, and return S.
 #pragma once
@@ -14,7 +15,7 @@ class Buffer;
 
 enum class TopKMethod {
   Exact,       // histogram select on the float bits: exact k-th largest
-  LdteBs,      // seeds/004 Algorithm 2: Laplacian estimate, bisection on counting passes
+  LdteBs,      // Chen et al. 2021, Algorithm 2: Laplacian estimate, bisection on counting passes
   LdteHist,    // the Laplacian estimate corrected on one histogram pass (ours)
   NthElement,  // baseline: std::nth_element on |R|
   Sample,      // baseline (DGC): exact top-k of a 1% strided sample gives tau

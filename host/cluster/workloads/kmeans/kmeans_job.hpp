@@ -1,4 +1,5 @@
-// Distributed k-means on the cluster engine (seeds/000): every member
+// Distributed k-means on the cluster engine (the "Distributed k-Means Clustering" study (The Antimatroid)): every
+// member
 // assigns its rows to the nearest centroids and contributes per-cluster
 // sums and counts; the all-to-all exchange gives every participant the same
 // sums, and each computes the same next centroids.

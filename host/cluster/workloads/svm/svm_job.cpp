@@ -279,7 +279,8 @@ bool SvmJob::reassign(const std::map<std::uint32_t, Report>& reports) {
   return changed;
 }
 
-// Each member's kernel-rows time of a Rows round feeds its rate (seeds/003's
+// Each member's kernel-rows time of a Rows round feeds its rate (the USTC system-information management framework
+// paper's
 // collector); a drift of the split against them (DriftPolicy) schedules a
 // re-split, made after the next step.
 void SvmJob::measure(const std::map<std::uint32_t, Report>& reports) {
@@ -295,7 +296,8 @@ void SvmJob::measure(const std::map<std::uint32_t, Report>& reports) {
   if (!seconds.empty() && drift_.drifted(seconds)) resplit_due_ = true;  // only rounds that computed rows count
 }
 
-// seeds/003 Algorithm 1 over the reporting members' measured rates; the new
+// Algorithm 1 of the USTC system-information management framework paper over the reporting members' measured
+// rates; the new
 // split is every member's home from now on, in contiguous ranges by id.
 void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
   resplit_due_ = false;
