@@ -36,6 +36,7 @@ const char* type_name(std::uint16_t t);
 struct Peer {
   std::uint32_t id = 0;
   std::vector<std::byte> address;  // UCX worker address
+  bool operator==(const Peer&) const = default;
 };
 
 struct Membership {
@@ -54,6 +55,7 @@ struct Task {
   bool pull = false;
   Bytes params;                   // the workload's parameters
   std::vector<Peer> peers;        // every participant but the receiver
+  bool operator==(const Task&) const = default;
 };
 
 // One round's message. `data` is the workload's; the rest is the engine's.
