@@ -9,6 +9,7 @@
 //    carries no cancellation error.
 // Labels tie toward the lower centroid index (strict < in a forward scan).
 #include "kmeans_assign.hpp"
+#include "blas_threads.hpp"
 
 #include <cblas.h>
 #include <omp.h>
@@ -397,8 +398,7 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   // OpenMP's. This needs the OpenMP build of OpenBLAS (CMakeLists.txt): with
   // the pthread build the two thread pools spin against each other and the
   // rate halves; per-thread 1-thread sgemm calls are serialised by it too.
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(omp_get_max_threads());
+  const BlasThreads blas_threads(omp_get_max_threads());
   detail::LayoutPicker picker(d, k, rows);
   std::vector<float> score(cap * k);
   int filled = -1;  // the layout the scores are prefilled in
@@ -458,7 +458,6 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
       }
     }
   }
-  openblas_set_num_threads(blas_threads);
   merge(parts, k, d, sums, counts, inertia);
 }
 

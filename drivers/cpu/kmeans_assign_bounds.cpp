@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "accel/kernels.hpp"
+#include "blas_threads.hpp"
 #include "kmeans_assign.hpp"
 
 namespace accel::cpu {
@@ -307,8 +308,7 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
   }
   const std::int64_t rows = detail::block_rows(k);
   const std::int64_t cap = std::min(rows, n);
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(omp_get_max_threads());
+  const BlasThreads blas_threads(omp_get_max_threads());
   detail::LayoutPicker picker(d, k, rows);
   std::vector<float> score(cap * k);
   std::vector<Acc> acc(omp_get_max_threads(), Acc(k, d));
@@ -372,7 +372,6 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
       }
     }
   }
-  openblas_set_num_threads(blas_threads);
   std::fill(s.sums, s.sums + k * d, 0.0);
   std::fill(s.counts, s.counts + k, 0);
   add_into(acc, s, k, d);

@@ -90,11 +90,8 @@ struct PartialAssigner::Impl {
 
 PartialAssigner::PartialAssigner(const float* rows, std::int64_t n, std::int64_t d, std::int64_t k,
                                  std::vector<Device*> devices, PerfModel& model, bool bounds)
-    : impl_(new Impl{rows, n, d, k, model, bounds, {}, {}}) {
-  if (devices.empty()) {
-    delete impl_;
-    throw InputError("no device to run kmeans_assign on");
-  }
+    : impl_(std::make_unique<Impl>(Impl{rows, n, d, k, model, bounds, {}, {}})) {
+  if (devices.empty()) throw InputError("no device to run kmeans_assign on");
   auto& I = *impl_;
   I.shards.resize(devices.size());
   for (std::size_t i = 0; i < devices.size(); ++i) I.shards[i].dev = devices[i];
@@ -105,7 +102,7 @@ PartialAssigner::PartialAssigner(const float* rows, std::int64_t n, std::int64_t
   I.bind_all();
 }
 
-PartialAssigner::~PartialAssigner() { delete impl_; }
+PartialAssigner::~PartialAssigner() = default;
 
 PartialStep PartialAssigner::step(const std::vector<float>& c) {
   auto& I = *impl_;

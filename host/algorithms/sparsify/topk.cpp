@@ -134,7 +134,7 @@ struct TopKSelector::Histogram {
   std::uint64_t below = 0, above = 0, nonfinite = 0;
 };
 
-TopKSelector::TopKSelector(Device* device) : device_(device), buf_(new Buffers) {
+TopKSelector::TopKSelector(Device* device) : device_(device), buf_(std::make_unique<Buffers>()) {
   if (!device_->supports(KernelId::TopKHistogram))
     throw InputError(device_->info().name + " does not run topk_histogram");
   buf_->hist = device_->allocate((kInfBits >> kCoarseShift) * sizeof(std::uint64_t));
@@ -142,7 +142,7 @@ TopKSelector::TopKSelector(Device* device) : device_(device), buf_(new Buffers) 
   buf_->outside = device_->allocate(3 * sizeof(std::uint64_t));
 }
 
-TopKSelector::~TopKSelector() { delete buf_; }
+TopKSelector::~TopKSelector() = default;
 
 void TopKSelector::bind(const float* r, std::int64_t n) {
   // Host-memory devices read R in place; the others get a copy per call

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "accel/io.hpp"
@@ -87,7 +88,7 @@ class PartialAssigner {
 
  private:
   struct Impl;
-  Impl* impl_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // The host-side update every participant runs identically: c = sums / counts

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,7 @@ class TopKSelector {
 
   Device* device_;
   struct Buffers;
-  Buffers* buf_;
+  std::unique_ptr<Buffers> buf_;
 };
 
 // Residual gradient compression around the selector: R <- R + G (or with

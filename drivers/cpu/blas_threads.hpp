@@ -1,0 +1,21 @@
+#pragma once
+
+#include <cblas.h>
+
+namespace accel::cpu {
+
+// OpenBLAS's thread count for one scope, restored on every way out of it
+// (the save/restore pairs it replaces left the count changed for the whole
+// process when anything between them threw).
+class BlasThreads {
+ public:
+  explicit BlasThreads(int n) : saved_(openblas_get_num_threads()) { openblas_set_num_threads(n); }
+  ~BlasThreads() { openblas_set_num_threads(saved_); }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace accel::cpu
