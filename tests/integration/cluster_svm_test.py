@@ -93,7 +93,7 @@ class SvmJob:
         cmd = (["taskset", "-c", "0"] if pin else []) + [a.accel, "coordinator", "svm-train", *params, "--workers", str(workers), "--listen",
                f"127.0.0.1:{self.port}", "--timeout-ms", str(timeout_ms), "--keepalive-ms", "2000", "--log-json",
                str(self.coord_log), "--json", data, self.model]
-        self.coord = subprocess.Popen(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
+        self.coord = ct.start(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
                                       stderr=open(self.tmp / "coordinator.err", "w"))
         self.wait_for(lambda: "listening" in (self.tmp / "coordinator.err").read_text(), 20, "the coordinator to listen")
         for i in range(1, workers + 1):
@@ -103,7 +103,7 @@ class SvmJob:
         cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", "--id", str(i), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
-        self.procs[i] = subprocess.Popen(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
+        self.procs[i] = ct.start(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
                                          stderr=open(self.tmp / f"worker-{i}.err", "a"))
 
     def round(self):
@@ -300,7 +300,7 @@ def scenario_svm_rebalance(a, tmp):
     os.environ["OMP_NUM_THREADS"] = "1"
     job = SvmJob(a, Path(tmp) / "run", 1, data, params, timeout_ms=5000, pin=True)
     job.wait_round(80)  # 40 solver rounds: a Rows and a Step exchange each
-    hog = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
+    hog = ct.start(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
     try:
         slowed_at = job.round()
         job.finish()
@@ -422,7 +422,7 @@ def main():
         try:
             fn(a, tmp)
         finally:
-            subprocess.run(["pkill", "-9", "-f", f"accel-{a.scenario}-"], capture_output=True)
+            ct.kill_started()
             if os.environ.get("ACCEL_KEEP_LOGS"):
                 subprocess.run(["rm", "-rf", f"/tmp/kept-{a.scenario}"])
                 subprocess.run(["cp", "-r", tmp, f"/tmp/kept-{a.scenario}"])

@@ -86,6 +86,28 @@ def jsonl(path):
     return out
 
 
+# Every process this test starts, so that the cleanup kills those by PID
+# and nothing else (a pattern match could hit another run's processes).
+STARTED = []
+
+
+def start(cmd, **kw):
+    p = subprocess.Popen(cmd, **kw)
+    STARTED.append(p)
+    return p
+
+
+def kill_started():
+    for p in STARTED:
+        if p.poll() is None:
+            p.kill()
+    for p in STARTED:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 class Job:
     def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=(), pin=False):
         self.a, self.tmp, self.n = a, Path(tmp), workers
@@ -100,7 +122,7 @@ class Job:
                self.addr, "--max-iter", str(iters), "--tol", "0", "--timeout-ms", str(timeout_ms), "--device", "cpu",
                "--keepalive-ms", "2000", "--log-json", str(self.coord_log), "--json", "--init", "random",
                "--output-centroids", str(self.tmp / "centroids.npy"), *extra]
-        self.coord = subprocess.Popen(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
+        self.coord = start(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
                                       stderr=open(self.tmp / "coordinator.err", "w"))
         self.wait_for(lambda: "listening" in (self.tmp / "coordinator.err").read_text(), 20, "the coordinator to listen")
         for i in range(1, workers + 1):
@@ -111,7 +133,7 @@ class Job:
                self.a.accel, "worker", "--coordinator", self.addr, "--id", str(i), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
-        self.procs[i] = subprocess.Popen(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
+        self.procs[i] = start(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
                                          stderr=open(self.tmp / f"worker-{i}.err", "a"))
 
     def iteration(self):
@@ -419,7 +441,7 @@ def scenario_rebalance(a, tmp):
     os.environ["OMP_NUM_THREADS"] = "1"
     job = Job(a, tmp, 1, data, 64, 120, 5000, pin=True)
     job.wait_iteration(20)
-    hog = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
+    hog = start(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
     try:
         slowed_at = job.iteration()
         if job.finish() != 0:
@@ -658,7 +680,7 @@ def main():
         try:
             fn(a, tmp)
         finally:
-            subprocess.run(["pkill", "-9", "-f", f"accel-{a.scenario}-"], capture_output=True)
+            kill_started()
             if os.environ.get("ACCEL_KEEP_LOGS"):  # for debugging: keep the run's logs
                 subprocess.run(["rm", "-rf", f"/tmp/kept-{a.scenario}"])
                 subprocess.run(["cp", "-r", tmp, f"/tmp/kept-{a.scenario}"])

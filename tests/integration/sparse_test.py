@@ -37,8 +37,12 @@ def free_port():
     return port
 
 
+GROUPS = []
+
+
 class Group:
     def __init__(self, a, tmp, size, extra=(), n=None, steps=60, pause_ms=20, timeout_ms=1500):
+        GROUPS.append(self)
         self.a, self.tmp, self.size = a, Path(tmp), size
         self.addr = f"127.0.0.1:{free_port()}"
         self.extra, self.n = list(extra), n or {}
@@ -183,19 +187,12 @@ def main():
     if fn is None:
         fail("unknown scenario " + a.scenario)
     with tempfile.TemporaryDirectory(prefix=f"accel-sparse-{a.scenario}-") as tmp:
-        g_procs = []
         try:
             fn(a, tmp)
         finally:
-            # Only the processes this test started (their command lines name its temp dir).
-            out = subprocess.run(["pgrep", "-f", tmp], capture_output=True, text=True).stdout.split()
-            for pid in out:
-                if int(pid) != os.getpid():
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-            del g_procs
+            for g in GROUPS:  # the processes this test started, by PID
+                g.kill_all()
+
     print("PASS")
 
 
