@@ -524,13 +524,18 @@ def scenario_stale_snapshot_rows(a, tmp):
     scenario_stale_snapshot(a, tmp, snapshot_rows=True)
 
 
-def scenario_sigstop(a, tmp):
+def scenario_sigstop(a, tmp, snapshot_fails=False):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 300000, 8, 8, 3)
     # k = 128: iterations of tens of ms even on a fast machine, so the job
     # outlasts the 2.5 s stop and the rejoin.
     job = Job(a, tmp, 3, data, 128, 300, 700)
     job.wait_iteration(5)
+    if snapshot_fails:
+        # Every later save of worker 1's snapshot fails (a directory where its
+        # temporary file goes: refused even for root), as on a full disk.
+        wait_snapshot(job, 1)
+        (job.tmp / "snapshots" / f"worker-1.snapshot.tmp.{job.procs[1].pid}").mkdir()
     job.procs[1].send_signal(signal.SIGSTOP)
     stopped_at = job.iteration()
     time.sleep(2.5)  # well past the 0.7 s timeout
@@ -553,8 +558,17 @@ def scenario_sigstop(a, tmp):
     if 1 not in s["members"]["active"]:
         fail(f"worker 1 is not active at the end: {s['members']}")
     print(f"evicted at iteration {evicted[0]}, rejoined as incarnation {rejoins[0]['incarnation']}")
+    if snapshot_fails:
+        err1 = (Path(tmp) / "worker-1.err").read_text()
+        if "could not update the snapshot" not in err1:
+            fail("worker 1's snapshot save did not fail as arranged: " + err1[-300:])
+        print("worker 1 could not update its snapshot and rejoined with the one in memory")
     check_agreement(job, {0, 2, 3})
     check_no_stall(job, {0, 2, 3})
+
+
+def scenario_sigstop_snapshot_fails(a, tmp):
+    scenario_sigstop(a, tmp, snapshot_fails=True)
 
 
 def scenario_coordinator_kill(a, tmp):

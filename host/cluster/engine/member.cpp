@@ -285,9 +285,19 @@ void Incarnation::wait_done() {
   }
 }
 
+// The new incarnation goes into the snapshot on disk too; when the disk
+// refuses (full, or gone), the worker still rejoins with the snapshot it
+// holds in memory: only a later restart from disk would resume with the
+// older incarnation (and be fenced until it rejoins afresh).
 void save_incarnation(const WorkerOptions& o, std::optional<Snapshot>& snap, std::uint32_t incarnation) {
   snap->incarnation = incarnation;
-  if (!o.snapshot_dir.empty()) save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap, o.snapshot_rows);
+  if (o.snapshot_dir.empty()) return;
+  try {
+    save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap, o.snapshot_rows);
+  } catch (const std::exception& e) {
+    std::cerr << "accel worker " << o.id << ": could not update the snapshot (" << e.what()
+              << "); rejoining with the one in memory\n";
+  }
 }
 
 std::optional<Snapshot> load_own_snapshot(const WorkerOptions& o) {
