@@ -360,6 +360,34 @@ def wait_snapshot(job, w):
                  f"worker {w}'s snapshot")
 
 
+def scenario_all_lost(a, tmp):
+    # Both workers killed for good. With --on-loss move the coordinator
+    # computes their rows: exit 0, the failure-free centroids, and a message.
+    # With --on-loss drop their rows are not in the result: exit 4 (README
+    # "Exit codes") and a message, never a silent 0.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 300000, 8, 16, 13)
+    for on_loss, want in (("move", 0), ("drop", 4)):
+        run = Path(tmp) / on_loss
+        run.mkdir()
+        job = Job(a, run, 2, data, 16, 150, 1000, extra=["--on-loss", on_loss])
+        job.wait_iteration(10)
+        for w in (1, 2):
+            job.procs[w].send_signal(signal.SIGKILL)
+        for w in (1, 2):
+            job.procs[w].wait()
+        rc = job.finish()
+        err = (run / "coordinator.err").read_text()
+        if rc != want or "every worker" not in err:
+            fail(f"--on-loss {on_loss}: exit {rc} (want {want}), stderr: {err[-400:]}")
+        line = [l for l in err.splitlines() if "every worker" in l][-1]
+        print(f"--on-loss {on_loss}: exit {rc}; {line}")
+        if on_loss == "move":
+            worst = failure_free_difference(a, run, data, 16, 150)
+            if worst > 1e-6:
+                fail(f"--on-loss move lost rows: centroids {worst:.1e} from the failure-free run")
+
+
 def scenario_two_killed(a, tmp):
     # Workers 1 and 3 killed at the same moment, then both restarted: each
     # must reach the others (not the other dead worker's old address), and

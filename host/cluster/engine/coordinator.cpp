@@ -82,6 +82,7 @@ class Coordinator {
   std::int64_t current_t_ = 0, rounds_done_ = 0;
   Membership current_view_;
   bool converged_ = false;
+  std::int64_t all_lost_at_ = 0;  // the first round in which no worker counted (0: never)
   Clock::time_point t_start_;
   double waiting_ = 0, sharing_ = 0, computing_ = 0;
 };
@@ -256,6 +257,13 @@ void Coordinator::rounds() {
     const RoundOutcome out = workload_.exchange() == Exchange::AllToAll ? all_to_all_round(t, view, st)
                                                                         : central_round(t, view, st);
     rounds_done_ = t;
+    if (N_ > 0 && job_.units() > 0 && all_lost_at_ == 0 && active_.size() == 1) {  // only the coordinator counts
+      all_lost_at_ = t;
+      std::cerr << "accel coordinator: every worker is lost at round " << t << "; "
+                << (o_.move_lost_rows ? "the coordinator computes all their rows until they return"
+                                      : "their rows are left out until they return (--on-loss drop)")
+                << "\n";
+    }
     nlohmann::json line = {{"iteration", t},
                            {"participant", 0},
                            {"sharing_s", t == 1 ? sharing_ : 0.0},
@@ -506,10 +514,18 @@ int Coordinator::finish() {
                               {"sharing", sharing_}}},
                             {"members", view_json(membership())}};
   const std::string text = job_.finish(own_->shared_state(), summary);
-  if (!o_.print_summary) return kExitOk;
-  if (o_.json) std::cout << summary.dump() << "\n";
-  else std::cout << text << "\n";
-  return kExitOk;
+  summary["every_worker_lost_at"] = all_lost_at_;
+  // The rows of workers lost for good were left out (--on-loss drop): the
+  // result is written but is not the whole input's, and the exit says so.
+  const bool rows_lost = all_lost_at_ > 0 && !o_.move_lost_rows && active_.size() == 1;
+  if (rows_lost)
+    std::cerr << "accel coordinator: every worker was lost from round " << all_lost_at_
+              << " with --on-loss drop; their rows are not in the result (exit " << kExitRowsLost << ")\n";
+  if (o_.print_summary) {
+    if (o_.json) std::cout << summary.dump() << "\n";
+    else std::cout << text << "\n";
+  }
+  return rows_lost ? kExitRowsLost : kExitOk;
 }
 
 }  // namespace

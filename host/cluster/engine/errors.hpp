@@ -10,6 +10,8 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitBadInput = 2,      // bad options, input, or a peer's bad bytes
   kExitLostJob = 3,       // a worker that lost its coordinator or could not rejoin
+  kExitRowsLost = 4,      // the coordinator finished after losing every worker with --on-loss drop:
+                          // their rows were left out, the result is not the whole input's
 };
 
 // Control flow between the engine's phases, never message strings.
