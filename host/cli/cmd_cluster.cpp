@@ -27,13 +27,6 @@ void common_options(po::options_description& d, cluster::Common& c, bool device 
       ("log-json", po::value(&c.log_json), "append one JSON line per iteration and per transfer to this file");
 }
 
-// Rank and size from the user's launcher (mpirun, srun), when present.
-int env_int(std::initializer_list<const char*> names, int fallback) {
-  for (const char* n : names)
-    if (const char* v = std::getenv(n)) return std::atoi(v);
-  return fallback;
-}
-
 void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) {
   d.add_options()("workers", po::value(&o.workers), "number of workers (default: launcher size - 1)")
       ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
@@ -43,7 +36,7 @@ void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) 
 }
 
 void launcher_workers(cluster::CoordinatorOptions& o, const po::variables_map& vm) {
-  if (!vm.count("workers")) o.workers = env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, 0) - 1;
+  if (!vm.count("workers")) o.workers = cluster::launcher_size(0) - 1;
 }
 
 // `accel coordinator svm-train [svm-train options] --workers N --listen
@@ -63,7 +56,7 @@ int coordinator_svm_train(const std::vector<std::string>& args) {
     return *rc;
   if (a.folds != 0) throw InputError("-v " + std::to_string(a.folds) + ": cross validation runs on one node (accel svm-train -v)");
   if (a.params.solver != Solver::Batch) throw InputError("--solver " + a.solver + ": across nodes the solver is batch");
-  if (o.workers == 0) o.workers = env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, 0) - 1;
+  if (o.workers == 0) o.workers = cluster::launcher_size(0) - 1;
   o.device = a.device;
   o.json = a.json;
   o.input = a.train_file;
@@ -138,7 +131,7 @@ int worker_main(const std::vector<std::string>& args) {
   }
   po::notify(vm);
   if (!vm.count("id")) {
-    const int rank = env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}, -1);
+    const int rank = cluster::launcher_rank(-1);
     if (rank < 0) throw InputError("--id is required outside a launcher (mpirun and srun give the rank)");
     o.id = static_cast<std::uint32_t>(rank);
   }

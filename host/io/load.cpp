@@ -75,6 +75,15 @@ void remove_stale_temporaries(const std::string& path) {
 
 }  // namespace
 
+std::int64_t bytes_left(std::istream& in) {
+  const auto here = in.tellg();
+  if (here < 0) return 0;
+  in.seekg(0, std::ios::end);
+  const std::int64_t left = static_cast<std::int64_t>(in.tellg() - here);
+  in.seekg(here);
+  return left;
+}
+
 void OutputSet::add(const std::string& path, const std::function<void(std::ostream&)>& fill) {
   remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());

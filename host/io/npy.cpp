@@ -74,10 +74,7 @@ static Matrix read_npy_any(const std::string& path, bool allow_1d) {
   std::int64_t count = 0, bytes = 0;
   if (__builtin_mul_overflow(m.rows, m.cols, &count) || __builtin_mul_overflow(count, std::int64_t{width}, &bytes))
     throw InputError(path + ": shape " + shape + " overflows");
-  const auto start = in.tellg();
-  in.seekg(0, std::ios::end);
-  const std::int64_t left = static_cast<std::int64_t>(in.tellg() - start);
-  in.seekg(start);
+  const std::int64_t left = bytes_left(in);
   if (bytes > left)
     throw InputError(path + ": shape " + shape + " needs " + std::to_string(bytes) + " bytes of data, the file holds " +
                      std::to_string(left));

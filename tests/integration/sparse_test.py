@@ -16,25 +16,14 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cluster_test import fail, free_port  # noqa: E402
 
 
 GROUPS = []

@@ -169,15 +169,9 @@ SvmModel read_svm_model(const std::string& path) {
   // Every support vector line holds nr_class - 1 coefficients (a character
   // and a separator each at least): what the rest of the file can hold
   // bounds the allocation below.
-  {
-    const auto here = in.tellg();
-    in.seekg(0, std::ios::end);
-    const std::int64_t left = here < 0 ? 0 : static_cast<std::int64_t>(in.tellg() - here);
-    in.seekg(here);
-    if (total_sv > left / (2 * std::max(1, nr_class - 1)))
-      throw InputError(path + ": total_sv " + std::to_string(total_sv) + " is more than the file's " +
-                       std::to_string(left) + " remaining bytes can hold");
-  }
+  if (const std::int64_t left = bytes_left(in); total_sv > left / (2 * std::max(1, nr_class - 1)))
+    throw InputError(path + ": total_sv " + std::to_string(total_sv) + " is more than the file's " +
+                     std::to_string(left) + " remaining bytes can hold");
   m.coef.assign(nr_class - 1, std::vector<double>(total_sv));
   for (std::int64_t s = 0; s < total_sv; ++s) {
     if (!std::getline(in, line))

@@ -44,6 +44,11 @@ struct WorkerOptions : Common {
   bool snapshot_rows = false;  // the rows in the snapshot too (else a resume asks the coordinator for them)
 };
 
+// Rank and size from a launcher's environment (mpirun: OMPI_COMM_WORLD_*,
+// srun: SLURM_PROCID/NTASKS, PMI_RANK/SIZE), or `fallback` outside one.
+int launcher_rank(int fallback);
+int launcher_size(int fallback);
+
 int run_coordinator(const CoordinatorOptions& o, Job& job);
 int run_worker(const WorkerOptions& o);
 

@@ -1,5 +1,7 @@
 #include "session.hpp"
 
+#include <cstdlib>
+
 #include "accel/error.hpp"
 
 namespace accel::cluster {
@@ -70,5 +72,18 @@ transport::Received expect_msg(Node& node, std::uint16_t type, Ms timeout, const
     if (other) other(*r);
   }
 }
+
+namespace {
+
+int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) return std::atoi(v);
+  return fallback;
+}
+
+}  // namespace
+
+int launcher_rank(int fallback) { return env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}, fallback); }
+int launcher_size(int fallback) { return env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, fallback); }
 
 }  // namespace accel::cluster

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <istream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ void write_npy(const std::string& path, const std::int64_t* data, const std::vec
 
 // A 1-D float32 .npy (or a 2-D one, flattened), e.g. a gradient tensor.
 std::vector<float> read_npy_vector(const std::string& path);
+
+// Bytes from the stream's read position to its end (0 when unknown): what
+// a header's sizes are checked against before anything is allocated.
+std::int64_t bytes_left(std::istream& in);
 
 // The same, into a stream (for an OutputSet).
 void write_npy(std::ostream& out, const float* data, const std::vector<std::int64_t>& shape);

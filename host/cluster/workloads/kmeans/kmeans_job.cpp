@@ -69,6 +69,13 @@ std::vector<Device*> devices_for(Local& local, std::int64_t k, std::int64_t d) {
   return kmeans_capable(local.registry.select(local.devices, KernelId::KMeansAssign), k, d);
 }
 
+// total += s, the members' partials in the caller's order.
+void add_into(PartialStep& total, const PartialStep& s) {
+  for (std::size_t j = 0; j < total.sums.size(); ++j) total.sums[j] += s.sums[j];
+  for (std::size_t j = 0; j < total.counts.size(); ++j) total.counts[j] += s.counts[j];
+  total.inertia += s.inertia;
+}
+
 class KMeansPartition final : public Partition {
  public:
   KMeansPartition(Params p, const float* rows, std::int64_t n, Local& local)
@@ -79,17 +86,12 @@ class KMeansPartition final : public Partition {
   // Own rows, then the rows computed for other members (in id order), summed.
   Bytes contribute(std::int64_t) override {
     PartialStep s = assigner_->step(c_);
-    for (auto& [id, a] : extra_) {
-      const PartialStep o = a->step(c_);
-      for (std::size_t j = 0; j < s.sums.size(); ++j) s.sums[j] += o.sums[j];
-      for (std::size_t j = 0; j < s.counts.size(); ++j) s.counts[j] += o.counts[j];
-      s.inertia += o.inertia;
-    }
+    for (auto& [id, e] : extra_) add_into(s, e.assigner->step(c_));
     return encode_step(s);
   }
   std::int64_t rows() const override {
     std::int64_t n = kept_;
-    for (const auto& [id, r] : extra_rows_) n += r;
+    for (const auto& [id, e] : extra_) n += e.rows;
     return n;
   }
   bool keep(std::int64_t rows) override {
@@ -102,15 +104,12 @@ class KMeansPartition final : public Partition {
   }
   bool add_extra(std::uint32_t member, std::int64_t, std::int64_t rows, std::span<const std::byte> data) override {
     if (data.size() != static_cast<std::size_t>(rows * p_.d) * sizeof(float)) return false;
-    extra_[member] = std::make_unique<PartialAssigner>(reinterpret_cast<const float*>(data.data()), rows, p_.d, p_.k,
-                                                       devices_for(local_, p_.k, p_.d), local_.model, p_.bounds);
-    extra_rows_[member] = rows;
+    extra_[member] = {std::make_unique<PartialAssigner>(reinterpret_cast<const float*>(data.data()), rows, p_.d, p_.k,
+                                                        devices_for(local_, p_.k, p_.d), local_.model, p_.bounds),
+                      rows};
     return true;
   }
-  void drop_extra(std::uint32_t member) override {
-    extra_.erase(member);
-    extra_rows_.erase(member);
-  }
+  void drop_extra(std::uint32_t member) override { extra_.erase(member); }
   Bytes stand_in(std::uint32_t member) override {
     auto it = taken_.find(member);
     return it == taken_.end() ? idle() : encode_step(it->second->step(c_));
@@ -133,12 +132,7 @@ class KMeansPartition final : public Partition {
     PartialStep total;
     total.sums.assign(p_.k * p_.d, 0.0);
     total.counts.assign(p_.k, 0);
-    for (const auto& [id, bytes] : contributions) {
-      const PartialStep s = decode_step(bytes, p_.k, p_.d);
-      for (std::int64_t j = 0; j < p_.k * p_.d; ++j) total.sums[j] += s.sums[j];
-      for (std::int64_t j = 0; j < p_.k; ++j) total.counts[j] += s.counts[j];
-      total.inertia += s.inertia;
-    }
+    for (const auto& [id, bytes] : contributions) add_into(total, decode_step(bytes, p_.k, p_.d));
     std::int64_t reseeded = 0;
     const double shift = update_centroids(total.sums, total.counts, c_, p_.k, p_.d, &reseeded);
     inertia_ = total.inertia;
@@ -167,8 +161,11 @@ class KMeansPartition final : public Partition {
   std::int64_t home_, kept_;  // the partition's rows, of which computed here
   std::unique_ptr<PartialAssigner> assigner_;
   std::map<std::uint32_t, std::unique_ptr<PartialAssigner>> taken_;  // lost members' rows, stood in for
-  std::map<std::uint32_t, std::unique_ptr<PartialAssigner>> extra_;  // other members' tails (re-split)
-  std::map<std::uint32_t, std::int64_t> extra_rows_;
+  struct Extra {
+    std::unique_ptr<PartialAssigner> assigner;
+    std::int64_t rows;
+  };
+  std::map<std::uint32_t, Extra> extra_;  // other members' tails (re-split)
 };
 
 class KMeansWorkload final : public Workload {

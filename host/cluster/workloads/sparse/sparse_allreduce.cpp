@@ -126,19 +126,9 @@ class SparseJob final : public Job {
 }  // namespace
 }  // namespace cluster::sparse
 
-namespace {
-
-int env_int(std::initializer_list<const char*> names, int fallback) {
-  for (const char* n : names)
-    if (const char* v = std::getenv(n)) return std::atoi(v);
-  return fallback;
-}
-
-}  // namespace
-
 SparseGroupOptions sparse_group_options_from_env(SparseGroupOptions o) {
-  o.rank = env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}, o.rank);
-  o.size = env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, o.size);
+  o.rank = cluster::launcher_rank(o.rank);
+  o.size = cluster::launcher_size(o.size);
   if (const char* a = std::getenv("ACCEL_COORDINATOR")) o.coordinator = a;
   return o;
 }
