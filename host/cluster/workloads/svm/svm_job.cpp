@@ -321,19 +321,7 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
       if (g.member == id) rows += g.end - g.begin;
     loads.push_back(rows);
   }
-  // Half way to Algorithm 1's split: a move costs the gainer its rows'
-  // gradients and cold kernel caches, and the rates of a few rounds are
-  // noisy; the full step overshot (Fashion-MNIST 10k: 4849 -> 3160 -> 5108
-  // rows on the coordinator). A lasting drift closes the rest later.
-  const std::vector<std::int64_t> target = rebalance(loads, caps, 0.05);
-  std::vector<std::int64_t> next(loads.size());
-  std::int64_t total = 0, placed = 0;
-  for (std::size_t i = 0; i < loads.size(); ++i) {
-    total += loads[i];
-    next[i] = loads[i] + (target[i] - loads[i]) / 2;
-    placed += next[i];
-  }
-  next.back() += total - placed;
+  const std::vector<std::int64_t> next = rebalance(loads, caps, 0.05);
   if (next == loads) return;
   home_.clear();
   std::int64_t at = 0;
