@@ -387,6 +387,11 @@ BinarySolution solve_parallel(const DualProblem& pb, const SvmParams& params, Ke
       Op rc;
       rc.kind = Op::Reconstruct;
       reports = director.round({rc});
+      // Every variable is owned once and active after a reconstruction; a
+      // director that lost rows would otherwise reconstruct forever.
+      if (total_active(reports) != n)
+        throw std::logic_error("svm: after reconstruction the members hold " + std::to_string(total_active(reports)) +
+                               " of " + std::to_string(n) + " variables");
       restored = true;
       times.reconstruct += since(t0);
     }

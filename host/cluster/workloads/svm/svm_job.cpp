@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 
 #include "accel/error.hpp"
@@ -321,6 +322,8 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
       if (g.member == id) rows += g.end - g.begin;
     loads.push_back(rows);
   }
+  if (std::accumulate(loads.begin(), loads.end(), std::int64_t{0}) != data_.x.rows)
+    throw std::logic_error("svm: a re-split over members that do not own every row");
   const std::vector<std::int64_t> next = rebalance(loads, caps, 0.05);
   if (next == loads) return;
   home_.clear();
@@ -343,11 +346,28 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
     }
 }
 
+// Lost members' rows to the coordinator, returning members' home rows back,
+// until a round's reports come from every owner.
+std::map<std::uint32_t, Report> SvmJob::follow_membership(std::map<std::uint32_t, Report> reports) {
+  while (reassign(reports)) {
+    ++moves_;
+    Op assign;
+    assign.kind = Op::Assign;
+    assign.owners = owners_;
+    reports = exchange({assign});
+  }
+  return reports;
+}
+
 std::map<std::uint32_t, Report> SvmJob::round(const std::vector<Op>& ops) {
   auto reports = exchange(ops);
   measure(reports);
   for (const auto& [id, r] : reports)  // a member back after a re-split left it without a home
     if (std::none_of(home_.begin(), home_.end(), [&](const Range& g) { return g.member == id; })) resplit_due_ = true;
+  // Membership first: a re-split splits the rows of the members that
+  // reported, so a member lost in this round must have handed its rows to
+  // the coordinator before, or they would belong to no one.
+  reports = follow_membership(std::move(reports));
   if (resplit_due_ && !ops.empty() && ops.front().kind == Op::Step) {
     const auto before = owners_;
     resplit(reports);
@@ -355,15 +375,8 @@ std::map<std::uint32_t, Report> SvmJob::round(const std::vector<Op>& ops) {
       Op assign;
       assign.kind = Op::Assign;
       assign.owners = owners_;
-      reports = exchange({assign});
+      reports = follow_membership(exchange({assign}));
     }
-  }
-  while (reassign(reports)) {
-    ++moves_;
-    Op assign;
-    assign.kind = Op::Assign;
-    assign.owners = owners_;
-    reports = exchange({assign});
   }
   return reports;
 }

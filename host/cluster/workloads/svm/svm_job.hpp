@@ -53,6 +53,7 @@ class SvmJob final : public Job, private svm_parallel::Director {
   std::vector<svm_parallel::Range> owners() const override { return owners_; }
   std::map<std::uint32_t, svm_parallel::Report> exchange(const std::vector<svm_parallel::Op>& ops);
   bool reassign(const std::map<std::uint32_t, svm_parallel::Report>& reports);
+  std::map<std::uint32_t, svm_parallel::Report> follow_membership(std::map<std::uint32_t, svm_parallel::Report> reports);
   void measure(const std::map<std::uint32_t, svm_parallel::Report>& reports);
   void resplit(const std::map<std::uint32_t, svm_parallel::Report>& reports);
   void train();
