@@ -388,6 +388,31 @@ def scenario_all_lost(a, tmp):
                 fail(f"--on-loss move lost rows: centroids {worst:.1e} from the failure-free run")
 
 
+def scenario_all_lost_return(a, tmp):
+    # Every worker lost, then back: the coordinator, computing alone, still
+    # answers the network (keepalives, rejoins), so they count again and
+    # take their rows back.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 300000, 8, 16, 14)
+    job = Job(a, tmp, 2, data, 16, 100000, 1000)
+    job.wait_iteration(10)
+    for w in (1, 2):
+        wait_snapshot(job, w)
+    for w in (1, 2):
+        job.procs[w].send_signal(signal.SIGKILL)
+    for w in (1, 2):
+        job.procs[w].wait()
+    lost_at = job.iteration()
+    time.sleep(3)  # past the keepalive interval (2 s)
+    for w in (1, 2):
+        job.start_worker(w)
+    job.wait_for(lambda: len([j for j in jsonl(job.coord_log) if j.get("event") == "rows_handed_back"]) >= 2, 30,
+                 "both workers' rows handed back")
+    back = [j["iteration"] for j in jsonl(job.coord_log) if j.get("event") == "rows_handed_back"]
+    job.kill_all()
+    print(f"both workers lost at iteration {lost_at}; back at iterations {back}")
+
+
 def scenario_two_killed(a, tmp):
     # Workers 1 and 3 killed at the same moment, then both restarted: each
     # must reach the others (not the other dead worker's old address), and

@@ -44,22 +44,35 @@ bool Node::send(std::uint32_t peer, std::uint16_t type, std::int64_t iteration, 
   return !(c->done && !c->error.empty());
 }
 
+// The incarnation fence: a message from an earlier incarnation of its
+// sender than one already heard is a stale process's.
+bool Node::admit(const transport::Received& r) {
+  const auto& h = r.message.header;
+  auto [it, fresh] = incarnation_.try_emplace(h.sender, h.incarnation);
+  if (!fresh && h.incarnation < it->second) {
+    std::cerr << "accel cluster: dropped " << type_name(h.type) << " from " << h.sender << " incarnation "
+              << h.incarnation << " (now " << it->second << ")\n";
+    return false;
+  }
+  it->second = std::max(it->second, h.incarnation);
+  return true;
+}
+
 std::optional<transport::Received> Node::receive(Ms timeout) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
     auto r = net_->receive(std::max(left, Ms(0)));
     if (!r) return std::nullopt;
-    const auto& h = r->message.header;
-    auto [it, fresh] = incarnation_.try_emplace(h.sender, h.incarnation);
-    if (!fresh && h.incarnation < it->second) {
-      std::cerr << "accel cluster: dropped " << type_name(h.type) << " from " << h.sender << " incarnation "
-                << h.incarnation << " (now " << it->second << ")\n";
-      continue;
-    }
-    it->second = std::max(it->second, h.incarnation);
-    return r;
+    if (admit(*r)) return r;
   }
+}
+
+std::vector<transport::Received> Node::arrived() {
+  std::vector<transport::Received> out;
+  for (auto r = net_->poll(); r; r = net_->poll())
+    if (admit(*r)) out.push_back(std::move(*r));
+  return out;
 }
 
 std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribution& mine, Membership& view,
@@ -186,6 +199,10 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     while (missing() && Clock::now() < deadline2 && reachable(0))
       if (auto r = receive(std::chrono::duration_cast<Ms>(deadline2 - Clock::now()))) handle(*r);
   }
+  // Whatever else has arrived (a hello, a returning worker's request, its
+  // rows' transfer to progress): a coordinator without other members waits
+  // for no one, and this is then its only turn at the network.
+  for (auto& r : arrived()) handle(r);
   stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
 
   if (!coord_view) {
@@ -252,6 +269,7 @@ std::map<std::uint32_t, Contribution> Node::gather(std::int64_t t, const std::ve
     if (waiting.empty() || now >= deadline) break;
     if (auto r = receive(std::chrono::duration_cast<Ms>(deadline - now))) handle(*r);
   }
+  for (auto& r : arrived()) handle(r);  // as in sync: the only turn of a coordinator alone
   for (auto q : waiting) stats.evicted.push_back(q);  // timed out
   stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return got;

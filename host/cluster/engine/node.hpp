@@ -79,6 +79,9 @@ class Node {
   // incarnation). Messages of the current iteration handler may be stashed
   // for later by the caller; see sync().
   std::optional<transport::Received> receive(Ms timeout);
+  // What has arrived by now, without waiting: one network progress, then
+  // the messages that passed the fences, in order.
+  std::vector<transport::Received> arrived();
 
   // The all-to-all barrier of round t. `mine` is this node's contribution;
   // on the coordinator it must carry the view. `view` in: the members this
@@ -103,6 +106,7 @@ class Node {
 
   // Messages that arrived early (a later iteration's partials), replayed by sync().
   void stash(transport::Received r) { early_.push_back(std::move(r)); }
+  bool admit(const transport::Received& r);
 
  private:
   std::unique_ptr<transport::Transport> net_;
