@@ -311,13 +311,22 @@ def scenario_svm_rebalance(a, tmp):
     if not splits:
         fail("the slowed worker kept its rows: no re-split")
     print(splits[0])
-    times = [j["t_s"] for j in jsonl(job.coord_log) if j.get("participant") == 0]
-    per = [(times[i + 2] - times[i]) for i in range(0, len(times) - 2, 2)]  # solver rounds
-    k = slowed_at // 2
-    before, slowed, after = per[max(0, k - 20):k], per[k + 2:k + 6], per[k + 15:k + 45]
+    # Solver rounds, timed from Step to Step; the re-split is the first
+    # Assign (op 5) after the slowdown (no member is lost here).
+    rounds = [j for j in jsonl(job.coord_log) if j.get("participant") == 0]
+    steps = [(i, j["t_s"]) for i, j in enumerate(rounds) if j.get("ops") == "2"]
+    per = [(i, t1 - t0) for (_, t0), (i, t1) in zip(steps, steps[1:])]
+    moved = [i for i, j in enumerate(rounds) if i >= slowed_at and "5" in str(j.get("ops", "")).split(",")]
+    if not moved:
+        fail("no Assign after the slowdown although the coordinator re-split")
+    slowed = [d for i, d in per if slowed_at + 2 <= i < moved[0]]
+    after = [d for i, d in per if i > moved[0]][10:40]
+    if len(slowed) < 2 or len(after) < 10:
+        fail(f"too few rounds to compare: {len(slowed)} slowed, {len(after)} after the re-split")
+    before = [d for i, d in per if i < slowed_at][-20:]
     med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-    print(f"median round: {med(before) * 1e3:.1f} ms before, {med(slowed) * 1e3:.1f} ms slowed, "
-          f"{med(after) * 1e3:.1f} ms after the re-split")
+    print(f"median round: {med(before) * 1e3:.1f} ms before, {med(slowed) * 1e3:.1f} ms slowed "
+          f"({len(slowed)} rounds), {med(after) * 1e3:.1f} ms after the re-split")
     if not med(after) < med(slowed):
         fail("the rounds did not get faster after the re-split")
     check_model(job, ref, "a worker slowed to half speed mid-job")
