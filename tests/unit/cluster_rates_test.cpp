@@ -7,16 +7,24 @@
 
 using namespace accel::cluster;
 
-TEST(RateCollector, SmoothsTowardTheNewestRate) {
+TEST(RateCollector, MedianOfTheLastRounds) {
   RateCollector r;
   EXPECT_FALSE(r.rate(1).has_value());
   r.record(1, 1000, 1.0);
   EXPECT_DOUBLE_EQ(*r.rate(1), 1000);
-  r.record(1, 1000, 2.0);  // slowed to half: followed half way per round
-  EXPECT_DOUBLE_EQ(*r.rate(1), 750);
+  r.record(1, 1000, 1.0);
+  r.record(1, 1000, 100.0);  // one stalled round moves nothing
+  EXPECT_DOUBLE_EQ(*r.rate(1), 1000);
   r.record(1, 0, 1.0);  // no work: no information
   r.record(1, 10, 0.0);
-  EXPECT_DOUBLE_EQ(*r.rate(1), 750);
+  EXPECT_DOUBLE_EQ(*r.rate(1), 1000);
+  r.record(1, 1000, 2.0);  // slowed to half: followed once most of the last 5 are slow
+  EXPECT_DOUBLE_EQ(*r.rate(1), 1000);
+  r.record(1, 1000, 2.0);
+  EXPECT_DOUBLE_EQ(*r.rate(1), 500);
+  r.record(1, 1000, 2.0);
+  r.record(1, 1000, 2.0);
+  EXPECT_DOUBLE_EQ(*r.rate(1), 500);
   r.forget(1);
   EXPECT_FALSE(r.rate(1).has_value());
 }

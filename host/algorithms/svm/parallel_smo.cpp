@@ -6,6 +6,7 @@
 #include "accel/svm_parallel.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <unordered_map>
 
@@ -143,17 +144,25 @@ struct Member::Impl {
     set_active(mine);
   }
 
-  // New owners: the own gradients are made exact, the gained variables'
-  // are computed from the multipliers (Alg. 6 from zero), all active.
+  // New owners: the own gradients are made exact; the gained variables'
+  // are the coordinator's where it sent them (their old owner's exact
+  // values), else computed from the multipliers (Alg. 6 from zero); all
+  // active.
   void assign(const Op& op) {
     std::vector<std::int32_t> now = own_of(op.owners);
     if (now == mine) return;
     reconstruct_own();
-    std::vector<std::int32_t> gained;
+    std::vector<std::int32_t> gained, rebuild;
     std::set_difference(now.begin(), now.end(), mine.begin(), mine.end(), std::back_inserter(gained));
     mine = std::move(now);
     set_active({});
-    if (!gained.empty()) gradient_from_alpha(gained);
+    std::unordered_map<std::int32_t, double> sent(op.gradients.begin(), op.gradients.end());
+    for (const std::int32_t k : gained) {
+      const auto it = sent.find(k);
+      if (it == sent.end()) rebuild.push_back(k);
+      else s->G[k] = it->second;
+    }
+    if (!rebuild.empty()) gradient_from_alpha(rebuild);
     s->alpha_ref = s->alpha;
     s->G_ref = s->G;
     set_active(mine);
@@ -161,6 +170,7 @@ struct Member::Impl {
 
   void apply(const Op& op) {
     if (op.kind != Op::Start && !s) throw InputError("svm: a decision before its problem started");
+    if (op.kind != Op::Report) report_all = false;  // every gradient goes in the report after a Report only
     if (op.kind != Op::Rows) {  // a block answers only the Rows op just before the report
       block_vars.clear();
       block.clear();
@@ -255,6 +265,8 @@ void Member::check(const std::vector<Op>& ops) const {
     } else if (n < 0) {
       throw InputError("svm: a decision before its problem started");
     }
+    for (const auto& [k, g] : op.gradients)
+      if (k < 0 || k >= n || !std::isfinite(g)) throw InputError("svm: an assignment names variable " + std::to_string(k));
     if (op.kind == Op::Step || op.kind == Op::Rows) {
       if (op.kind == Op::Step && op.ws.size() != op.alpha.size()) throw InputError("svm: a step of inconsistent sizes");
       for (const auto k : op.ws)

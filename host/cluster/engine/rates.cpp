@@ -1,22 +1,23 @@
 #include "rates.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace accel::cluster {
 
 void RateCollector::record(std::uint32_t member, double units, double seconds) {
   if (!(seconds > 0) || !(units > 0)) return;
-  const double r = units / seconds;
-  auto [it, fresh] = rate_.try_emplace(member, r);
-  // Half weight to the newest round: a member that slows down is followed
-  // within a few rounds, one noisy round moves the rate half way at most.
-  if (!fresh) it->second = 0.5 * it->second + 0.5 * r;
+  auto& last = last_[member];
+  last.push_back(units / seconds);
+  if (last.size() > kKept) last.pop_front();
 }
 
 std::optional<double> RateCollector::rate(std::uint32_t member) const {
-  auto it = rate_.find(member);
-  if (it == rate_.end()) return std::nullopt;
-  return it->second;
+  auto it = last_.find(member);
+  if (it == last_.end() || it->second.empty()) return std::nullopt;
+  std::vector<double> v(it->second.begin(), it->second.end());
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
 bool DriftPolicy::drifted(const std::map<std::uint32_t, double>& seconds) {

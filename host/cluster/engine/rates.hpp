@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 
@@ -18,10 +19,16 @@ class RateCollector {
   // A member did `units` of work in `seconds` this round.
   void record(std::uint32_t member, double units, double seconds);
   std::optional<double> rate(std::uint32_t member) const;
-  void forget(std::uint32_t member) { rate_.erase(member); }
+  void forget(std::uint32_t member) { last_.erase(member); }
 
  private:
-  std::map<std::uint32_t, double> rate_;  // units per second, exponentially smoothed
+  // The median of each member's last kKept rates (units per second): a
+  // member that slows down is followed once most of them are slow, the
+  // drift policy's 3 rounds; one round stalled by the machine (a process
+  // descheduled, a page fault storm) moves nothing. An exponential average
+  // let one such round move an SVM split from 5490:4510 rows to 454:9546.
+  static constexpr std::size_t kKept = 5;
+  std::map<std::uint32_t, std::deque<double>> last_;
 };
 
 // Drift: the slowest member's round time runs `over` (20%) above the

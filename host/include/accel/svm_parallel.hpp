@@ -59,6 +59,10 @@ struct Op {
   std::vector<std::int32_t> ws;      // Step, Rows
   std::vector<double> alpha;         // Step
   double gmax = 0, gmin = 0;         // Shrink
+  // Assign: the exact gradients of variables that change owner, where the
+  // coordinator has them (a re-split: their old owners reported them), so
+  // that the new owner need not rebuild them from the multipliers.
+  std::vector<std::pair<std::int32_t, double>> gradients;
 };
 
 // Extremes of -gamma over a member's active variables, per sign of y.

@@ -56,6 +56,10 @@ class SvmJob final : public Job, private svm_parallel::Director {
   std::map<std::uint32_t, svm_parallel::Report> follow_membership(std::map<std::uint32_t, svm_parallel::Report> reports);
   void measure(const std::map<std::uint32_t, svm_parallel::Report>& reports);
   void resplit(const std::map<std::uint32_t, svm_parallel::Report>& reports);
+  bool worth_moving(const std::vector<std::uint32_t>& ids, const std::vector<std::int64_t>& active,
+                    const std::vector<double>& caps, const std::vector<svm_parallel::Range>& home) const;
+  std::map<std::uint32_t, svm_parallel::Report> move_rows(const std::vector<svm_parallel::Range>& before);
+  void follow(const svm_parallel::Op& op);
   void train();
 
   SvmJobOptions o_;
@@ -70,11 +74,13 @@ class SvmJob final : public Job, private svm_parallel::Director {
   std::vector<svm_parallel::Range> home_, owners_;
   RateCollector rates_;
   // Drift at 20% over the mean for 3 rounds: a round waits for its
-  // slowest member, and the coordinator's deciding time is in its share.
+  // slowest member.
   DriftPolicy drift_;
-  double deciding_ = 0;
-  std::chrono::steady_clock::time_point last_reports_ = std::chrono::steady_clock::now();
   bool resplit_due_ = false;
+  // The current problem, as far as a re-split's price goes (follow()).
+  std::int64_t steps_ = 0;
+  std::vector<std::int32_t> rows_;  // the problem's variables' rows (empty: variable k is row k)
+  double move_seconds_ = 0;         // the last re-split's move, measured (0: none yet)
   std::int64_t resplits_ = 0;
   double loading_ = 0;
 

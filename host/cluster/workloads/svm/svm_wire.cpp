@@ -70,7 +70,18 @@ void put_op(Out& o, const Op& op) {
       o.put(op.gmax);
       o.put(op.gmin);
       break;
-    case Op::Assign: put_owners(o, op.owners); break;
+    case Op::Assign: {
+      put_owners(o, op.owners);
+      std::vector<std::int32_t> vars;
+      std::vector<double> g;
+      for (const auto& [k, v] : op.gradients) {
+        vars.push_back(k);
+        g.push_back(v);
+      }
+      o.array(vars);
+      o.array(g);
+      break;
+    }
     case Op::Reconstruct:
     case Op::Report: break;
   }
@@ -97,7 +108,13 @@ Op get_op(In& i, std::int64_t max_vars) {
       op.gmax = i.get<double>();
       op.gmin = i.get<double>();
       break;
-    case Op::Assign: op.owners = get_owners(i); break;
+    case Op::Assign: {
+      op.owners = get_owners(i);
+      const auto vars = i.array<std::int32_t>(m);
+      const auto g = i.exactly<double>(vars.size(), "gradients");
+      for (std::size_t k = 0; k < vars.size(); ++k) op.gradients.emplace_back(vars[k], g[k]);
+      break;
+    }
     case Op::Reconstruct:
     case Op::Report: break;
   }
