@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libgtest-dev libgmock-dev
   libboost-program-options-dev
-  libopenblas-openmp-dev libhwloc-dev nlohmann-json3-dev zlib1g-dev
+  libopenblas-openmp-dev libhwloc-dev nlohmann-json3-dev zlib1g-dev libssl-dev
   libxrt-dev                 # XRT native API (the xrt driver); no FPGA needed to build
   libucx-dev ucx-utils       # transport, ucx_perftest for benchmarks
   dataset-fashion-mnist      # the demo's default data

@@ -40,6 +40,8 @@ class Coordinator {
   void listen();
   void join();
   void on_join_message(const Received& r);
+  std::optional<Admission> admitted(const Received& r, bool& resume);
+  void say_refusals();
   void partition();
   Task task_for(std::uint32_t w) const;
   void distribute();
@@ -69,6 +71,7 @@ class Coordinator {
   Local local_;
   const int N_;
   std::unique_ptr<Node> node_;
+  std::unique_ptr<BootServer> boot_;  // the front door (bootstrap.hpp); no UCX listener
   std::map<std::uint32_t, std::vector<std::byte>> address_;
   std::map<std::uint32_t, double> capability_;
   std::vector<std::int64_t> loads_, begin_;
@@ -95,9 +98,43 @@ void Coordinator::listen() {
   topts.protocol = transport::parse_bulk_protocol(o_.protocol);
   node_ = std::make_unique<Node>(topts, Ms(o_.timeout_ms), Limits{});
   const auto [ip, port] = split_addr(o_.listen);
-  const auto bound = node_->net().listen(ip, port);
+  boot_ = std::make_unique<BootServer>(ip, port, o_.job, static_cast<std::uint32_t>(N_), node_->net().worker_address());
+  const auto bound = boot_->port();
   std::cerr << "accel coordinator: listening on " << ip << ":" << bound << " for " << N_ << " workers\n";
   log_.write({{"event", "listening"}, {"address", ip + ":" + std::to_string(bound)}});
+}
+
+// Connections the front door refused (a wrong token, bytes that are not a
+// worker's), said from this thread.
+void Coordinator::say_refusals() {
+  for (const auto& line : boot_->refusals()) std::cerr << "accel coordinator: " << line << "\n";
+}
+
+// A hello counts only with the ticket of a handshake its sender passed; the
+// sender is then reached at the address it authenticated with.
+std::optional<Admission> Coordinator::admitted(const Received& r, bool& resume) {
+  const auto& h = r.message.header;
+  std::int64_t it = 0;
+  Ticket ticket{};
+  try {
+    decode_hello(r.message.payload, resume, it, ticket);
+  } catch (const InputError& e) {
+    std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
+    return std::nullopt;
+  }
+  auto a = boot_->admit(h.sender, ticket);
+  if (!a || a->resume != resume) {
+    std::cerr << "accel coordinator: dropped hello from " << h.sender << ": no handshake of its own\n";
+    return std::nullopt;
+  }
+  // A resume for a member that still counts, and whose endpoint is alive,
+  // is someone else holding the token: the member is not replaced.
+  if (resume && active_.count(h.sender) && node_->reachable(h.sender)) {
+    std::cerr << "accel coordinator: dropped a resume for worker " << h.sender << ", which still counts\n";
+    return std::nullopt;
+  }
+  node_->admit_incarnation(h.sender, h.incarnation);
+  return a;
 }
 
 // Every worker says hello and measures its speed for this job's probe. The
@@ -114,7 +151,8 @@ void Coordinator::join() {
     if (left.count() <= 0)
       throw InputError("only " + std::to_string(address_.size() - 1) + " of " + std::to_string(N_) +
                        " workers joined within " + std::to_string(o_.join_timeout_ms) + " ms");
-    if (auto r = node_->receive(left)) on_join_message(*r);
+    if (auto r = node_->receive(std::min(left, Ms(100)))) on_join_message(*r);
+    say_refusals();
     if (static_cast<int>(address_.size()) == N_ + 1 && !capability_.count(0)) {
       waiting_ = secs(t_waiting, Clock::now());
       const auto t0 = Clock::now();
@@ -125,37 +163,32 @@ void Coordinator::join() {
 }
 
 void Coordinator::on_join_message(const Received& r) {
-  auto& net = node_->net();
   const auto& h = r.message.header;
   if (h.type == kHello) {
     bool resume = false;
-    std::int64_t it = 0;
-    std::vector<std::byte> addr;
-    try {
-      decode_hello(r.message.payload, resume, it, addr, node_->limits());
-    } catch (const InputError& e) {
-      std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
-      return;
-    }
+    const auto a = admitted(r, resume);
+    if (!a) return;
+    node_->connect_peer(h.sender, a->address);
     // Nothing can be resumed before the job starts: a resuming worker holds
     // a snapshot of an earlier job with the same token, which it discards
     // when rejected, and then joins afresh.
-    if (resume || !known_worker(h.sender) || address_.count(h.sender) || r.from == transport::kNoEndpoint) {
-      std::cerr << "accel coordinator: rejected " << (resume ? "a resume" : "hello") << " from id " << h.sender
-                << "\n";
-      if (r.from != transport::kNoEndpoint) net.send(r.from, kReject, 0, {});
+    if (resume || address_.count(h.sender)) {
+      std::cerr << "accel coordinator: rejected " << (resume ? "a resume" : "hello") << " from id " << h.sender << "\n";
+      node_->send(h.sender, kReject, 0, {});
       return;
     }
-    node_->set_endpoint(h.sender, r.from, addr);
-    address_[h.sender] = addr;
+    address_[h.sender] = a->address;
     Out probe;  // {workload name, what to measure}
     probe.text(job_.workload());
     probe.bytes(job_.probe());
     node_->send(h.sender, kProbe, 0, probe.b);
-  } else if (h.type == kTicket && r.from != transport::kNoEndpoint) {
+  } else if (h.type == kTicket && known_worker(h.sender)) {
     // Data asked for by a worker resuming a snapshot (see the hello above).
-    std::cerr << "accel coordinator: rejected a resume from id " << h.sender << " (no job running yet)\n";
-    net.send(r.from, kReject, 0, {});
+    if (const auto addr = boot_->address_of(h.sender)) {
+      std::cerr << "accel coordinator: rejected a resume from id " << h.sender << " (no job running yet)\n";
+      node_->ensure_peer(h.sender, *addr);
+      node_->send(h.sender, kReject, 0, {});
+    }
   } else if (h.type == kCapability && address_.count(h.sender)) {
     try {
       capability_[h.sender] = decode_f64(r.message.payload);
@@ -237,6 +270,7 @@ void Coordinator::push_rows(std::uint32_t w, std::set<std::uint32_t>& ready) {
 void Coordinator::rounds() {
   for (int i = 0; i <= N_; ++i) active_.insert(i);
   for (std::int64_t t = 1; t <= job_.max_rounds(); ++t) {
+    say_refusals();
     for (auto w : resynced_) {
       recovering_.erase(w);
       active_.insert(w);
@@ -439,23 +473,16 @@ RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, 
 // follows the decisions (central), resynchronizes, and becomes active from
 // the next view on.
 void Coordinator::on_hello(const Received& r) {
-  auto& net = node_->net();
   const auto& h = r.message.header;
   bool resume = false;
-  std::int64_t it = 0;
-  std::vector<std::byte> addr;
-  try {
-    decode_hello(r.message.payload, resume, it, addr, node_->limits());
-  } catch (const InputError& e) {
-    std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
+  const auto a = admitted(r, resume);
+  if (!a) return;
+  node_->connect_peer(h.sender, a->address);
+  if (!resume || !known_worker(h.sender)) {
+    node_->send(h.sender, kReject, 0, {});
     return;
   }
-  if (!resume || !known_worker(h.sender) || r.from == transport::kNoEndpoint) {
-    if (r.from != transport::kNoEndpoint) net.send(r.from, kReject, 0, {});
-    return;
-  }
-  node_->set_endpoint(h.sender, r.from, addr);
-  address_[h.sender] = addr;
+  address_[h.sender] = a->address;
   active_.erase(h.sender);
   inactive_.erase(h.sender);
   recovering_.insert(h.sender);
@@ -464,8 +491,8 @@ void Coordinator::on_hello(const Received& r) {
   cur.round = current_t_;
   cur.state = own_->shared_state();
   cur.view = current_view_;
-  for (const auto& [id, a] : address_)  // not the lost ones: their addresses are stale
-    if (id != h.sender && !inactive_.count(id)) cur.peers.push_back({id, a});
+  for (const auto& [id, peer] : address_)  // not the lost ones: their addresses are stale
+    if (id != h.sender && !inactive_.count(id)) cur.peers.push_back({id, peer});
   node_->send(h.sender, kCurrent, current_t_, encode(cur));
   log_.write({{"event", "rejoin"}, {"worker", h.sender}, {"incarnation", h.incarnation}, {"iteration", current_t_}});
 }
@@ -476,10 +503,13 @@ void Coordinator::on_hello(const Received& r) {
 // size is refused by push().
 void Coordinator::on_ticket(const Received& r) {
   const auto w = r.message.header.sender;
-  if (!known_worker(w) || r.from == transport::kNoEndpoint || loads_[w] == 0) return;
+  if (!known_worker(w) || loads_[w] == 0) return;
+  const auto addr = boot_->address_of(w);  // a ticket before the hello: reached at its handshake's address
+  if (!addr) return;
+  node_->ensure_peer(w, *addr);
   const auto data = job_.data(begin_[w], begin_[w] + loads_[w]);
   try {
-    node_->net().push(r.from, r.message.payload, data.data(), data.size());
+    node_->net().push(node_->endpoint(w), r.message.payload, data.data(), data.size());
     log_.write({{"event", "rows_resent"}, {"worker", w}, {"bytes", data.size()}, {"iteration", current_t_}});
   } catch (const std::exception& e) {
     std::cerr << "accel coordinator: dropped ticket from " << w << ": " << e.what() << "\n";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <string>
 
 namespace accel::cluster {
 
@@ -34,6 +35,7 @@ struct JobDone {};
 // The coordinator refused this worker: its job is over, or the id unknown.
 struct Rejected : std::runtime_error {
   Rejected() : std::runtime_error("the coordinator rejected this worker (job over or unknown id)") {}
+  explicit Rejected(const std::string& why) : std::runtime_error(why) {}
 };
 
 }  // namespace accel::cluster

@@ -61,17 +61,22 @@ class Incarnation {
 
   void run() {
     const auto [ip, port] = split_addr(o_.coordinator);
-    node_.set_endpoint(0, node_.net().connect(ip, port));
     const bool resume = snap_.has_value();
+    // The front door first (bootstrap.hpp): the coordinator's UCX address
+    // and this session's ticket, for the token.
+    const BootReply boot = boot_connect(ip, port, o_.job, o_.id, resume, node_.net().worker_address(),
+                                        Ms(std::max(o_.timeout_ms * 5, 5000)));
+    node_.connect_peer(0, boot.address);
+    if (!node_.reachable(0)) throw CoordinatorGone("the coordinator's address is unreachable");
     // A resuming worker is answered within a round; a fresh one waits for
     // every worker to join and for the coordinator's measurements.
     join_ = resume ? Ms(std::max(o_.timeout_ms * 5, 5000)) : Ms(std::max(o_.timeout_ms * 10, 30000));
     if (resume) {
       if (snap_->data.size() != snap_->task.data_bytes) refetch();
-      node_.send(0, kHello, 0, encode_hello(true, 0, node_.net().worker_address()));
+      node_.send(0, kHello, 0, encode_hello(true, 0, boot.ticket));
       resume_round();
     } else {
-      node_.send(0, kHello, 0, encode_hello(false, 0, node_.net().worker_address()));
+      node_.send(0, kHello, 0, encode_hello(false, 0, boot.ticket));
       fresh_start();
     }
     rounds();
@@ -332,7 +337,7 @@ int run_worker(const WorkerOptions& o) {
     } catch (const JobDone&) {
       return kExitOk;
     } catch (const NotListening& e) {
-      if (Clock::now() >= join_deadline) {
+      if (lost_coordinator || Clock::now() >= join_deadline) {
         std::cerr << "accel worker " << o.id << ": no coordinator at " << o.coordinator << " (" << e.what()
                   << "); exiting\n";
         return kExitLostJob;

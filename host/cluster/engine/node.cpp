@@ -48,6 +48,12 @@ bool Node::send(std::uint32_t peer, std::uint16_t type, std::int64_t iteration, 
 // sender than one already heard is a stale process's.
 bool Node::admit(const transport::Received& r) {
   const auto& h = r.message.header;
+  if (auto a = admitted_.find(h.sender); a != admitted_.end() && h.type != kHello && h.type != kTicket) {
+    if (h.incarnation == a->second) return true;
+    std::cerr << "accel cluster: dropped " << type_name(h.type) << " from " << h.sender << " incarnation "
+              << h.incarnation << " (counted: " << a->second << ")\n";
+    return false;
+  }
   auto [it, fresh] = incarnation_.try_emplace(h.sender, h.incarnation);
   if (!fresh && h.incarnation < it->second) {
     std::cerr << "accel cluster: dropped " << type_name(h.type) << " from " << h.sender << " incarnation "

@@ -107,6 +107,12 @@ class Node {
   // Messages that arrived early (a later iteration's partials), replayed by sync().
   void stash(transport::Received r) { early_.push_back(std::move(r)); }
   bool admit(const transport::Received& r);
+  // From now on only `incarnation` of `peer` counts: the coordinator sets
+  // it from a hello it admitted (bootstrap.hpp), so that a sender claiming
+  // another incarnation -- an old process, or anyone naming a high number
+  // to fence the real one out -- is dropped. Hellos and row requests are
+  // exempt: the ticket and the handshake's address vouch for those.
+  void admit_incarnation(std::uint32_t peer, std::uint32_t incarnation) { admitted_[peer] = incarnation; }
 
  private:
   std::unique_ptr<transport::Transport> net_;
@@ -115,6 +121,7 @@ class Node {
   std::map<std::uint32_t, transport::EndpointId> eps_;
   std::map<std::uint32_t, std::vector<std::byte>> addr_;
   std::map<std::uint32_t, std::uint32_t> incarnation_;  // highest seen per sender
+  std::map<std::uint32_t, std::uint32_t> admitted_;     // the one incarnation counted per sender, where set
   std::vector<transport::Received> early_;
   // This node's recent notifications by iteration: a returning worker that
   // runs an iteration or two behind gets the answer it asks for even after

@@ -170,20 +170,19 @@ Current decode_current(std::span<const std::byte> in, const Limits& l) {
   return c;
 }
 
-Bytes encode_hello(bool resume, std::int64_t iteration, std::span<const std::byte> address) {
+Bytes encode_hello(bool resume, std::int64_t iteration, const Ticket& ticket) {
   Out o;
   o.put<std::uint8_t>(resume);
   o.put(iteration);
-  o.bytes(address);
+  for (const std::byte b : ticket) o.put(b);
   return std::move(o.b);
 }
 
-void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& iteration,
-                  std::vector<std::byte>& address, const Limits& l) {
+void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& iteration, Ticket& ticket) {
   In i(in);
   resume = i.get<std::uint8_t>() != 0;
   iteration = i.get<std::int64_t>();
-  address = i.bytes(l.max_address);
+  for (std::byte& b : ticket) b = i.get<std::byte>();
   i.end();
 }
 

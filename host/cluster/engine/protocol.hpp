@@ -5,6 +5,8 @@
 // member's state is opaque bytes here; the workload's own codec reads them.
 #pragma once
 
+#include "bootstrap.hpp"
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -15,7 +17,7 @@
 namespace accel::cluster {
 
 enum Type : std::uint16_t {
-  kHello = 1,         // member -> coordinator: {resume?, iteration of its snapshot, worker address}
+  kHello = 1,         // member -> coordinator: {resume?, iteration of its snapshot, bootstrap ticket}
   kProbe = 2,         // coordinator -> member: the workload's probe (what to measure)
   kCapability = 3,    // member -> coordinator: {units per second}
   kTask = 4,          // coordinator -> member: Task
@@ -103,9 +105,10 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& li
 Current decode_current(std::span<const std::byte> in, const Limits& limits);
 
 // Small fixed payloads.
-Bytes encode_hello(bool resume, std::int64_t iteration, std::span<const std::byte> address);
-void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& iteration, std::vector<std::byte>& address,
-                  const Limits& limits);
+// The ticket is the bootstrap's (bootstrap.hpp): it binds the hello to the
+// worker that authenticated, and to the address it authenticated with.
+Bytes encode_hello(bool resume, std::int64_t iteration, const Ticket& ticket);
+void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& iteration, Ticket& ticket);
 Bytes encode_stand_in(std::uint32_t member, const Bytes& data);
 std::pair<std::uint32_t, Bytes> decode_stand_in(std::span<const std::byte> in, const Limits& limits);
 Bytes encode_f64(double v);

@@ -1,0 +1,94 @@
+// The cluster's front door: a worker proves it holds the job token over a
+// plain TCP connection before it learns the coordinator's UCX address, and
+// the coordinator runs no UCX listener at all.
+//
+// Why: UCX's sockaddr listener parses unauthenticated bytes itself, and
+// 1.13's aborts the whole process on a 9-byte packet (tcp_sockcm_ep.c:825).
+// Here the listener is this project's socket: bounded reads, a deadline per
+// connection, nothing kept before the handshake checks out. As MPI
+// launchers and NCCL bootstrap, it exchanges UCX worker addresses, and
+// endpoints are then created from those addresses.
+//
+// The handshake is a mutual challenge-response with HMAC-SHA256 keyed by the
+// job token, so the token itself never crosses the wire:
+//   coordinator -> worker  magic, 32-byte nonce Ns
+//   worker -> coordinator  magic, id, resume flag, nonce Nc, its UCX address,
+//                          HMAC(token, "client" Ns Nc id flag address)
+//   coordinator -> worker  verdict; when accepted: its UCX address,
+//                          HMAC(token, "server" Ns Nc id address)
+// Both sides then derive a ticket, HMAC(token, "ticket" Ns Nc id), that the
+// worker's UCX hello must carry: the coordinator admits a hello only for an
+// id that authenticated here, from the address it authenticated with.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace accel::cluster {
+
+using Ticket = std::array<std::byte, 16>;
+
+// What a worker that passed the handshake may present in its UCX hello.
+struct Admission {
+  std::vector<std::byte> address;  // its UCX worker address
+  Ticket ticket{};
+  bool resume = false;
+};
+
+class BootServer {
+ public:
+  // Listens on ip:port (0: any free port) for workers 1..max_id; answers
+  // with `address` (this process's UCX worker address).
+  BootServer(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
+             std::vector<std::byte> address);
+  ~BootServer();
+  BootServer(const BootServer&) = delete;
+  BootServer& operator=(const BootServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  // The latest admission of `id` when its ticket is `ticket`, consumed (a
+  // hello is accepted once per handshake).
+  std::optional<Admission> admit(std::uint32_t id, const Ticket& ticket);
+  // The address `id` last authenticated with (a resuming worker asks for
+  // its rows before its hello).
+  std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const;
+  // One line per refused connection since the last call (the coordinator
+  // prints them from its own thread).
+  std::vector<std::string> refusals();
+
+ private:
+  void serve();
+  void handshake(int fd, const std::string& from);
+
+  std::uint64_t token_;
+  std::uint32_t max_id_;
+  std::vector<std::byte> address_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  mutable std::mutex mu_;
+  std::map<std::uint32_t, Admission> admitted_;
+  std::map<std::uint32_t, std::vector<std::byte>> addresses_;
+  std::vector<std::string> refusals_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// The worker's side: the coordinator's UCX address and this session's
+// ticket. Throws NotListening when nothing accepts at ip:port, Rejected
+// when the coordinator refuses the token or id, InputError on a coordinator
+// that fails to prove it holds the token (or a broken exchange).
+struct BootReply {
+  std::vector<std::byte> address;
+  Ticket ticket{};
+};
+BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
+                       const std::vector<std::byte>& address, std::chrono::milliseconds timeout);
+
+}  // namespace accel::cluster
