@@ -17,7 +17,11 @@ namespace accel::cli {
 namespace {
 
 void common_options(po::options_description& d, cluster::Common& c, bool device = true, int timeout_ms = 2000) {
-  d.add_options()("job", po::value(&c.job)->default_value(1), "job token: every message must carry it");
+  d.add_options()("job", po::value(&c.job)->default_value(0),
+                  "job token, a non-zero 64-bit number (0: the coordinator draws one and writes it to --job-file; "
+                  "a worker reads --job-file, ACCEL_JOB_TOKEN, or the coordinator's file)")
+      ("job-file", po::value(&c.job_file),
+       "where the drawn token is written (coordinator) or read (worker); default ~/.accel/job-PORT.token");
   if (device)
     d.add_options()("device", po::value(&c.device)->default_value("all"),
                     "this node's devices: all (every hardware device) | cpu | fpga-emu | cuda | <name>, or a comma list");

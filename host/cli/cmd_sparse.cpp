@@ -82,7 +82,7 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
       ("seed", po::value(&seed)->default_value(seed), "seed of the synthetic pairs")
       ("pause-ms", po::value(&pause_ms)->default_value(0), "sleep between steps (a training step's compute)")
       ("check", po::bool_switch(&check), "compare every sum with the one computed here")
-      ("job", po::value(&o.job)->default_value(o.job), "job token: every message must carry it")
+      ("job", po::value(&o.job)->default_value(o.job), "job token (0: rank 0 draws one, the others read ~/.accel/job-PORT.token)")
       ("timeout-ms", po::value(&o.timeout_ms)->default_value(o.timeout_ms), "wait for a silent member before evicting it")
       ("keepalive-ms", po::value(&o.keepalive_ms)->default_value(o.keepalive_ms), "UCX keepalive interval")
       ("tls", po::value(&o.tls), "UCX transports (UCX_TLS), e.g. tcp")

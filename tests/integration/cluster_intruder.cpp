@@ -55,11 +55,12 @@ void wrong_token(std::uint64_t token, const std::string& ip, std::uint16_t port)
 // An insider (it holds the token, impersonates worker `id`) sends what the
 // coordinator must still refuse over UCX.
 void attack(std::uint64_t token, std::uint64_t header_token, std::uint32_t max_payload, std::uint16_t type,
-            std::uint64_t iteration, std::size_t bytes, const std::string& ip, std::uint16_t port) {
+            std::uint64_t iteration, std::size_t bytes, const std::string& ip, std::uint16_t port,
+            int copies = 1, std::uint32_t incarnation = 99) {
   transport::Options o;
   o.job_token = header_token;
   o.self_id = 2;  // impersonates a worker
-  o.incarnation = 99;
+  o.incarnation = incarnation;
   o.max_control_payload = max_payload;
   o.shutdown_timeout = std::chrono::milliseconds(500);
   transport::Transport t(o);
@@ -67,7 +68,8 @@ void attack(std::uint64_t token, std::uint64_t header_token, std::uint32_t max_p
       cluster::boot_connect(ip, port, token, o.self_id, false, t.worker_address(), std::chrono::milliseconds(3000));
   const auto ep = t.connect(boot.address);
   std::vector<std::byte> payload(bytes, std::byte{0x5a});
-  auto c = t.send(ep, type, iteration, payload);
+  transport::CompletionRef c;
+  for (int k = 0; k < copies; ++k) c = t.send(ep, type, iteration, payload);
   t.wait(c, std::chrono::milliseconds(2000));
   std::cout << "sent type " << type << " (" << bytes << " bytes, header token " << header_token << "): "
             << (c->ok() ? "delivered" : c->error) << "\n";
@@ -92,5 +94,8 @@ int main(int argc, char** argv) {
   attack(token, token, max, cluster::kContribution, it, 13, ip, port);             // truncated
   attack(token, token, max, cluster::kHello, 0, 5, ip, port);                      // garbage hello
   attack(token, token, max, cluster::kResync, it, 0, ip, port);                    // not recovering
+  // Worker 2's incarnation guessed right: 200 messages of a round far
+  // ahead, which the coordinator holds for that round up to its bound.
+  attack(token, token, max, cluster::kContribution, it + 1000000, 1024, ip, port, 200, 1);
   return 0;
 }

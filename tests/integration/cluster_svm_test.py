@@ -353,20 +353,21 @@ def scenario_svm_coordinator_kill(a, tmp):
 def scenario_svm_intruder(a, tmp):
     data = long_data(tmp)
     ref = single_node(a, tmp, data, PARAMS)
-    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS, timeout_ms=1500)
+    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS, timeout_ms=5000)  # attackers take the CPU; the test is about refusals
     job.wait_round(100)
-    r = subprocess.run([a.intruder, "127.0.0.1", str(job.port), "1", str(job.round() + 1)], capture_output=True,
+    r = subprocess.run([a.intruder, "127.0.0.1", str(job.port), str(ct.job_token(job.port)), str(job.round() + 1)], capture_output=True,
                        text=True, timeout=60)
     print(r.stdout.strip())
     job.finish()
     err = (job.tmp / "coordinator.err").read_text()
-    for needle in ("refused a connection", "wrong job token", "dropped", "(counted: 1)"):
+    for needle in ("refused a connection", "wrong job token", "dropped", "(counted: 1)", "this node is at round"):
         if needle not in err:
             fail(f"coordinator log lacks '{needle}':\n{err[-1500:]}")
     check_model(job, ref, "after the intruder")
 
 
 def scenario_svm_stale_snapshot(a, tmp):
+    os.environ["ACCEL_JOB_TOKEN"] = "7"  # both jobs the launcher's same token
     data = str(Path(tmp) / "three.train")
     libsvm(data, 3000, 20, 3, 3)
     first = SvmJob(a, Path(tmp) / "first", 2, long_data(tmp), PARAMS)

@@ -182,6 +182,11 @@ class Job:
         return json.loads((self.tmp / "coordinator.out").read_text())
 
 
+def job_token(port):
+    """The token the coordinator drew for the job on `port` (README: Joining a job)."""
+    return int((Path.home() / ".accel" / f"job-{port}.token").read_text(), 0)
+
+
 def check_agreement(job, survivors):
     """Every survivor logged the same membership lists at every iteration."""
     views = {}
@@ -538,9 +543,10 @@ def scenario_kill_restart_rows(a, tmp):
 
 def scenario_stale_snapshot(a, tmp, snapshot_rows=False):
     # A worker crashes and leaves its snapshot; a later job with the same
-    # (default) token starts with that snapshot in place. The worker's resume
+    # token (the launcher's, ACCEL_JOB_TOKEN) starts with that snapshot in place. The worker's resume
     # is rejected (nothing is running to resume), it discards the snapshot
     # and joins the new job afresh, which then runs with every worker.
+    os.environ["ACCEL_JOB_TOKEN"] = "7"
     data = str(Path(tmp) / "x.npy")
     blobs(data, 200000, 8, 8, 3)
     extra = ["--snapshot-rows"] if snapshot_rows else []
@@ -648,19 +654,26 @@ def scenario_coordinator_kill(a, tmp):
 def scenario_intruder(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 300000, 8, 8, 5)
-    job = Job(a, tmp, 2, data, 8, 80, 1500)
+    # A long timeout: the attackers (a UCX context each, a worker process)
+    # take the CPU of this 2-core host, and the test is about refusals.
+    job = Job(a, tmp, 2, data, 8, 200, 5000)  # outlasts the attacks
     job.wait_iteration(5)
-    r = subprocess.run([a.intruder, "127.0.0.1", str(job.port), "1", str(job.iteration() + 1)],
+    r = subprocess.run([a.intruder, "127.0.0.1", str(job.port), str(job_token(job.port)), str(job.iteration() + 1)],
                        capture_output=True, text=True, timeout=60)
     print(r.stdout.strip())
+    w = subprocess.run([a.accel, "worker", "--coordinator", job.addr, "--id", "1", "--job", "12345"],
+                       capture_output=True, text=True, timeout=60)
+    if w.returncode != 2 or "refused this worker" not in w.stderr:
+        fail(f"a worker with another job's token: exit {w.returncode}, {w.stderr.strip()}")
+    print("a worker with another job's token:", w.stderr.strip())
     if job.finish() != 0:
         fail("coordinator failed after the intruder")
     err = (Path(tmp) / "coordinator.err").read_text()
-    for needle in ("refused a connection", "wrong job token", "dropped", "(counted: 1)"):
+    for needle in ("refused a connection", "wrong job token", "dropped", "(counted: 1)", "this node is at round"):
         if needle not in err:
             fail(f"coordinator log lacks '{needle}':\n{err}")
     s = job.summary()
-    if s["members"]["active"] != [0, 1, 2] or s["iterations"] != 80:
+    if s["members"]["active"] != [0, 1, 2] or s["iterations"] != 200:
         fail(f"the job did not go on normally: {s}")
     print("rejected:", *[l for l in err.splitlines() if "drop" in l or "reject" in l or "refused" in l][:8], sep="\n  ")
 

@@ -7,15 +7,18 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "accel/error.hpp"
 #include "bootstrap.hpp"
 #include "errors.hpp"
+#include "job_token.hpp"
 
 using namespace accel;
 using namespace accel::cluster;
@@ -68,9 +71,9 @@ TEST(Bootstrap, WorkerWithTheTokenGetsAddressAndOneTicket) {
 
 TEST(Bootstrap, WrongTokenAndUnknownIdAreRefused) {
   BootServer door("127.0.0.1", 0, 7, 2, bytes_of("c"));
-  EXPECT_THROW(boot_connect("127.0.0.1", door.port(), 8, 1, false, bytes_of("w"), 3000ms), Rejected);
+  EXPECT_THROW(boot_connect("127.0.0.1", door.port(), 8, 1, false, bytes_of("w"), 3000ms), TokenRefused);
   EXPECT_TRUE(refused_with(door, "wrong job token"));
-  EXPECT_THROW(boot_connect("127.0.0.1", door.port(), 7, 3, false, bytes_of("w"), 3000ms), Rejected);
+  EXPECT_THROW(boot_connect("127.0.0.1", door.port(), 7, 3, false, bytes_of("w"), 3000ms), TokenRefused);
   EXPECT_TRUE(refused_with(door, "unknown worker id 3"));
   EXPECT_FALSE(door.address_of(3).has_value());
 }
@@ -133,4 +136,37 @@ TEST(Bootstrap, ACoordinatorWithoutTheTokenIsRefused) {
   EXPECT_THROW(boot_connect("127.0.0.1", ntohs(sa.sin_port), 7, 1, false, bytes_of("w"), 3000ms), InputError);
   fake.join();
   ::close(lfd);
+}
+
+// The job token's defaults (job_token.hpp): drawn at random, written for
+// the owner only, read back; malformed values name where they came from.
+TEST(JobToken, DrawnWrittenForTheOwnerAndReadBack) {
+  const auto a = random_job_token(), b = random_job_token();
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  const auto dir = std::filesystem::temp_directory_path() / ("accel-token-test-" + std::to_string(::getpid()));
+  const std::string path = (dir / "sub" / "job.token").string();
+  EXPECT_FALSE(read_job_file(path).has_value());
+  write_job_file(path, a);
+  EXPECT_EQ(read_job_file(path), a);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir / "sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(default_job_file(4242).find("job-4242.token"), std::string::npos);
+}
+
+TEST(JobToken, MalformedValuesAreBadInput) {
+  EXPECT_EQ(parse_job_token("0x10\n", "f"), 16u);
+  EXPECT_EQ(parse_job_token("42", "f"), 42u);
+  for (const char* bad : {"", "0", "-1", "12x", "99999999999999999999999"})
+    EXPECT_THROW(parse_job_token(bad, "f"), InputError) << bad;
+  ::setenv("ACCEL_JOB_TOKEN", "nope", 1);
+  EXPECT_THROW(env_job_token(), InputError);
+  ::setenv("ACCEL_JOB_TOKEN", "7", 1);
+  EXPECT_EQ(env_job_token(), 7u);
+  ::unsetenv("ACCEL_JOB_TOKEN");
+  EXPECT_FALSE(env_job_token().has_value());
 }

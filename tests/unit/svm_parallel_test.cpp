@@ -76,7 +76,9 @@ class LocalDirector final : public Director {
       m->check(ops);
       m->apply(ops);
     }
-    if (lose_.first >= 0 && rounds_ == lose_.second) {
+    // lose_.second < 0: lost in the first round that collects every gradient.
+    const bool due = lose_.second < 0 ? ops.front().kind == Op::Report : rounds_ == lose_.second;
+    if (lose_.first >= 0 && due && members_.count(lose_.first)) {
       members_.erase(lose_.first);
       for (Range& r : owners_)
         if (r.member == static_cast<std::uint32_t>(lose_.first)) r.member = 0;
@@ -198,6 +200,66 @@ TEST(SvmParallelLoss, AMemberLostMidSolveMovesItsRowsAndTheModelIsUnchanged) {
   const Trained m = train_parallel(data, p, 3, {2, 7}, &moves);
   EXPECT_EQ(moves, 1);
   expect_same_model(m, train_single(data, p));
+}
+
+// The engine's case from CI: a member lost while the coordinator collects
+// every gradient (the last round of a problem); the Assign that follows
+// must still bring every gradient, from the new owners.
+TEST(SvmParallelLoss, AMemberLostWhileTheGradientsAreCollected) {
+  const LabeledCsr data = make_data(600, 4);
+  const SvmParams p = base(SvmType::CSvc, "multi2");
+  int moves = 0;
+  const Trained m = train_parallel(data, p, 3, {1, -1}, &moves);
+  EXPECT_EQ(moves, 1);
+  expect_same_model(m, train_single(data, p));
+}
+
+// A re-split's move (svm_job.cpp move_rows): every gradient reported, then
+// an Assign that carries the moved variables' gradients; the gainers take
+// them instead of rebuilding, and the model is single-node's.
+TEST(SvmParallelMove, AssignWithGradientsMatchesRebuilding) {
+  const LabeledCsr data = make_data(400, 6);
+  SvmParams p = base(SvmType::CSvc, "multi2");
+  Member a(data, p, cpu(), 0), b(data, p, cpu(), 1);
+  const auto problem = DualProblem::c_svc([&] {
+    std::vector<std::int8_t> y;
+    for (std::int64_t i = 0; i < data.x.rows; ++i) y.push_back(data.labels[i] == 1 ? 1 : -1);
+    return y;
+  }(), 1.0);
+  Op start;
+  start.kind = Op::Start;
+  start.problem = problem;
+  start.q = 16;
+  start.owners = {{0, 0, 200}, {1, 200, 400}};
+  Op step;
+  step.kind = Op::Step;
+  for (int k = 0; k < 40; ++k) {
+    step.ws.push_back(k * 10);
+    step.alpha.push_back(0.5);
+  }
+  Op report;
+  report.kind = Op::Report;
+  for (Member* m : {&a, &b}) m->apply({start, step, report});
+  std::map<std::int32_t, double> exact;
+  for (Member* m : {&a, &b})
+    for (const auto& [k, g] : m->report().all_g) exact[k] = g;
+  ASSERT_EQ(exact.size(), 400u);
+  Op assign;
+  assign.kind = Op::Assign;
+  assign.owners = {{0, 0, 120}, {1, 120, 400}};
+  for (std::int32_t k = 120; k < 200; ++k) assign.gradients.emplace_back(k, exact[k]);
+  Member c(data, p, cpu(), 1);  // the same state, gaining by rebuilding from the multipliers
+  c.apply({start, step});
+  Op rebuild = assign;
+  rebuild.gradients.clear();
+  b.apply({assign, report});
+  c.apply({rebuild, report});
+  std::map<std::int32_t, double> sent, rebuilt;
+  for (const auto& [k, g] : b.report().all_g) sent[k] = g;
+  for (const auto& [k, g] : c.report().all_g) rebuilt[k] = g;
+  ASSERT_EQ(sent.size(), 280u);
+  for (const auto& [k, g] : sent) EXPECT_NEAR(g, rebuilt.at(k), 1e-9 * (1 + std::abs(g))) << "variable " << k;
+  for (std::int32_t k = 120; k < 200; ++k) EXPECT_EQ(sent.at(k), exact.at(k));
 }
 
 TEST(SvmParallelMember, RefusesDecisionsOutsideTheSet) {

@@ -170,7 +170,10 @@ struct Member::Impl {
 
   void apply(const Op& op) {
     if (op.kind != Op::Start && !s) throw InputError("svm: a decision before its problem started");
-    if (op.kind != Op::Report) report_all = false;  // every gradient goes in the report after a Report only
+    // Every gradient goes in the reports after a Report until the solver
+    // moves on: an Assign in between (a member lost or rows moved while the
+    // coordinator collects them) keeps them coming, from the new owners.
+    if (op.kind != Op::Report && op.kind != Op::Assign) report_all = false;
     if (op.kind != Op::Rows) {  // a block answers only the Rows op just before the report
       block_vars.clear();
       block.clear();

@@ -293,7 +293,7 @@ BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t 
   const Mac ours = mac(token, "client", ns, nc, id, flag, address);
   w.write(ours.data(), ours.size());
   if (w.get<std::uint8_t>() != kAccepted)
-    throw Rejected("the coordinator refused this worker: a different job token, or an id it does not know");
+    throw TokenRefused("the coordinator refused this worker: a different job token, or an id it does not know");
   BootReply reply;
   reply.address = w.bytes(kMaxAddress);
   Mac theirs;

@@ -81,7 +81,7 @@ class BootServer {
 };
 
 // The worker's side: the coordinator's UCX address and this session's
-// ticket. Throws NotListening when nothing accepts at ip:port, Rejected
+// ticket. Throws NotListening when nothing accepts at ip:port, TokenRefused
 // when the coordinator refuses the token or id, InputError on a coordinator
 // that fails to prove it holds the token (or a broken exchange).
 struct BootReply {

@@ -11,6 +11,7 @@
 #include "accel/error.hpp"
 // rebalance(): Algorithm 1 of the USTC system-information management framework paper
 #include "accel/perf_model.hpp"
+#include "job_token.hpp"
 #include "rates.hpp"
 #include "session.hpp"
 #include "snapshot.hpp"
@@ -22,9 +23,13 @@ using transport::Received;
 
 class Coordinator {
  public:
-  Coordinator(const CoordinatorOptions& o, Job& job)
-      : o_(o), job_(job), workload_(find_workload(job.workload())), log_(o.log_json),
+  Coordinator(const CoordinatorOptions& o, bool write_token, Job& job)
+      : o_(o), write_token_(write_token), job_(job), workload_(find_workload(job.workload())), log_(o.log_json),
         registry_(Registry::discover_all()), local_{registry_, o.device, {}}, N_(o.workers) {}
+
+  ~Coordinator() {
+    if (!token_file_.empty()) std::remove(token_file_.c_str());  // this job's; the next draws its own
+  }
 
   int run() {
     t_start_ = Clock::now();
@@ -63,7 +68,9 @@ class Coordinator {
             {recovering_.begin(), recovering_.end()}};
   }
 
-  const CoordinatorOptions& o_;
+  const CoordinatorOptions o_;  // its job token resolved (run_coordinator)
+  bool write_token_ = false;    // drawn here: handed to workers in a file
+  std::string token_file_;      // that file, removed when the job ends
   Job& job_;
   const Workload& workload_;
   Log log_;
@@ -100,6 +107,11 @@ void Coordinator::listen() {
   const auto [ip, port] = split_addr(o_.listen);
   boot_ = std::make_unique<BootServer>(ip, port, o_.job, static_cast<std::uint32_t>(N_), node_->net().worker_address());
   const auto bound = boot_->port();
+  if (write_token_) {
+    token_file_ = o_.job_file.empty() ? default_job_file(bound) : o_.job_file;
+    write_job_file(token_file_, o_.job);
+    std::cerr << "accel coordinator: a new job token is in " << token_file_ << "\n";
+  }
   std::cerr << "accel coordinator: listening on " << ip << ":" << bound << " for " << N_ << " workers\n";
   log_.write({{"event", "listening"}, {"address", ip + ":" + std::to_string(bound)}});
 }
@@ -560,6 +572,17 @@ int Coordinator::finish() {
 
 }  // namespace
 
-int run_coordinator(const CoordinatorOptions& o, Job& job) { return Coordinator(o, job).run(); }
+// The token: --job, else ACCEL_JOB_TOKEN (a launcher's), else a random one
+// written for the workers (job_token.hpp).
+int run_coordinator(const CoordinatorOptions& o, Job& job) {
+  CoordinatorOptions resolved = o;
+  bool write = false;
+  if (resolved.job == 0) {
+    const auto env = env_job_token();
+    write = !env;
+    resolved.job = env ? *env : random_job_token();
+  }
+  return Coordinator(resolved, write, job).run();
+}
 
 }  // namespace accel::cluster

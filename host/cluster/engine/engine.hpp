@@ -13,12 +13,13 @@
 namespace accel::cluster {
 
 struct Common {
-  std::uint64_t job = 1;          // job token: every message must carry it
+  std::uint64_t job = 0;          // job token (0: found or drawn, job_token.hpp)
   std::string device = "all";     // local devices of each node
   int timeout_ms = 2000;          // barrier wait before a silent member is evicted
   std::string tls;                // UCX_TLS for this process (empty: UCX's choice)
   int keepalive_ms = 5000;  // above a long compute phase: peers only answer keepalives from progress()
   std::string log_json;           // one JSON line per round (and per transfer)
+  std::string job_file;           // where the token is written (coordinator) or read (worker)
 };
 
 struct CoordinatorOptions : Common {

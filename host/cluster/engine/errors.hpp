@@ -30,6 +30,10 @@ struct Evicted : std::runtime_error {
 struct NotListening : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// The coordinator's front door refused this worker's token or id.
+struct TokenRefused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 // The coordinator said the job is over.
 struct JobDone {};
 // The coordinator refused this worker: its job is over, or the id unknown.

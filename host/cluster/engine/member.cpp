@@ -11,6 +11,7 @@
 
 #include "accel/error.hpp"
 #include "session.hpp"
+#include "job_token.hpp"
 #include "snapshot.hpp"
 
 namespace accel::cluster {
@@ -320,9 +321,29 @@ std::optional<Snapshot> load_own_snapshot(const WorkerOptions& o) {
 
 }  // namespace
 
-int run_worker(const WorkerOptions& o) {
-  if (o.id < 1) throw InputError("--id must be 1 or more (0 is the coordinator)");
-  if (o.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+// The job token of a worker not given --job (job_token.hpp): --job-file,
+// ACCEL_JOB_TOKEN, or the coordinator's default file for its port; a file
+// the coordinator has not written yet (a launcher starts every rank at
+// once) is waited for until `deadline`.
+std::uint64_t find_job_token(const WorkerOptions& o, Clock::time_point deadline) {
+  if (o.job != 0) return o.job;
+  if (o.job_file.empty())
+    if (const auto env = env_job_token()) return *env;
+  const std::string path = o.job_file.empty() ? default_job_file(split_addr(o.coordinator).second) : o.job_file;
+  for (;;) {
+    if (const auto t = read_job_file(path)) return *t;
+    if (Clock::now() >= deadline)
+      throw InputError("no job token: " + path + " does not exist (give --job, --job-file or ACCEL_JOB_TOKEN)");
+    std::this_thread::sleep_for(Ms(100));
+  }
+}
+
+int run_worker(const WorkerOptions& given) {
+  if (given.id < 1) throw InputError("--id must be 1 or more (0 is the coordinator)");
+  if (given.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+  WorkerOptions o = given;
+  const auto token_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
+  o.job = find_job_token(given, token_deadline);
   Log log(o.log_json);
   const Registry reg = Registry::discover_all();
   std::optional<Snapshot> snap = load_own_snapshot(o);
@@ -365,6 +386,13 @@ int run_worker(const WorkerOptions& o) {
       std::cerr << "accel worker " << o.id << ": " << e.what() << "; rejoining as incarnation " << incarnation + 1
                 << "\n";
       save_incarnation(o, snap, ++incarnation);
+    } catch (const TokenRefused& e) {
+      // A token read from a file may be an earlier job's on the same port
+      // until this job's coordinator writes its own: read it again.
+      if (given.job != 0 || Clock::now() >= token_deadline) throw InputError(e.what());
+      std::this_thread::sleep_for(Ms(200));
+      o.job = find_job_token(given, token_deadline);
+      --attempt;
     } catch (const Rejected& e) {
       // A rejected resume: the snapshot belongs to a job that is over (or to
       // an earlier job with the same token). Discard it and join afresh,

@@ -74,6 +74,29 @@ std::optional<transport::Received> Node::receive(Ms timeout) {
   }
 }
 
+void Node::stash(transport::Received r, std::optional<std::int64_t> now) {
+  const auto sender = r.message.header.sender;
+  const auto round = static_cast<std::int64_t>(r.message.header.iteration);
+  if (now && coordinator() && round > *now + kMaxAhead) {  // members may lag and catch up from their stash
+    std::cerr << "accel cluster: dropped " << type_name(r.message.header.type) << " of round " << round << " from "
+              << sender << ": this node is at round " << *now << "\n";
+    return;
+  }
+  std::size_t count = 0, bytes = r.message.payload.size();
+  for (const auto& e : early_)
+    if (e.message.header.sender == sender) {
+      ++count;
+      bytes += e.message.payload.size();
+    }
+  if (count >= kMaxEarly || bytes > kMaxEarlyBytes) {
+    std::cerr << "accel cluster: dropped " << type_name(r.message.header.type) << " of round "
+              << r.message.header.iteration << " from " << sender << ": " << count
+              << " early messages of it held already\n";
+    return;
+  }
+  early_.push_back(std::move(r));
+}
+
 std::vector<transport::Received> Node::arrived() {
   std::vector<transport::Received> out;
   for (auto r = net_->poll(); r; r = net_->poll())
@@ -118,7 +141,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
   auto handle = [&](const transport::Received& r) {
     const auto& h = r.message.header;
     if (h.type == kStandIn && h.sender == 0 && !coordinator()) {
-      if (static_cast<std::int64_t>(h.iteration) > t) return stash(r);
+      if (static_cast<std::int64_t>(h.iteration) > t) return stash(r, t);
       if (static_cast<std::int64_t>(h.iteration) < t) return;
       try {
         auto [q, data] = decode_stand_in(r.message.payload, limits_);
@@ -130,7 +153,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     }
     if (h.type != kContribution) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
-    if (it > t) return stash(r);
+    if (it > t) return stash(r, t);
     Contribution p;
     try {
       p = decode_contribution(r.message.payload, limits_);
@@ -247,7 +270,7 @@ std::map<std::uint32_t, Contribution> Node::gather(std::int64_t t, const std::ve
     const auto& h = r.message.header;
     if (h.type != kContribution) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
-    if (it > t) return stash(r);
+    if (it > t) return stash(r, t);
     if (it < t || !waiting.count(h.sender)) return other(r);  // the caller answers a non-member
     try {
       Contribution c = decode_contribution(r.message.payload, limits_);
@@ -294,7 +317,7 @@ Contribution Node::exchange_with_coordinator(std::int64_t t, const Contribution*
     const auto& h = r.message.header;
     if (h.type != kDecision || h.sender != 0) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
-    if (it > t) return stash(r);
+    if (it > t) return stash(r, t);
     if (it < t) return;  // an older round's, already applied
     try {
       Contribution c = decode_contribution(r.message.payload, limits_);

@@ -105,7 +105,14 @@ class Node {
                                          const Other& other, SyncStats& stats);
 
   // Messages that arrived early (a later iteration's partials), replayed by sync().
-  void stash(transport::Received r) { early_.push_back(std::move(r)); }
+  // Keeps a message for a later round's handler. Bounded: a peer in the
+  // barrier is at most a round ahead of the coordinator's round `now`, so
+  // there a message more than kMaxAhead rounds ahead is dropped (a flood of far
+  // rounds from a token holder would otherwise crowd out the real sender);
+  // and per sender, kMaxEarly messages and kMaxEarlyBytes of payload.
+  void stash(transport::Received r, std::optional<std::int64_t> now = std::nullopt);
+  static constexpr std::size_t kMaxEarly = 32, kMaxEarlyBytes = std::size_t{256} << 20;
+  static constexpr std::int64_t kMaxAhead = 4;
   bool admit(const transport::Received& r);
   // From now on only `incarnation` of `peer` counts: the coordinator sets
   // it from a hello it admitted (bootstrap.hpp), so that a sender claiming

@@ -31,7 +31,7 @@ struct SparseGroupOptions {
   int rank = 0;
   int size = 1;
   std::string coordinator = "127.0.0.1:13340";  // rank 0 listens here; the others connect
-  std::uint64_t job = 1;                        // token every message carries
+  std::uint64_t job = 0;                        // job token (0: drawn by rank 0, found by the others; README)
   int timeout_ms = 30000;  // a step waits this long for a silent member before evicting it
   // UCX keepalive; above the longest compute between two steps (a member
   // answers keepalives only while its engine thread is in a step).
