@@ -393,6 +393,37 @@ def scenario_all_lost(a, tmp):
                 fail(f"--on-loss move lost rows: centroids {worst:.1e} from the failure-free run")
 
 
+def scenario_fresh_rejoin(a, tmp):
+    # Worker 2 killed and its snapshot lost (a new disk): restarted without
+    # one, it says hello to the running job, gets its task and rows from the
+    # coordinator, and counts again; the centroids are the failure-free
+    # run's (its rows were the coordinator's meanwhile).
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 400000, 8, 16, 21)
+    job = Job(a, tmp, 3, data, 16, 250, 1000)
+    job.wait_iteration(10)
+    wait_snapshot(job, 2)
+    job.procs[2].send_signal(signal.SIGKILL)
+    job.procs[2].wait()
+    (job.tmp / "snapshots" / "worker-2.snapshot").unlink()
+    job.wait_iteration(job.iteration() + 10)
+    job.start_worker(2)
+    if job.finish() != 0:
+        fail("coordinator failed")
+    logs = jsonl(job.coord_log)
+    resent = [j for j in logs if j.get("event") == "task_resent"]
+    back = [j for j in logs if j.get("event") == "rows_handed_back" and j.get("worker") == 2]
+    if not resent or not back:
+        fail(f"worker 2 did not join afresh and take its rows back: {resent} {back}")
+    if "joining it with its task" not in (job.tmp / "worker-2.err").read_text():
+        fail("worker 2 did not say it joined the running job")
+    worst = failure_free_difference(a, tmp, data, 16, 250)
+    print(f"worker 2 without a snapshot got its task at iteration {resent[0]['iteration']} and its rows back at "
+          f"{back[0]['iteration']}; centroids within {worst:.1e} of the failure-free run")
+    if worst > 1e-6:
+        fail("the centroids differ from the failure-free run")
+
+
 def scenario_all_lost_return(a, tmp):
     # Every worker lost, then back: the coordinator, computing alone, still
     # answers the network (keepalives, rejoins), so they count again and

@@ -92,6 +92,7 @@ class Coordinator {
   std::int64_t current_t_ = 0, rounds_done_ = 0;
   Membership current_view_;
   bool converged_ = false;
+  bool rounds_started_ = false;
   std::int64_t all_lost_at_ = 0;  // the first round in which no worker counted (0: never)
   Clock::time_point t_start_;
   double waiting_ = 0, sharing_ = 0, computing_ = 0;
@@ -139,10 +140,10 @@ std::optional<Admission> Coordinator::admitted(const Received& r, bool& resume) 
     std::cerr << "accel coordinator: dropped hello from " << h.sender << ": no handshake of its own\n";
     return std::nullopt;
   }
-  // A resume for a member that still counts, and whose endpoint is alive,
+  // A hello for a member that still counts, and whose endpoint is alive,
   // is someone else holding the token: the member is not replaced.
-  if (resume && active_.count(h.sender) && node_->reachable(h.sender)) {
-    std::cerr << "accel coordinator: dropped a resume for worker " << h.sender << ", which still counts\n";
+  if (rounds_started_ && (active_.count(h.sender) || recovering_.count(h.sender)) && node_->reachable(h.sender)) {
+    std::cerr << "accel coordinator: dropped a hello for worker " << h.sender << ", which still counts\n";
     return std::nullopt;
   }
   node_->admit_incarnation(h.sender, h.incarnation);
@@ -180,7 +181,7 @@ void Coordinator::on_join_message(const Received& r) {
     bool resume = false;
     const auto a = admitted(r, resume);
     if (!a) return;
-    node_->connect_peer(h.sender, a->address);
+    node_->ensure_peer(h.sender, a->address);  // not again: closing an endpoint fails the peer's matched one
     // Nothing can be resumed before the job starts: a resuming worker holds
     // a snapshot of an earlier job with the same token, which it discards
     // when rejected, and then joins afresh.
@@ -281,6 +282,7 @@ void Coordinator::push_rows(std::uint32_t w, std::set<std::uint32_t>& ready) {
 
 void Coordinator::rounds() {
   for (int i = 0; i <= N_; ++i) active_.insert(i);
+  rounds_started_ = true;
   for (std::int64_t t = 1; t <= job_.max_rounds(); ++t) {
     say_refusals();
     for (auto w : resynced_) {
@@ -489,9 +491,12 @@ void Coordinator::on_hello(const Received& r) {
   bool resume = false;
   const auto a = admitted(r, resume);
   if (!a) return;
-  node_->connect_peer(h.sender, a->address);
-  if (!resume || !known_worker(h.sender)) {
-    node_->send(h.sender, kReject, 0, {});
+  node_->ensure_peer(h.sender, a->address);  // not again: closing an endpoint fails the peer's matched one
+  if (!resume) {
+    // A worker without a snapshot (its disk lost, or started late): its
+    // task; it fetches its rows and comes back resuming (member.cpp).
+    node_->send(h.sender, kTask, 0, encode(task_for(h.sender)));
+    log_.write({{"event", "task_resent"}, {"worker", h.sender}, {"iteration", current_t_}});
     return;
   }
   address_[h.sender] = a->address;

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <stdexcept>
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace accel::cluster {
 
@@ -33,6 +35,12 @@ struct NotListening : std::runtime_error {
 // The coordinator's front door refused this worker's token or id.
 struct TokenRefused : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+// A worker with no snapshot that said hello to a running job got its task
+// instead of a probe (the payload, kTask): it takes the task as its
+// snapshot and rejoins as a resuming worker.
+struct JoinMidJob {
+  std::vector<std::byte> task;
 };
 // The coordinator said the job is over.
 struct JobDone {};

@@ -137,7 +137,9 @@ void Incarnation::refetch() {
 void Incarnation::fresh_start() {
   std::optional<Received> first;
   try {
-    first = expect_msg(node_, kProbe, join_, "the coordinator's probe");
+    first = expect_msg(node_, kProbe, join_, "the coordinator's probe", [](const Received& r) {
+      if (r.message.header.type == kTask && r.message.header.sender == 0) throw JoinMidJob{r.message.payload};
+    });
   } catch (const CoordinatorGone& e) {
     throw NotListening(e.what());
   }
@@ -386,6 +388,18 @@ int run_worker(const WorkerOptions& given) {
       std::cerr << "accel worker " << o.id << ": " << e.what() << "; rejoining as incarnation " << incarnation + 1
                 << "\n";
       save_incarnation(o, snap, ++incarnation);
+    } catch (const JoinMidJob& j) {
+      // No snapshot, the job running: its task becomes this worker's
+      // snapshot (rows fetched again), and it rejoins as a resuming worker.
+      Snapshot s;
+      s.job = o.job;
+      s.id = o.id;
+      s.task = decode_task(j.task, Limits{});
+      snap = std::move(s);
+      save_incarnation(o, snap, ++incarnation);
+      std::cerr << "accel worker " << o.id << ": the job is running; joining it with its task as incarnation "
+                << incarnation << "\n";
+      --attempt;
     } catch (const TokenRefused& e) {
       // A token read from a file may be an earlier job's on the same port
       // until this job's coordinator writes its own: read it again.
