@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -197,176 +198,217 @@ TopKSelector::Histogram TopKSelector::run_histogram(std::int64_t n, std::uint32_
   return h;
 }
 
-TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOptions& opts) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!(opts.ratio >= 0 && opts.ratio <= 1))
-    throw InputError("--ratio " + std::to_string(opts.ratio) + ": must be within [0, 1]");
-  if (!(opts.upper >= 1)) throw InputError("upper bound factor must be >= 1");
+// One select() call: its input, its result so far, and the two endings
+// every method shares.
+struct TopKSelector::Run {
+  const float* r;
+  std::int64_t n;
+  const TopKOptions& opts;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   TopKResult res;
-  res.n = n;
-  bind(r, n);
-  auto finish = [&](float tau) {
+
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  // S = every value with |x| >= tau, by one more pass.
+  TopKResult finish(float tau) {
     res.tau = tau;
     res.indices = collect(r, n, tau);
     ++res.passes;
-    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.seconds = elapsed();
     return res;
-  };
-  auto check_nonfinite = [&](std::uint64_t count) {
+  }
+  void check_nonfinite(std::uint64_t count) {
     res.nonfinite = static_cast<std::int64_t>(count);
     if (count > 0 && opts.nonfinite == NonFinitePolicy::Error) {
       const std::int64_t i = first_nonfinite(r, n);
       throw InputError("R[" + std::to_string(i) + "] is " + (std::isnan(r[i]) ? "NaN" : "Inf") + " (" +
                        std::to_string(count) + " non-finite values; use --nonfinite exclude to skip them)");
     }
-  };
-
-  // Baselines that never use the device.
-  if (opts.method == TopKMethod::NthElement || opts.method == TopKMethod::Sample) {
-    const bool sample = opts.method == TopKMethod::Sample;
-    // DGC's sample: 1% of R, but at least ~16Ki values so a small tensor's
-    // top 0.1% is still a few samples.
-    const std::int64_t stride = sample ? std::clamp<std::int64_t>(n / 16384, 1, 100) : 1;
-    std::vector<float> mag;
-    mag.reserve(n / stride + 1);
-    std::int64_t nonfinite = 0;
-    for (std::int64_t i = 0; i < n; i += stride) {
-      if (std::isfinite(r[i])) mag.push_back(std::fabs(r[i]));
-      else ++nonfinite;
-    }
-    ++res.passes;
-    // The sample sees 1% of the values: refusing NaN/Inf takes a full scan;
-    // when they are excluded, the sample's share estimates their count.
-    if (sample && opts.nonfinite == NonFinitePolicy::Exclude) {
-      nonfinite *= stride;
-    } else if (sample) {
-      std::int64_t all = 0;
-#pragma omp parallel for reduction(+ : all)
-      for (std::int64_t i = 0; i < n; ++i) all += !std::isfinite(r[i]);
-      nonfinite = all;
-      ++res.passes;
-    }
-    check_nonfinite(static_cast<std::uint64_t>(nonfinite));
-    const std::int64_t finite = std::max<std::int64_t>(n - nonfinite, 0);
+  }
+  // k from the ratio and the finite values; the trivial selections (none,
+  // every finite value) end the run.
+  std::optional<TopKResult> set_k(std::int64_t finite) {
     res.k = std::min<std::int64_t>(static_cast<std::int64_t>(std::ceil(opts.ratio * n)), std::max<std::int64_t>(finite, 0));
     if (res.k == 0) return finish(std::numeric_limits<float>::infinity());
     if (res.k >= finite) return finish(0.0f);
-    const auto m = static_cast<std::int64_t>(mag.size());
-    std::int64_t kk = sample ? std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(opts.ratio * m)), 1, m) : res.k;
-    if (m == 0) return finish(0.0f);
-    std::nth_element(mag.begin(), mag.begin() + (kk - 1), mag.end(), std::greater<float>());
-    ++res.passes;  // introselect: counted as one pass (it touches ~2-3n values)
-    const float tau = mag[kk - 1];
-    auto out = finish(tau);
-    if (!sample) out.ties = static_cast<std::int64_t>(out.indices.size()) - out.k;
-    return out;
+    return std::nullopt;
   }
+  std::int64_t upper() const { return static_cast<std::int64_t>(std::floor(opts.upper * static_cast<double>(res.k))); }
+};
 
-  if (opts.method == TopKMethod::LdteBs) {
-    // Pass 1: the moments (the histogram kernel with one bin).
-    Histogram h = run_histogram(n, 0, kInfBits, 31, 1);
+TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOptions& opts) {
+  if (!(opts.ratio >= 0 && opts.ratio <= 1))
+    throw InputError("--ratio " + std::to_string(opts.ratio) + ": must be within [0, 1]");
+  if (!(opts.upper >= 1)) throw InputError("upper bound factor must be >= 1");
+  Run run{r, n, opts};
+  run.res.n = n;
+  bind(r, n);
+  switch (opts.method) {
+    case TopKMethod::NthElement:
+    case TopKMethod::Sample: return by_sorting(run);
+    case TopKMethod::LdteBs: return ldte_bs(run);
+    default: return by_histogram(run);
+  }
+}
+
+// The baselines: std::nth_element over |R|, or over DGC's sample of it.
+TopKResult TopKSelector::by_sorting(Run& run) {
+  const float* r = run.r;
+  const std::int64_t n = run.n;
+  TopKResult& res = run.res;
+  const bool sample = run.opts.method == TopKMethod::Sample;
+  // DGC's sample: 1% of R, but at least ~16Ki values so a small tensor's
+  // top 0.1% is still a few samples.
+  const std::int64_t stride = sample ? std::clamp<std::int64_t>(n / 16384, 1, 100) : 1;
+  std::vector<float> mag;
+  mag.reserve(n / stride + 1);
+  std::int64_t nonfinite = 0;
+  for (std::int64_t i = 0; i < n; i += stride) {
+    if (std::isfinite(r[i])) mag.push_back(std::fabs(r[i]));
+    else ++nonfinite;
+  }
+  ++res.passes;
+  // The sample sees 1% of the values: refusing NaN/Inf takes a full scan;
+  // when they are excluded, the sample's share estimates their count.
+  if (sample && run.opts.nonfinite == NonFinitePolicy::Exclude) {
+    nonfinite *= stride;
+  } else if (sample) {
+    std::int64_t all = 0;
+#pragma omp parallel for reduction(+ : all)
+    for (std::int64_t i = 0; i < n; ++i) all += !std::isfinite(r[i]);
+    nonfinite = all;
     ++res.passes;
-    check_nonfinite(h.nonfinite);
-    const std::int64_t finite = n - static_cast<std::int64_t>(h.nonfinite);
-    res.k = std::min<std::int64_t>(static_cast<std::int64_t>(std::ceil(opts.ratio * n)), finite);
-    if (res.k == 0) return finish(std::numeric_limits<float>::infinity());
-    if (res.k >= finite) return finish(0.0f);
-    const std::int64_t k = res.k;
-    const auto upper = static_cast<std::int64_t>(std::floor(opts.upper * static_cast<double>(k)));
-    // Chen et al. 2021, Algorithm 2: the estimate, then bisection on counting passes
-    // until k <= nnz <= 1.5k. Each count is a pass (the kernel with one bin
-    // counting |x| >= tau).
-    res.estimate = laplace_threshold(h.sum, h.sumsq, finite, opts.ratio);
-    auto count_ge = [&](double tau) {
-      const std::uint32_t lo = std::min(bits_of(static_cast<float>(tau)) & 0x7fffffffu, kInfBits);
-      ++res.passes;
-      return static_cast<std::int64_t>(run_histogram(n, lo, kInfBits, 31, 1).counts[0]);
-    };
-    double tau = res.estimate;
-    std::int64_t nnz = count_ge(tau);
-    if (nnz < k || nnz > upper) {
-      double lo = 0, hi = h.maxabs;  // count_ge(lo) >= k always; count_ge(hi) >= 1
-      if (nnz > upper) lo = tau;
-      else hi = tau;
-      std::int64_t nnz_lo = -1;  // count at lo once measured
-      for (int it = 0; it < 64; ++it) {
-        const double mid = 0.5 * (lo + hi);
-        if (static_cast<float>(mid) == static_cast<float>(lo) || static_cast<float>(mid) == static_cast<float>(hi)) {
-          // Ties: no float between the bounds. Settle for the smallest tau with nnz >= k.
-          tau = lo;
-          nnz = nnz_lo >= 0 ? nnz_lo : count_ge(lo);
-          break;
-        }
-        tau = mid;
-        nnz = count_ge(tau);
-        if (nnz >= k && nnz <= upper) break;
-        if (nnz < k) hi = tau;
-        else {
-          lo = tau;
-          nnz_lo = nnz;
-        }
-      }
-    }
-    return finish(static_cast<float>(tau));
   }
+  run.check_nonfinite(static_cast<std::uint64_t>(nonfinite));
+  if (auto done = run.set_k(std::max<std::int64_t>(n - nonfinite, 0))) return *done;
+  const auto m = static_cast<std::int64_t>(mag.size());
+  if (m == 0) return run.finish(0.0f);
+  const std::int64_t kk =
+      sample ? std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(run.opts.ratio * m)), 1, m) : res.k;
+  std::nth_element(mag.begin(), mag.begin() + (kk - 1), mag.end(), std::greater<float>());
+  ++res.passes;  // introselect: counted as one pass (it touches ~2-3n values)
+  auto out = run.finish(mag[kk - 1]);
+  if (!sample) out.ties = static_cast<std::int64_t>(out.indices.size()) - out.k;
+  return out;
+}
 
-  // exact and ldte-hist. A sample of 64 spread blocks (<= 0.5% of R) gives
-  // the window's floor; the histogram pass then covers only [floor, inf) --
-  // the values near and above the threshold -- while still taking the
-  // moments of everything. If the window misses (fewer than k values in
-  // it), a full-range pass follows.
-  res.k = static_cast<std::int64_t>(std::ceil(opts.ratio * n));
-  std::uint32_t lo = 0;
-  if (n >= (1 << 20) && res.k > 0) {
-    constexpr std::int64_t kBlocks = 64, kLen = 1024;
-    std::vector<float> sample;
-    sample.reserve(kBlocks * kLen);
-    for (std::int64_t b = 0; b < kBlocks; ++b) {
-      const std::int64_t start = (n - kLen) * b / (kBlocks - 1);
-      for (std::int64_t i = start; i < start + kLen; ++i)
-        if (std::isfinite(r[i])) sample.push_back(r[i]);
+// Chen et al. 2021, Algorithm 2: the Laplacian estimate from the moments
+// (the histogram kernel with one bin), then bisection on counting passes
+// until k <= nnz <= upper k. Each count is a pass (one bin counting
+// |x| >= tau).
+TopKResult TopKSelector::ldte_bs(Run& run) {
+  const std::int64_t n = run.n;
+  TopKResult& res = run.res;
+  Histogram h = run_histogram(n, 0, kInfBits, 31, 1);
+  ++res.passes;
+  run.check_nonfinite(h.nonfinite);
+  const std::int64_t finite = n - static_cast<std::int64_t>(h.nonfinite);
+  if (auto done = run.set_k(finite)) return *done;
+  const std::int64_t k = res.k, upper = run.upper();
+  res.estimate = laplace_threshold(h.sum, h.sumsq, finite, run.opts.ratio);
+  auto count_ge = [&](double tau) {
+    const std::uint32_t lo = std::min(bits_of(static_cast<float>(tau)) & 0x7fffffffu, kInfBits);
+    ++res.passes;
+    return static_cast<std::int64_t>(run_histogram(n, lo, kInfBits, 31, 1).counts[0]);
+  };
+  double tau = res.estimate;
+  std::int64_t nnz = count_ge(tau);
+  if (nnz >= k && nnz <= upper) return run.finish(static_cast<float>(tau));
+  double lo = 0, hi = h.maxabs;  // count_ge(lo) >= k always; count_ge(hi) >= 1
+  if (nnz > upper) lo = tau;
+  else hi = tau;
+  std::int64_t nnz_lo = -1;  // count at lo once measured
+  for (int it = 0; it < 64; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    if (static_cast<float>(mid) == static_cast<float>(lo) || static_cast<float>(mid) == static_cast<float>(hi)) {
+      // Ties: no float between the bounds. Settle for the smallest tau with nnz >= k.
+      tau = lo;
+      if (nnz_lo < 0) count_ge(lo);
+      break;
     }
-    // The window's floor is an order statistic of the sample, for both
-    // methods: the (kk + 3 sqrt(kk) + 1)-th largest, where kk values of the
-    // sample are expected above the threshold. That many sampled values
-    // above it put, with ~3 standard deviations to spare, at least k values
-    // of R above it, whatever the distribution (a Laplacian estimate can
-    // overshoot a non-Laplacian tail, a uniform one by 3x, and miss). For a
-    // Laplacian at ratio 0.001 the window holds ~1.4k values; the earlier
-    // floor, 3/4 of the kk-th largest, held ~5.6k, and every one of them is
-    // read again (scattered) to pick S. ldte-hist still chooses its
-    // threshold from the Laplacian estimate, on the histogram.
-    double est = 0;
-    if (!sample.empty()) {
-      for (auto& v : sample) v = std::fabs(v);
-      const auto m = static_cast<std::int64_t>(sample.size());
-      const std::int64_t kk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(opts.ratio * m)), 1, m);
-      const auto rank = std::min<std::int64_t>(m, kk + static_cast<std::int64_t>(std::ceil(3 * std::sqrt(kk))) + 1);
-      std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(), std::greater<float>());
-      est = sample[rank - 1];
+    tau = mid;
+    nnz = count_ge(tau);
+    if (nnz >= k && nnz <= upper) break;
+    if (nnz < k) hi = tau;
+    else {
+      lo = tau;
+      nnz_lo = nnz;
     }
-    lo = std::min(bits_of(static_cast<float>(est)) & 0x7fffffffu, kInfBits - 1);
-    lo &= ~((std::uint32_t{1} << kCoarseShift) - 1);  // bin edges stay on the global grid
   }
-  // With a window, the same pass lists its members (a Laplacian puts ~3% of
-  // R above half the threshold): S is then found among them, not by
-  // another pass over R.
+  return run.finish(static_cast<float>(tau));
+}
+
+namespace {
+
+// The floor of the histogram's window for R of n >= 1Mi values: an order
+// statistic of a sample of 64 spread blocks (<= 0.5% of R), the
+// (kk + 3 sqrt(kk) + 1)-th largest where kk sampled values are expected
+// above the threshold. That many above it put, with ~3 standard deviations
+// to spare, at least k values of R above it, whatever the distribution (a
+// Laplacian estimate can overshoot a non-Laplacian tail, a uniform one by
+// 3x, and miss). For a Laplacian at ratio 0.001 the window holds ~1.4k
+// values; the earlier floor, 3/4 of the kk-th largest, held ~5.6k, and every
+// one of them is read again (scattered) to pick S. Returned as float bits
+// on the histogram's global grid; 0 (no window) for small R.
+std::uint32_t window_floor(const float* r, std::int64_t n, double ratio, std::int64_t k) {
+  if (n < (1 << 20) || k == 0) return 0;
+  constexpr std::int64_t kBlocks = 64, kLen = 1024;
+  std::vector<float> sample;
+  sample.reserve(kBlocks * kLen);
+  for (std::int64_t b = 0; b < kBlocks; ++b) {
+    const std::int64_t start = (n - kLen) * b / (kBlocks - 1);
+    for (std::int64_t i = start; i < start + kLen; ++i)
+      if (std::isfinite(r[i])) sample.push_back(std::fabs(r[i]));
+  }
+  double est = 0;
+  if (!sample.empty()) {
+    const auto m = static_cast<std::int64_t>(sample.size());
+    const std::int64_t kk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(ratio * m)), 1, m);
+    const auto rank = std::min<std::int64_t>(m, kk + static_cast<std::int64_t>(std::ceil(3 * std::sqrt(kk))) + 1);
+    std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(), std::greater<float>());
+    est = sample[rank - 1];
+  }
+  std::uint32_t lo = std::min(bits_of(static_cast<float>(est)) & 0x7fffffffu, kInfBits - 1);
+  return lo & ~((std::uint32_t{1} << kCoarseShift) - 1);  // bin edges stay on the global grid
+}
+
+// ldte-hist: the histogram edge nearest the Laplacian estimate (bin e0)
+// with k <= ge[e] <= upper, or -1 when more than (upper - 1) k values share
+// the k-th bin.
+std::int64_t nearest_fitting_edge(const std::vector<std::int64_t>& ge, std::int64_t e0, std::int64_t k,
+                                  std::int64_t upper) {
+  const auto bins = static_cast<std::int64_t>(ge.size()) - 1;
+  for (std::int64_t dist = 0; dist < bins; ++dist)
+    for (std::int64_t e : {e0 - dist, e0 + dist})
+      if (e >= 0 && e < bins && ge[e] >= k && ge[e] <= upper) return e;
+  return -1;
+}
+
+}  // namespace
+
+// exact and ldte-hist. The histogram pass covers only the window [floor,
+// inf) -- the values near and above the threshold -- while still taking
+// the moments of everything, and lists the window's members (a Laplacian
+// puts ~3% of R above half the threshold), so S is found among them, not
+// by another pass over R. If the window misses (fewer than k values in
+// it), a full-range pass follows.
+TopKResult TopKSelector::by_histogram(Run& run) {
+  const float* r = run.r;
+  const std::int64_t n = run.n;
+  TopKResult& res = run.res;
+  const bool ldte = run.opts.method == TopKMethod::LdteHist;
+  std::uint32_t lo = window_floor(r, n, run.opts.ratio, static_cast<std::int64_t>(std::ceil(run.opts.ratio * n)));
   // Only the Laplacian estimate (ldte-hist) reads the pass's moments.
   auto window = [&](std::uint32_t from, std::int64_t capacity) {
     ++res.passes;
-    return run_histogram(n, from, kInfBits, kCoarseShift, ((kInfBits - from) >> kCoarseShift), capacity,
-                         opts.method == TopKMethod::LdteHist);
+    return run_histogram(n, from, kInfBits, kCoarseShift, ((kInfBits - from) >> kCoarseShift), capacity, ldte);
   };
   Histogram h = window(lo, lo > 0 ? n / 16 + 1024 : 0);
-  check_nonfinite(h.nonfinite);
+  run.check_nonfinite(h.nonfinite);
   const std::int64_t finite = n - static_cast<std::int64_t>(h.nonfinite);
-  res.k = std::min(res.k, finite);
-  if (res.k == 0) return finish(std::numeric_limits<float>::infinity());
-  if (res.k >= finite) return finish(0.0f);
+  if (auto done = run.set_k(finite)) return *done;
   const std::int64_t k = res.k;
-  const auto upper = static_cast<std::int64_t>(std::floor(opts.upper * static_cast<double>(k)));
   if (static_cast<std::int64_t>(finite - h.below) < k) {
-    lo = 0;  // the estimate was too high for this data: histogram everything
+    lo = 0;  // the floor was too high for this data: histogram everything
     h = window(0, 0);
   }
   const bool listed = h.candidates_found >= 0 && h.candidates_found == static_cast<std::int64_t>(h.candidates.size());
@@ -387,43 +429,34 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
   };
   const auto bins = static_cast<std::int64_t>(h.counts.size());
   auto edge_bits = [&](std::int64_t e) { return lo + (static_cast<std::uint32_t>(e) << kCoarseShift); };
-
-  // ge[e] = values with |x| at or above edge e of the window.
+  // ge[e] = values with |x| at or above edge e of the window; the k-th
+  // largest is in bin kbin: ge[kbin] >= k > ge[kbin + 1].
   std::vector<std::int64_t> ge(bins + 1, 0);
   for (std::int64_t b = bins - 1; b >= 0; --b) ge[b] = ge[b + 1] + static_cast<std::int64_t>(h.counts[b]);
-  // The bin holding the k-th largest: ge[b] >= k > ge[b + 1].
   std::int64_t kbin = bins - 1;
   while (ge[kbin] < k) --kbin;
 
-  if (opts.method == TopKMethod::LdteHist) {
+  if (ldte) {
     // The Laplacian estimate from the moments of all of R picks an edge; the
     // histogram says exactly how many values lie above every edge, so the
     // correction walks edges from the estimate instead of counting passes.
-    // The nearest edge to the estimate with k <= nnz <= upper*k wins.
-    res.estimate = laplace_threshold(h.sum, h.sumsq, finite, opts.ratio);
+    res.estimate = laplace_threshold(h.sum, h.sumsq, finite, run.opts.ratio);
     const std::uint32_t eb = bits_of(static_cast<float>(res.estimate));
     const std::int64_t e0 = eb <= lo ? 0 : std::min<std::int64_t>((eb - lo) >> kCoarseShift, bins - 1);
-    std::int64_t best = -1;
-    for (std::int64_t dist = 0; dist < bins && best < 0; ++dist)
-      for (std::int64_t e : {e0 - dist, e0 + dist})
-        if (e >= 0 && e < bins && ge[e] >= k && ge[e] <= upper) {
-          best = e;
-          break;
-        }
+    const std::int64_t best = nearest_fitting_edge(ge, e0, k, run.upper());
     if (best >= 0) {
       res.tau = float_of(edge_bits(best));
       std::vector<std::int64_t> none;
       members(edge_bits(best), edge_bits(best), res.indices, none);
-      res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      res.seconds = run.elapsed();
       return res;
     }
-    // No edge works: more than (upper-1)k values share the k-th bin. Resolve
-    // inside it exactly, as the exact method does.
+    // No edge works: resolve inside the k-th bin exactly, as exact does.
   }
 
-  // Exact: the selection pass also gathers the values inside the k-th bin
-  // (few: the bin is 3% wide); the exact k-th largest is the
-  // (k - above)-th largest among them. Two passes in all.
+  // Exact: the selection also gathers the values inside the k-th bin (few:
+  // the bin is 3% wide); the exact k-th largest is the (k - above)-th
+  // largest among them.
   std::vector<std::int64_t> above, inside;
   members(edge_bits(kbin), edge_bits(kbin + 1), above, inside);
   const auto need = static_cast<std::int64_t>(k - static_cast<std::int64_t>(above.size()));
@@ -437,7 +470,7 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
   res.indices.resize(above.size() + chosen.size());
   std::merge(above.begin(), above.end(), chosen.begin(), chosen.end(), res.indices.begin());
   res.ties = static_cast<std::int64_t>(res.indices.size()) - k;
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.seconds = run.elapsed();
   return res;
 }
 

@@ -65,6 +65,11 @@ class TopKSelector {
   Histogram run_histogram(std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift, std::int64_t bins,
                           std::int64_t capacity = 0, bool want_moments = true);
   void bind(const float* r, std::int64_t n);
+  // One method each (topk.cpp); Run is one select() call's state.
+  struct Run;
+  TopKResult by_sorting(Run& run);    // nth-element and sample: never the device
+  TopKResult ldte_bs(Run& run);       // bisection on counting passes
+  TopKResult by_histogram(Run& run);  // exact and ldte-hist: one windowed histogram pass
 
   Device* device_;
   struct Buffers;
