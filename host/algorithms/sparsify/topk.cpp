@@ -239,7 +239,7 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
   if (!(opts.ratio >= 0 && opts.ratio <= 1))
     throw InputError("--ratio " + std::to_string(opts.ratio) + ": must be within [0, 1]");
   if (!(opts.upper >= 1)) throw InputError("upper bound factor must be >= 1");
-  Run run{r, n, opts};
+  Run run{r, n, opts, std::chrono::steady_clock::now(), {}};
   run.res.n = n;
   bind(r, n);
   switch (opts.method) {

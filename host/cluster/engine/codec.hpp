@@ -51,6 +51,9 @@ class In {
   std::vector<T> array(std::uint64_t max) {
     const auto n = get<std::uint64_t>();
     if (n > max) throw InputError("message array of " + std::to_string(n) + " exceeds " + std::to_string(max));
+    // Checked against the bytes that are there before allocating: a peer's
+    // claim of a 1 GiB array in a short message costs nothing.
+    if (n > left() / sizeof(T)) throw InputError("message payload truncated");
     std::vector<T> v(n);
     if (n) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
     return v;

@@ -85,7 +85,8 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
   t.rows = i.get<std::int64_t>();
   t.max_rounds = i.get<std::int64_t>();
   t.data_bytes = i.get<std::uint64_t>();
-  if (t.rows < 0 || t.begin < 0 || t.units < t.begin + t.rows || t.max_rounds < 0 || t.data_bytes > (std::uint64_t{1} << 46))
+  if (t.rows < 0 || t.begin < 0 || t.begin > t.units || t.rows > t.units - t.begin || t.max_rounds < 0 ||
+      t.data_bytes > (std::uint64_t{1} << 46))
     throw InputError("task with an impossible partition");
   t.input = i.text(l.max_path);
   const auto flags = i.get<std::uint8_t>();

@@ -1,0 +1,30 @@
+// The cluster's messages as a peer may send them: the first byte picks the
+// decoder (task, contribution, current, hello, stand-in), the rest is the
+// payload. Any bytes decode or throw one InputError.
+#include <span>
+
+#include "accel/error.hpp"
+#include "protocol.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::span<const std::byte> p(reinterpret_cast<const std::byte*>(data) + 1, size - 1);
+  const accel::cluster::Limits limits;
+  try {
+    switch (data[0] % 5) {
+      case 0: (void)accel::cluster::decode_task(p, limits); break;
+      case 1: (void)accel::cluster::decode_contribution(p, limits); break;
+      case 2: (void)accel::cluster::decode_current(p, limits); break;
+      case 3: {
+        bool resume = false;
+        std::int64_t it = 0;
+        accel::cluster::Ticket t{};
+        accel::cluster::decode_hello(p, resume, it, t);
+        break;
+      }
+      default: (void)accel::cluster::decode_stand_in(p, limits); break;
+    }
+  } catch (const accel::InputError&) {
+  }
+  return 0;
+}
