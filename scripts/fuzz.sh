@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:?usage: scripts/fuzz.sh SECONDS [TARGET...]}
 shift
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(npy csv libsvm idx svm_model snapshot cluster_protocol transport_control)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(npy csv libsvm idx svm_model snapshot cluster_protocol svm_wire transport_control)
 command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang (apt-get install clang)" >&2; exit 2; }
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link -g -O1"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DACCEL_FUZZ=ON \

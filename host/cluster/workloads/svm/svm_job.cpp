@@ -438,8 +438,10 @@ std::map<std::uint32_t, Report> SvmJob::follow_membership(std::map<std::uint32_t
 std::map<std::uint32_t, Report> SvmJob::round(const std::vector<Op>& ops) {
   auto reports = exchange(ops);
   measure(reports);
-  for (const auto& [id, r] : reports)  // a member back after a re-split left it without a home
+  for (const auto& entry : reports) {  // a member back after a re-split left it without a home
+    const std::uint32_t id = entry.first;  // not a structured binding: clang 14 cannot capture one
     if (std::none_of(home_.begin(), home_.end(), [&](const Range& g) { return g.member == id; })) resplit_due_ = true;
+  }
   // Membership first: a re-split splits the rows of the members that
   // reported, so a member lost in this round must have handed its rows to
   // the coordinator before, or they would belong to no one.

@@ -1,0 +1,25 @@
+// Distributed SVM's messages as a peer may send them: the first byte picks
+// the decoder (decision, report, shared state, parameters, training set),
+// the rest is the payload. Any bytes decode or throw one InputError.
+#include <span>
+
+#include "accel/error.hpp"
+#include "svm/svm_wire.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::span<const std::byte> p(reinterpret_cast<const std::byte*>(data) + 1, size - 1);
+  constexpr std::int64_t kMaxVars = 1 << 16;
+  namespace w = accel::cluster::svm_wire;
+  try {
+    switch (data[0] % 5) {
+      case 0: (void)w::decode_decision(p, kMaxVars); break;
+      case 1: (void)w::decode_report(p, kMaxVars); break;
+      case 2: (void)w::decode_shared(p, kMaxVars); break;
+      case 3: (void)w::decode_params(p); break;
+      default: (void)w::decode_data(p); break;
+    }
+  } catch (const accel::InputError&) {
+  }
+  return 0;
+}
