@@ -202,7 +202,7 @@ void BootServer::serve() {
     ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
     const std::string from = std::string(ip) + ":" + std::to_string(ntohs(peer.sin_port));
     try {
-      handshake(c, from);
+      handshake(c);
     } catch (const std::exception& e) {
       std::lock_guard lock(mu_);
       if (refusals_.size() < 64) refusals_.push_back("refused a connection from " + from + ": " + e.what());
@@ -210,7 +210,7 @@ void BootServer::serve() {
   }
 }
 
-void BootServer::handshake(int fd, const std::string& from) {
+void BootServer::handshake(int fd) {
   Wire w(fd, Clock::now() + kHandshake);
   const Nonce ns = random_nonce();
   w.write(kMagic, sizeof kMagic);
@@ -240,7 +240,6 @@ void BootServer::handshake(int fd, const std::string& from) {
   std::lock_guard lock(mu_);
   admitted_[id] = {address, ticket_of(token_, ns, nc, id), flag == 1};
   addresses_[id] = address;
-  (void)from;
 }
 
 std::optional<Admission> BootServer::admit(std::uint32_t id, const Ticket& ticket) {

@@ -65,7 +65,7 @@ class BootServer {
 
  private:
   void serve();
-  void handshake(int fd, const std::string& from);
+  void handshake(int fd);
 
   std::uint64_t token_;
   std::uint32_t max_id_;
