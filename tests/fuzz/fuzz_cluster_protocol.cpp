@@ -1,5 +1,5 @@
 // The cluster's messages as a peer may send them: the first byte picks the
-// decoder (task, contribution, current, hello, stand-in), the rest is the
+// decoder (task, contribution, current, hello, counted, need), the rest is the
 // payload. Any bytes decode or throw one InputError.
 #include <span>
 
@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::span<const std::byte> p(reinterpret_cast<const std::byte*>(data) + 1, size - 1);
   const accel::cluster::Limits limits;
   try {
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
       case 0: (void)accel::cluster::decode_task(p, limits); break;
       case 1: (void)accel::cluster::decode_contribution(p, limits); break;
       case 2: (void)accel::cluster::decode_current(p, limits); break;
@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         accel::cluster::decode_hello(p, resume, it, t);
         break;
       }
-      default: (void)accel::cluster::decode_stand_in(p, limits); break;
+      case 4: (void)accel::cluster::decode_counted(p, limits); break;
+      default: (void)accel::cluster::decode_u32(p); break;
     }
   } catch (const accel::InputError&) {
   }

@@ -109,7 +109,8 @@ def kill_started():
 
 
 class Job:
-    def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=(), pin=False):
+    def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=(), pin=False,
+                 worker_env=None):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.pin = pin  # coordinator on core 0, worker i on core i (mod cores), one thread each
         self.worker_extra = list(worker_extra)
@@ -126,15 +127,16 @@ class Job:
                                       stderr=open(self.tmp / "coordinator.err", "w"))
         self.wait_for(lambda: "listening" in (self.tmp / "coordinator.err").read_text(), 20, "the coordinator to listen")
         for i in range(1, workers + 1):
-            self.start_worker(i)
+            self.start_worker(i, (worker_env or {}).get(i))
 
-    def start_worker(self, i):
+    def start_worker(self, i, env=None):
         cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [
                self.a.accel, "worker", "--coordinator", self.addr, "--id", str(i), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
         self.procs[i] = start(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
-                                         stderr=open(self.tmp / f"worker-{i}.err", "a"))
+                                         stderr=open(self.tmp / f"worker-{i}.err", "a"),
+                                         env=None if env is None else {**os.environ, **env})
 
     def iteration(self):
         return sum(1 for j in jsonl(self.coord_log) if j.get("participant") == 0)
@@ -199,6 +201,23 @@ def check_agreement(job, survivors):
     bad = {t: v for t, v in views.items() if len(set(v.values())) > 1}
     if bad:
         fail(f"membership lists disagree at iterations {sorted(bad)[:5]}: {bad[sorted(bad)[0]]}")
+
+
+def check_same_result(job, survivors, key="inertia"):
+    """Every survivor computed the same result at every iteration it logged
+    as a counting member (k-means: the same inertia, to the bit): a
+    participant that counted other contributions than the rest would part
+    from them silently."""
+    seen = {}
+    for pid, lines in job.logs().items():
+        if pid not in survivors:
+            continue
+        for j in lines:
+            if key in j and "iteration" in j and pid in j.get("members", {}).get("active", []):
+                seen.setdefault(j["iteration"], {})[pid] = j[key]
+    bad = {t: v for t, v in seen.items() if len(set(v.values())) > 1}
+    if bad:
+        fail(f"participants computed different results at iterations {sorted(bad)[:5]}: {bad[sorted(bad)[0]]}")
 
 
 def check_no_stall(job, survivors, slack=1.0):
@@ -309,6 +328,7 @@ def scenario_kill_restart(a, tmp, snapshot_rows=False):
     rejoined_at = min(j["iteration"] for j in logs[0] if "members" in j and j["iteration"] > 20 and 2 in j["members"]["active"])
     print(f"worker 2 active again at iteration {rejoined_at}; final members {s['members']}")
     check_agreement(job, {0, 1, 3, 4})
+    check_same_result(job, {0, 1, 2, 3, 4})
     check_no_stall(job, {0, 1, 3, 4})
 
 
@@ -568,6 +588,39 @@ def scenario_rebalance(a, tmp):
         fail("the iterations did not get faster after the re-split")
 
 
+def scenario_partial_send(a, tmp, on_loss="move"):
+    # Worker 2 dies in the middle of round 10's notification phase: its
+    # contribution reaches the coordinator and worker 1, never workers 3 and
+    # 4 (ACCEL_FAULT_PARTIAL_SEND). Every participant must still count round
+    # 10 alike -- what the coordinator counted, which 3 and 4 ask it for --
+    # so no survivor stalls, parts from the others, or is evicted; with
+    # --on-loss move the job ends at the failure-free centroids.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 400000, 8, 16, 21)
+    job = Job(a, tmp, 4, data, 16, 40, 1000, extra=["--on-loss", on_loss],
+              worker_env={2: {"ACCEL_FAULT_PARTIAL_SEND": "10:2"}})
+    if job.finish() != 0 and on_loss == "move":
+        fail("coordinator failed")
+    if "dying in round 10 after 2 sends" not in (job.tmp / "worker-2.err").read_text():
+        fail("the fault was not injected")
+    s = job.summary()
+    if s["members"]["active"] != [0, 1, 3, 4]:
+        fail(f"a survivor was lost: {s['members']}")
+    check_agreement(job, {0, 1, 3, 4})
+    check_same_result(job, {0, 1, 3, 4})
+    check_no_stall(job, {0, 1, 3, 4})
+    if on_loss == "move":
+        worst = failure_free_difference(a, tmp, data, 16, 40)
+        print(f"centroids within {worst:.1e} of the failure-free run")
+        if worst > 1e-6:
+            fail("the centroids differ from the failure-free run")
+    print(f"worker 2 died mid-send in round 10 (--on-loss {on_loss}); survivors counted alike and stayed")
+
+
+def scenario_partial_send_drop(a, tmp):
+    scenario_partial_send(a, tmp, on_loss="drop")
+
+
 def scenario_kill_restart_rows(a, tmp):
     scenario_kill_restart(a, tmp, snapshot_rows=True)
 
@@ -654,6 +707,7 @@ def scenario_sigstop(a, tmp, snapshot_fails=False):
             fail("worker 1's snapshot save did not fail as arranged: " + err1[-300:])
         print("worker 1 could not update its snapshot and rejoined with the one in memory")
     check_agreement(job, {0, 2, 3})
+    check_same_result(job, {0, 2, 3})
     check_no_stall(job, {0, 2, 3})
 
 

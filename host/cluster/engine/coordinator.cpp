@@ -58,6 +58,10 @@ class Coordinator {
   void on_hello(const Received& r);
   void on_ticket(const Received& r);
   void on_resync(const Received& r);
+  void on_need(const Received& r);
+  void tell_counted(std::uint32_t to, std::int64_t t, std::uint32_t q);
+  void keep_counted(std::int64_t t, const std::map<std::uint32_t, Bytes>& members, const Membership& view,
+                    const std::vector<std::uint32_t>& evicted);
   bool take_over(std::uint32_t q, std::int64_t t);
   void apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t);
   void measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t);
@@ -91,6 +95,10 @@ class Coordinator {
   std::map<std::uint32_t, Clock::time_point> returned_at_;
   std::int64_t current_t_ = 0, rounds_done_ = 0;
   Membership current_view_;
+  // What this node counted for each member in the last rounds (all-to-all),
+  // and the members that asked for it before their round was settled.
+  std::map<std::int64_t, std::map<std::uint32_t, Bytes>> counted_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> needs_;  // (asker, member) of current_t_
   bool converged_ = false;
   bool rounds_started_ = false;
   std::int64_t all_lost_at_ = 0;  // the first round in which no worker counted (0: never)
@@ -334,6 +342,7 @@ void Coordinator::on_message(const Received& r) {
     case kHello: return on_hello(r);
     case kTicket: return on_ticket(r);
     case kResync: return on_resync(r);
+    case kNeed: return on_need(r);
     case kContribution:
       // A member this node no longer counts (a late one, or one stopped
       // past the timeout): it must rejoin to count again.
@@ -354,7 +363,6 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   computing_ = secs(t0, Clock::now());
   mine.has_view = true;
   mine.view = view;
-  mine.stands_in = o_.move_lost_rows;
   mine.trims = std::move(pending_trims_);
   pending_trims_.clear();
   Membership v = view;
@@ -368,13 +376,10 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
     recovering_.erase(q);
     inactive_.insert(q);
     // Lost in this round: its contribution of this round too, from its rows.
-    if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t)) {
+    if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t))
       members[q] = own_->stand_in(q);
-      const auto payload = encode_stand_in(q, members[q]);
-      for (auto w : view.active)
-        if (w != 0 && w != q) node_->send(w, kStandIn, t, payload);
-    }
   }
+  keep_counted(t, members, view, st.evicted);
   RoundOutcome out = own_->absorb(t, members);
   apply_trims(mine.trims, t);
   std::map<std::uint32_t, Contribution> measured = got;
@@ -382,6 +387,43 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   measured[0].work_seconds = mine.work_seconds;
   measure(measured, t);
   return out;
+}
+
+// Every participant counts, for each member of round t, what this node
+// counted: it says so unasked to the members it evicted (their contribution
+// computed from their rows, or nothing), and on request (kNeed) to a member
+// that lacks one, which a member dying in mid-send leaves behind.
+void Coordinator::keep_counted(std::int64_t t, const std::map<std::uint32_t, Bytes>& members, const Membership& view,
+                               const std::vector<std::uint32_t>& evicted) {
+  counted_[t] = members;
+  while (counted_.size() > 2) counted_.erase(counted_.begin());
+  for (auto q : evicted)
+    if (std::find(view.active.begin(), view.active.end(), q) != view.active.end())
+      for (auto w : view.active)
+        if (w != 0 && w != q) tell_counted(w, t, q);
+  for (const auto& [w, q] : needs_) tell_counted(w, t, q);
+  needs_.clear();
+}
+
+void Coordinator::tell_counted(std::uint32_t to, std::int64_t t, std::uint32_t q) {
+  const auto& m = counted_.at(t);
+  const auto it = m.find(q);
+  node_->send(to, kCounted, t, encode_counted(q, it == m.end() ? nullptr : &it->second));
+}
+
+void Coordinator::on_need(const Received& r) {
+  const auto& h = r.message.header;
+  const auto t = static_cast<std::int64_t>(h.iteration);
+  std::uint32_t q = 0;
+  try {
+    q = decode_u32(r.message.payload);
+  } catch (const InputError&) {
+    return;
+  }
+  if (!active_.count(h.sender) && !recovering_.count(h.sender)) return;
+  if (counted_.count(t)) tell_counted(h.sender, t, q);
+  else if (t == current_t_ && needs_.size() < static_cast<std::size_t>(4 * (N_ + 1) * (N_ + 1)))
+    needs_.emplace_back(h.sender, q);
 }
 
 // The re-split announced in this round's contribution takes effect on every

@@ -1,6 +1,8 @@
 #include "node.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <set>
 
@@ -9,7 +11,25 @@
 namespace accel::cluster {
 
 Node::Node(transport::Options opts, Ms timeout, Limits limits)
-    : net_(std::make_unique<transport::Transport>(std::move(opts))), timeout_(timeout), limits_(limits) {}
+    : net_(std::make_unique<transport::Transport>(std::move(opts))), timeout_(timeout), limits_(limits) {
+  if (const char* f = std::getenv("ACCEL_FAULT_PARTIAL_SEND")) {
+    long long r = -1;
+    std::size_t n = 0;
+    if (std::sscanf(f, "%lld:%zu", &r, &n) != 2) throw InputError(std::string("ACCEL_FAULT_PARTIAL_SEND: not R:S: ") + f);
+    fault_round_ = r;
+    fault_sends_ = n;
+  }
+}
+
+// A crash in the middle of the notification phase: some peers have this
+// round's contribution, the rest never get it. What was sent is let out
+// (progress for a moment) before the process dies as SIGKILL would.
+void Node::inject_partial_send_fault(std::int64_t t, std::size_t sent) {
+  if (t != fault_round_ || sent != fault_sends_) return;
+  std::cerr << "accel cluster: ACCEL_FAULT_PARTIAL_SEND: dying in round " << t << " after " << sent << " sends\n";
+  net_->progress_until([] { return false; }, Ms(200));
+  std::_Exit(137);
+}
 
 void Node::connect_peer(std::uint32_t peer, const std::vector<std::byte>& address) {
   auto it = eps_.find(peer);
@@ -117,6 +137,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     if (q == id()) continue;
     if (send(q, kContribution, t, payload)) notified.insert(q);
     else stats.evicted.push_back(q);
+    inject_partial_send_fault(t, notified.size());
   }
   const auto t1 = Clock::now();
   stats.notify_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -127,27 +148,29 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
   std::map<std::uint32_t, Contribution> got;
   std::optional<Membership> coord_view;
   if (coordinator()) coord_view = mine.view;
-  std::map<std::uint32_t, Contribution> stand_in;  // the coordinator's, for lost members
-  bool stands_in = false;
-  auto take_stand_in = [&](std::uint32_t q, Bytes data) {
-    try {
-      validate(data);
-    } catch (const InputError& e) {
-      std::cerr << "accel cluster: dropped stand-in for " << q << ": " << e.what() << "\n";
-      return;
-    }
-    stand_in[q].data = std::move(data);
+  // The coordinator's word on members of its view whose contribution this
+  // node lacks: what it counted for them (their own contribution, or one it
+  // computed from their rows), or nothing.
+  std::map<std::uint32_t, std::optional<Bytes>> words;
+  auto take_word = [&](std::uint32_t q, std::optional<Bytes> data) {
+    if (data) try {
+        validate(*data);
+      } catch (const InputError& e) {
+        std::cerr << "accel cluster: dropped the coordinator's word on " << q << ": " << e.what() << "\n";
+        return;
+      }
+    words[q] = std::move(data);
   };
   auto handle = [&](const transport::Received& r) {
     const auto& h = r.message.header;
-    if (h.type == kStandIn && h.sender == 0 && !coordinator()) {
+    if (h.type == kCounted && h.sender == 0 && !coordinator()) {
       if (static_cast<std::int64_t>(h.iteration) > t) return stash(r, t);
       if (static_cast<std::int64_t>(h.iteration) < t) return;
       try {
-        auto [q, data] = decode_stand_in(r.message.payload, limits_);
-        take_stand_in(q, std::move(data));
+        auto [q, data] = decode_counted(r.message.payload, limits_);
+        take_word(q, std::move(data));
       } catch (const InputError& e) {
-        std::cerr << "accel cluster: dropped stand-in: " << e.what() << "\n";
+        std::cerr << "accel cluster: dropped the coordinator's word: " << e.what() << "\n";
       }
       return;
     }
@@ -176,8 +199,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     }
     if (h.sender == 0 && p.has_view) {
       coord_view = p.view;
-      stands_in = p.stands_in;
-      for (auto& [q, data] : p.stand_ins) take_stand_in(q, std::move(data));
+      for (auto& [q, data] : p.stand_ins) take_word(q, std::move(data));
       p.stand_ins.clear();
     }
     if (!notified.count(h.sender) && h.sender != id()) {
@@ -194,13 +216,13 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
   early.swap(early_);
   for (auto& r : early) handle(r);
 
+  auto missing = [&](std::uint32_t q) { return q != id() && !got.count(q) && !words.count(q); };
   const auto deadline = t1 + timeout_;
   for (;;) {
     bool done = coord_view.has_value();
     if (done)
       for (auto q : coord_view->active)
-        if (q != id() && !got.count(q) && !stand_in.count(q) &&
-            std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) {
+        if (missing(q) && std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) {
           // A member whose endpoint died will not answer: stop waiting for it.
           if (eps_.count(q) && !net_->alive(eps_[q])) {
             stats.evicted.push_back(q);
@@ -214,20 +236,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     auto r = receive(std::chrono::duration_cast<Ms>(deadline - now));
     if (r) handle(*r);
   }
-  // A member of the coordinator's view that did not answer: when the
-  // coordinator stands in for lost members, it sends its stand-in once its
-  // own wait ends (it evicts the member then); wait for that, bounded, so
-  // that every participant counts the same contributions.
-  if (coord_view && stands_in && !coordinator()) {
-    auto missing = [&] {
-      for (auto q : coord_view->active)
-        if (q != id() && !got.count(q) && !stand_in.count(q)) return true;
-      return false;
-    };
-    const auto deadline2 = Clock::now() + timeout_ + Ms(1000);
-    while (missing() && Clock::now() < deadline2 && reachable(0))
-      if (auto r = receive(std::chrono::duration_cast<Ms>(deadline2 - Clock::now()))) handle(*r);
-  }
+  if (coord_view && !coordinator()) await_words(*coord_view, t, missing, handle);
   // Whatever else has arrived (a hello, a returning worker's request, its
   // rows' transfer to progress): a coordinator without other members waits
   // for no one, and this is then its only turn at the network.
@@ -239,22 +248,59 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     throw Evicted("no result from the coordinator for round " + std::to_string(t) + " within the timeout");
   }
   view = *coord_view;
+  return counted(view, mine, std::move(got), std::move(words), stats);
+}
+
+// Members of the coordinator's view whose contribution did not come (the
+// dead, the late): every participant must count for them what the
+// coordinator counted. It says so unasked for those it evicts; a member that
+// died while sending may have reached the coordinator and not this node, so
+// this node asks (kNeed). Bounded: the coordinator's own wait ends within
+// its timeout.
+void Node::await_words(const Membership& coord_view, std::int64_t t, const std::function<bool(std::uint32_t)>& missing,
+                       const std::function<void(const transport::Received&)>& handle) {
+  bool any = false;
+  for (auto q : coord_view.active)
+    if (missing(q)) {
+      send(0, kNeed, t, encode_u32(q));
+      any = true;
+    }
+  if (!any) return;
+  auto still = [&] { return std::any_of(coord_view.active.begin(), coord_view.active.end(), missing); };
+  const auto deadline = Clock::now() + timeout_ + Ms(1000);
+  while (still() && Clock::now() < deadline && reachable(0))
+    if (auto r = receive(std::chrono::duration_cast<Ms>(deadline - Clock::now()))) handle(*r);
+  if (!still()) return;
+  if (!reachable(0)) throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+  // Counting without the word could part this node's result from the others'.
+  throw Evicted("no word from the coordinator on a missing member of round " + std::to_string(t));
+}
+
+// The round's contributions as every participant counts them: the
+// coordinator's word where it gave one, else what arrived.
+std::map<std::uint32_t, Contribution> Node::counted(const Membership& view, const Contribution& mine,
+                                                    std::map<std::uint32_t, Contribution> got,
+                                                    std::map<std::uint32_t, std::optional<Bytes>> words,
+                                                    SyncStats& stats) {
+  auto evict = [&](std::uint32_t q) {
+    if (std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) stats.evicted.push_back(q);
+  };
   std::map<std::uint32_t, Contribution> members;
   for (auto q : view.active) {
     if (q == id()) {
       members[q] = mine;
-    } else if (auto s = stand_in.find(q); s != stand_in.end()) {
-      members[q] = std::move(s->second);  // the coordinator's, counted by every participant alike
-      if (std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) stats.evicted.push_back(q);
+    } else if (auto w = words.find(q); w != words.end()) {
+      if (w->second) members[q].data = std::move(*w->second);
+      if (!got.count(q)) evict(q);  // its own did not come: the coordinator's word stands for it
     } else if (auto it = got.find(q); it != got.end()) {
       members[q] = std::move(it->second);
-    } else if (std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) {
-      stats.evicted.push_back(q);  // timed out
+    } else {
+      evict(q);  // timed out
     }
   }
   // Lost members' rows, computed by the coordinator, in their place.
-  for (auto& [q, c] : stand_in)
-    if (!members.count(q)) members[q] = std::move(c);
+  for (auto& [q, data] : words)
+    if (!members.count(q) && data) members[q].data = std::move(*data);
   if (coordinator())
     for (const auto& [q, data] : mine.stand_ins) members[q].data = data;
   return members;

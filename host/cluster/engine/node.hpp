@@ -122,6 +122,14 @@ class Node {
   void admit_incarnation(std::uint32_t peer, std::uint32_t incarnation) { admitted_[peer] = incarnation; }
 
  private:
+  void await_words(const Membership& coord_view, std::int64_t t, const std::function<bool(std::uint32_t)>& missing,
+                   const std::function<void(const transport::Received&)>& handle);
+  std::map<std::uint32_t, Contribution> counted(const Membership& view, const Contribution& mine,
+                                                std::map<std::uint32_t, Contribution> got,
+                                                std::map<std::uint32_t, std::optional<Bytes>> words,
+                                                SyncStats& stats);
+  void inject_partial_send_fault(std::int64_t t, std::size_t sent);
+
   std::unique_ptr<transport::Transport> net_;
   Ms timeout_;
   Limits limits_;
@@ -135,6 +143,10 @@ class Node {
   // this node has moved on (the "Distributed k-Means Clustering" study (The Antimatroid): "wait for them to
   // respond").
   std::map<std::int64_t, std::vector<std::byte>> sent_;
+  // Fault injection for the cluster scenarios (ACCEL_FAULT_PARTIAL_SEND=R:S):
+  // the process dies in round R once its contribution reached S peers.
+  std::int64_t fault_round_ = -1;
+  std::size_t fault_sends_ = 0;
 };
 
 }  // namespace accel::cluster

@@ -54,7 +54,8 @@ const char* type_name(std::uint16_t t) {
     case kReject: return "reject";
     case kDecision: return "decision";
     case kEvicted: return "evicted";
-    case kStandIn: return "stand-in";
+    case kCounted: return "counted";
+    case kNeed: return "need";
   }
   return "unknown";
 }
@@ -104,7 +105,6 @@ Bytes encode(const Contribution& c) {
   o.put<std::uint8_t>(c.has_view);
   if (c.has_view) put_view(o, c.view);
   o.bytes(c.reply_address);
-  o.put<std::uint8_t>(c.stands_in);
   o.put<std::uint64_t>(c.stand_ins.size());
   for (const auto& [id, data] : c.stand_ins) {
     o.put(id);
@@ -127,7 +127,6 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& l)
   c.has_view = i.get<std::uint8_t>() != 0;
   if (c.has_view) c.view = get_view(i, static_cast<std::uint64_t>(l.max_peers));
   c.reply_address = i.bytes(l.max_address);
-  c.stands_in = i.get<std::uint8_t>() != 0;
   const auto n = i.get<std::uint64_t>();
   if (n > static_cast<std::uint64_t>(l.max_peers)) throw InputError("contribution with too many stand-ins");
   for (std::uint64_t k = 0; k < n; ++k) {
@@ -187,19 +186,34 @@ void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& ite
   i.end();
 }
 
-Bytes encode_stand_in(std::uint32_t member, const Bytes& data) {
+Bytes encode_counted(std::uint32_t member, const Bytes* data) {
   Out o;
   o.put(member);
-  o.bytes(data);
+  o.put<std::uint8_t>(data != nullptr);
+  if (data) o.bytes(*data);
   return std::move(o.b);
 }
 
-std::pair<std::uint32_t, Bytes> decode_stand_in(std::span<const std::byte> in, const Limits& l) {
+std::pair<std::uint32_t, std::optional<Bytes>> decode_counted(std::span<const std::byte> in, const Limits& l) {
   In i(in);
   const auto id = i.get<std::uint32_t>();
-  Bytes data = i.bytes(l.max_data);
+  std::optional<Bytes> data;
+  if (i.get<std::uint8_t>() != 0) data = i.bytes(l.max_data);
   i.end();
   return {id, std::move(data)};
+}
+
+Bytes encode_u32(std::uint32_t v) {
+  Out o;
+  o.put(v);
+  return std::move(o.b);
+}
+
+std::uint32_t decode_u32(std::span<const std::byte> in) {
+  In i(in);
+  const auto v = i.get<std::uint32_t>();
+  i.end();
+  return v;
 }
 
 Bytes encode_f64(double v) {

@@ -8,6 +8,7 @@
 #include "bootstrap.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,7 +32,8 @@ enum Type : std::uint16_t {
   kReject = 12,       // coordinator -> member: unknown job or id; discard the snapshot
   kDecision = 13,     // coordinator -> members (Central exchange): Contribution carrying the decision
   kEvicted = 14,      // coordinator -> member it no longer counts (Central exchange): rejoin
-  kStandIn = 15,      // coordinator -> members: a lost member's contribution, computed by the coordinator
+  kCounted = 15,      // coordinator -> members: what it counted for a member in a round (see Node::sync)
+  kNeed = 16,         // member -> coordinator: which member's contribution of the round it lacks
 };
 const char* type_name(std::uint16_t t);
 
@@ -67,11 +69,8 @@ struct Contribution {
   Membership view;
   std::vector<std::byte> reply_address;  // set by a returning member
   // Set by the coordinator (all-to-all): the contributions it computes for
-  // lost members from their rows, counted in their place; and whether it
-  // stands in for a member lost in this round (participants then wait for
-  // its kStandIn instead of leaving the member out).
+  // lost members from their rows, counted in their place.
   std::vector<std::pair<std::uint32_t, Bytes>> stand_ins;
-  bool stands_in = false;
   // Every member: the rows it computed this round and how long that took
   // (the measured speed of the USTC system-information management framework paper, collected by the coordinator).
   std::int64_t work_rows = 0;
@@ -109,8 +108,12 @@ Current decode_current(std::span<const std::byte> in, const Limits& limits);
 // worker that authenticated, and to the address it authenticated with.
 Bytes encode_hello(bool resume, std::int64_t iteration, const Ticket& ticket);
 void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& iteration, Ticket& ticket);
-Bytes encode_stand_in(std::uint32_t member, const Bytes& data);
-std::pair<std::uint32_t, Bytes> decode_stand_in(std::span<const std::byte> in, const Limits& limits);
+// kCounted: the member, and the contribution the coordinator counted for it
+// (its own, or one computed from its rows), or nothing (left out).
+Bytes encode_counted(std::uint32_t member, const Bytes* data);
+std::pair<std::uint32_t, std::optional<Bytes>> decode_counted(std::span<const std::byte> in, const Limits& limits);
+Bytes encode_u32(std::uint32_t v);
+std::uint32_t decode_u32(std::span<const std::byte> in);
 Bytes encode_f64(double v);
 double decode_f64(std::span<const std::byte> in);
 
