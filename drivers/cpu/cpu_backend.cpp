@@ -93,7 +93,8 @@ class CpuDevice final : public Device {
   }
   static void run(const CsrKernelRowsArgs& a) {
     const cpu::CsrView x{device_ptr<const std::int64_t>(a.row_ptr), device_ptr<const std::int32_t>(a.col_idx),
-                         device_ptr<const float>(a.values), device_ptr<const double>(a.sq_norms), a.n, a.cols};
+                         device_ptr<const float>(a.values), device_ptr<const double>(a.sq_norms), a.n, a.cols,
+                         dynamic_cast<HostBuffer*>(a.values)};
     cpu::csr_kernel_rows(x, device_ptr<const std::int32_t>(a.queries), a.q, device_ptr<const std::int32_t>(a.active),
                          a.m, a.type, a.gamma, a.coef0, a.degree, device_ptr<float>(a.out), cpu::CsrDotPath::Auto,
                          a.exact);

@@ -258,13 +258,14 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
       std::lock_guard lock(choice_mu);
       if (auto it = choices.find(key); it != choices.end()) path = it->second;
     }
+    if (path == CsrDotPath::Auto && gemm_ok && gemm_written_out(x)) path = CsrDotPath::Gemm;
     if (path == CsrDotPath::Auto) {
       // Time the candidates on a slice of the queries and rows (a launch may
       // carry thousands of queries: prediction), the faster of two repeats
       // each so a preemption does not decide it; the launch is then computed
       // in full with the winner.
       const std::int64_t slice = std::min<std::int64_t>(m, batched ? 1024 : 2048);
-      const std::int64_t tq = std::min<std::int64_t>(q, batched ? 256 : kGroup);
+      const std::int64_t tq = std::min<std::int64_t>(q, batched ? 64 : kGroup);
       using clock = std::chrono::steady_clock;
       auto time = [&](auto&& fn) {
         double best = 1e30;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "accel/host_buffer.hpp"
 #include "accel/kernels.hpp"
 
 namespace accel::cpu {
@@ -15,6 +16,9 @@ struct CsrView {
   const float* values;
   const double* sq_norms;
   std::int64_t n, cols;
+  // The buffer holding `values`, where the host runtime launched: the gemm
+  // path keeps what it derives from the matrix there (host_buffer.hpp).
+  HostBuffer* owner = nullptr;
 };
 
 enum class CsrDotPath {
@@ -34,6 +38,11 @@ template <class T>
 void csr_rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                    std::int64_t b0, std::int64_t b1, std::int64_t m, KernelType type, double gamma, double coef0,
                    int degree, float* out);
+
+// Whether the gemm path holds the matrix's dense columns written out (a
+// matrix dense enough that this costs at most twice its CSR): many queries
+// then go to sgemm on them without a contest.
+bool gemm_written_out(const CsrView& x);
 
 // The kernel function applied to a dot product (and, for RBF, the two norms).
 double kernel_value(KernelType type, double dot, double sq_u, double sq_v, double gamma, double coef0, int degree);

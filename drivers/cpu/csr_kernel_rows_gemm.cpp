@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "csr_kernel_rows.hpp"
@@ -43,9 +44,20 @@ constexpr double kDenseFraction = 1.0 / 16;  // 1/8, 1/32 and 1/100 were slower 
 // write out than the product saves.
 constexpr std::int64_t kMaxDense = 4096;
 
-struct ColumnSplit {
+// What the gemm path derives from a matrix: which columns are dense, and,
+// where the matrix is dense enough that it costs at most twice the CSR's
+// storage, every row's dense columns written out once (n x F floats), so a
+// launch reads its tiles instead of scattering each target row again.
+struct Prepared {
   std::vector<std::int32_t> dense_pos;  // column -> position among the dense columns, or -1
   std::int64_t dense = 0;
+  std::int64_t F = 1;                   // max(1, dense): the tiles' width
+  std::unique_ptr<float[]> rows;        // n x F, or null
+  // The rare (not dense) entries of every row, where there are any: the
+  // sparse pass reads these instead of skipping each row's dense entries.
+  std::vector<std::int64_t> rare_ptr;
+  std::vector<std::int32_t> rare_col;
+  std::vector<float> rare_val;
 };
 
 struct MatrixKey {
@@ -54,27 +66,106 @@ struct MatrixKey {
   auto operator<=>(const MatrixKey&) const = default;
 };
 
-const ColumnSplit& split_of(const CsrView& x) {
-  static std::mutex mu;
-  static std::map<MatrixKey, std::unique_ptr<ColumnSplit>> splits;
+std::unique_ptr<Prepared> split_columns(const CsrView& x) {
   const std::int64_t nnz = x.row_ptr[x.n];
-  std::lock_guard lock(mu);
-  auto& slot = splits[MatrixKey{x.values, x.n, nnz, x.cols}];
-  if (slot) return *slot;
   std::vector<std::int64_t> count(x.cols, 0);
   for (std::int64_t k = 0; k < nnz; ++k) ++count[x.col_idx[k]];
   std::vector<std::int32_t> order(x.cols);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return count[a] > count[b]; });
-  auto s = std::make_unique<ColumnSplit>();
+  auto s = std::make_unique<Prepared>();
   s->dense_pos.assign(x.cols, -1);
+  const auto used = std::count_if(count.begin(), count.end(), [](std::int64_t c) { return c > 0; });
   const double least = std::max(1.0, kDenseFraction * double(x.n));
   for (const std::int32_t c : order) {
     if (s->dense >= kMaxDense || double(count[c]) < least) break;
     s->dense_pos[c] = static_cast<std::int32_t>(s->dense++);
   }
-  slot = std::move(s);
-  return *slot;
+  s->F = std::max<std::int64_t>(1, s->dense);
+  if (s->dense < used) {
+    s->rare_ptr.assign(x.n + 1, 0);
+    for (std::int64_t u = 0; u < x.n; ++u) {
+      for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k)
+        if (s->dense_pos[x.col_idx[k]] < 0) {
+          s->rare_col.push_back(x.col_idx[k]);
+          s->rare_val.push_back(x.values[k]);
+        }
+      s->rare_ptr[u + 1] = static_cast<std::int64_t>(s->rare_col.size());
+    }
+  }
+  return s;
+}
+
+// Dense parts of rows idx[0..r) into r x F values, from the CSR.
+template <class T>
+void scatter_dense(const CsrView& x, const Prepared& sp, const std::int32_t* idx, std::int64_t r, T* dense) {
+  for (std::int64_t a = 0; a < r; ++a) {
+    T* row = dense + a * sp.F;
+    std::fill(row, row + sp.F, T(0));
+    const std::int64_t u = idx[a];
+    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k)
+      if (const std::int32_t pos = sp.dense_pos[x.col_idx[k]]; pos >= 0) row[pos] = x.values[k];
+  }
+}
+
+void write_out_rows(const CsrView& x, Prepared& sp) {
+  const std::int64_t nnz = x.row_ptr[x.n];
+  const double bytes = 4.0 * double(x.n) * double(sp.F), csr = 8.0 * double(nnz);
+  if (sp.dense == 0 || bytes > 2 * csr || bytes > double(std::int64_t{1} << 31)) return;
+  // Not zeroed first: each row is written whole, by the thread that will
+  // touch it (first touch, without a serial memset of the whole copy).
+  sp.rows.reset(new float[static_cast<std::size_t>(x.n * sp.F)]);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t u = 0; u < x.n; ++u) {
+    const std::int32_t row = static_cast<std::int32_t>(u);
+    scatter_dense(x, sp, &row, 1, sp.rows.get() + u * sp.F);
+  }
+}
+
+// The matrix's Prepared: kept by the buffer that holds its values (the
+// host runtime's launches), so it lives and dies with the matrix; for a
+// bare view (tests), the column split alone, cached by storage and shape.
+std::shared_ptr<const Prepared> prepared(const CsrView& x) {
+  if (x.owner) {
+    if (auto d = x.owner->derived()) return std::static_pointer_cast<const Prepared>(d);
+    std::shared_ptr<Prepared> s = split_columns(x);
+    write_out_rows(x, *s);
+    x.owner->keep_derived(s);
+    return s;
+  }
+  static std::mutex mu;
+  static std::map<MatrixKey, std::shared_ptr<const Prepared>> splits;
+  std::lock_guard lock(mu);
+  auto& slot = splits[MatrixKey{x.values, x.n, x.row_ptr[x.n], x.cols}];
+  if (!slot) slot = split_columns(x);
+  return slot;
+}
+
+}  // namespace
+
+bool gemm_written_out(const CsrView& x) { return x.owner && prepared(x)->rows; }
+
+namespace {
+
+// The dense parts of rows idx[0..r): straight from the written-out rows
+// where they lie in one run and T is float, else copied (or scattered from
+// the CSR) into `scratch`.
+template <class T>
+const T* dense_rows(const CsrView& x, const Prepared& sp, const std::int32_t* idx, std::int64_t r, T* scratch) {
+  if (!sp.rows) {
+    scatter_dense(x, sp, idx, r, scratch);
+    return scratch;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    bool run = true;
+    for (std::int64_t a = 1; a < r && run; ++a) run = idx[a] == idx[0] + a;
+    if (run) return sp.rows.get() + std::int64_t{idx[0]} * sp.F;
+  }
+  for (std::int64_t a = 0; a < r; ++a) {
+    const float* src = sp.rows.get() + std::int64_t{idx[a]} * sp.F;
+    std::copy(src, src + sp.F, scratch + a * sp.F);
+  }
+  return scratch;
 }
 
 // The rare entries of a block of queries, by column.
@@ -84,20 +175,7 @@ struct RareIndex {
   std::vector<float> value;
 };
 
-// Dense parts of rows idx[0..r) into r x F values; the rare parts of the
-// same rows, when `rare` is set, into a per-column index.
-template <class T>
-void split_rows(const CsrView& x, const ColumnSplit& sp, const std::int32_t* idx, std::int64_t r, T* dense,
-                RareIndex* rare) {
-  const std::int64_t F = std::max<std::int64_t>(1, sp.dense);
-  for (std::int64_t a = 0; a < r; ++a) {
-    T* row = dense + a * F;
-    std::fill(row, row + F, T(0));
-    const std::int64_t u = idx[a];
-    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k)
-      if (const std::int32_t pos = sp.dense_pos[x.col_idx[k]]; pos >= 0) row[pos] = x.values[k];
-  }
-  if (!rare) return;
+void index_rare(const CsrView& x, const Prepared& sp, const std::int32_t* idx, std::int64_t r, RareIndex* rare) {
   rare->start.assign(x.cols + 1, 0);
   for (std::int64_t a = 0; a < r; ++a)
     for (std::int64_t k = x.row_ptr[idx[a]]; k < x.row_ptr[idx[a] + 1]; ++k)
@@ -116,17 +194,20 @@ void split_rows(const CsrView& x, const ColumnSplit& sp, const std::int32_t* idx
 
 // dots[a*tb + b] += the rare part of u_a . v_b for the tile's target rows.
 template <class T>
-void add_rare(const CsrView& x, const ColumnSplit& sp, const RareIndex& rare, const std::int32_t* targets,
-              std::int64_t tb, T* dots) {
+void add_rare(const Prepared& sp, const RareIndex& rare, const std::int32_t* targets, std::int64_t tb, T* dots) {
   for (std::int64_t b = 0; b < tb; ++b) {
     const std::int64_t v = targets[b];
-    for (std::int64_t k = x.row_ptr[v]; k < x.row_ptr[v + 1]; ++k) {
-      const std::int32_t c = x.col_idx[k];
-      if (sp.dense_pos[c] >= 0) continue;
-      const T val = x.values[k];
+    for (std::int64_t k = sp.rare_ptr[v]; k < sp.rare_ptr[v + 1]; ++k) {
+      const std::int32_t c = sp.rare_col[k];
+      const T val = sp.rare_val[k];
       for (std::int32_t e = rare.start[c]; e < rare.start[c + 1]; ++e) dots[rare.query[e] * tb + b] += val * T(rare.value[e]);
     }
   }
+}
+
+template <class V>
+void grow(V& v, std::int64_t size) {
+  if (static_cast<std::int64_t>(v.size()) < size) v.resize(static_cast<std::size_t>(size));
 }
 
 void gemm_nt(int qa, int tb, int F, const float* dq, const float* dt, float* dots) {
@@ -142,34 +223,43 @@ template <class T>
 void csr_rows_gemm(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
                    std::int64_t b0, std::int64_t b1, std::int64_t m, KernelType type, double gamma, double coef0,
                    int degree, float* out) {
-  const ColumnSplit& sp = split_of(x);
-  const std::int64_t F = std::max<std::int64_t>(1, sp.dense);
-  const bool any_rare = sp.dense < x.cols;
-  // Target tiles of about 1 MiB of dense columns; each thread writes its own
-  // tiles out and multiplies them with the query block by a single-threaded
-  // sgemm (OpenBLAS runs one thread inside a parallel region), so no call is
-  // too small to share and the write-out is paid once per target row.
+  const auto keep = prepared(x);
+  const Prepared& sp = *keep;
+  const std::int64_t F = sp.F;
+  const bool any_rare = !sp.rare_ptr.empty();
+  // Target tiles of about 1 MiB of dense columns; each thread takes its own
+  // tiles (written out from the CSR where the matrix has no dense copy) and
+  // multiplies them with the query block by a single-threaded sgemm
+  // (OpenBLAS runs one thread inside a parallel region), so no call is too
+  // small to share.
   const std::int64_t tile = std::clamp<std::int64_t>((std::int64_t{1} << 18) / F, 16, 512);
   const std::int64_t qblock = std::clamp<std::int64_t>((std::int64_t{1} << 23) / F, tile, 8192);
   const std::int64_t tiles = (b1 - b0 + tile - 1) / tile;
-  std::vector<T> dq(std::min(q, qblock) * F);
+  thread_local std::vector<T> dq_scratch;
+  grow(dq_scratch, std::min(q, qblock) * F);
   std::vector<double> su(std::min(q, qblock));
   RareIndex rare;
   for (std::int64_t a0 = 0; a0 < q; a0 += qblock) {
     const std::int64_t qa = std::min(qblock, q - a0);
-    split_rows(x, sp, queries + a0, qa, dq.data(), any_rare ? &rare : nullptr);
+    const T* dq = dense_rows(x, sp, queries + a0, qa, dq_scratch.data());
+    if (any_rare) index_rare(x, sp, queries + a0, qa, &rare);
     for (std::int64_t a = 0; a < qa; ++a) su[a] = x.sq_norms[queries[a0 + a]];
 #pragma omp parallel if (tiles > 1)
     {
-      std::vector<T> dt(tile * F), dots(qa * tile);
-      std::vector<double> sv(tile);
+      // Per thread, kept across launches: a launch's fresh megabytes of
+      // scratch cost page faults every time.
+      thread_local std::vector<T> dt_scratch, dots;
+      thread_local std::vector<double> sv;
+      grow(dt_scratch, tile * F);
+      grow(dots, qa * tile);
+      grow(sv, tile);
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t t = 0; t < tiles; ++t) {
         const std::int64_t t0 = b0 + t * tile, tb = std::min(tile, b1 - t0);
-        split_rows(x, sp, active + t0, tb, dt.data(), nullptr);
+        const T* dt = dense_rows(x, sp, active + t0, tb, dt_scratch.data());
         for (std::int64_t b = 0; b < tb; ++b) sv[b] = x.sq_norms[active[t0 + b]];
-        gemm_nt(static_cast<int>(qa), static_cast<int>(tb), static_cast<int>(F), dq.data(), dt.data(), dots.data());
-        if (any_rare) add_rare(x, sp, rare, active + t0, tb, dots.data());
+        gemm_nt(static_cast<int>(qa), static_cast<int>(tb), static_cast<int>(F), dq, dt, dots.data());
+        if (any_rare) add_rare(sp, rare, active + t0, tb, dots.data());
         kernel_tile(type, dots.data(), qa, tb, su.data(), sv.data(), gamma, coef0, degree, out + a0 * m + t0, m);
       }
     }

@@ -23,7 +23,18 @@ static void check_range(std::size_t bytes, std::size_t offset, std::size_t size)
 
 void HostBuffer::write(const void* src, std::size_t bytes, std::size_t offset) {
   check_range(bytes, offset, bytes_);
+  keep_derived(nullptr);
   if (bytes) std::memcpy(static_cast<char*>(data_) + offset, src, bytes);
+}
+
+std::shared_ptr<const void> HostBuffer::derived() const {
+  std::lock_guard lock(derived_mu_);
+  return derived_;
+}
+
+void HostBuffer::keep_derived(std::shared_ptr<const void> d) {
+  std::lock_guard lock(derived_mu_);
+  derived_ = std::move(d);
 }
 
 void HostBuffer::read(void* dst, std::size_t bytes, std::size_t offset) const {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "accel/csr.hpp"
+#include "accel/host_buffer.hpp"
 #include "accel/registry.hpp"
 #include "cpu/csr_kernel_rows.hpp"
 #include "reference/csr_kernel_rows_ref.hpp"
@@ -155,6 +156,41 @@ TEST_P(CsrKernelRowsConformance, EveryDeviceMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CsrKernelRowsConformance, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name; });
+
+// The gemm path's written-out rows (kept by the buffer that holds the
+// values): read straight for a contiguous run of targets, copied for an
+// out-of-order one, and dropped when the buffer is written, so a launch
+// after new values sees those.
+TEST(CsrKernelRows, GemmWrittenOutRowsFollowTheBuffer) {
+  for (const Case& c : {Case{"dense_like", 300, 784, 0.5}, Case{"text_like", 400, 3000, 0, 0, false, false, 0, true}}) {
+    SCOPED_TRACE(c.name);
+    CsrMatrix x = make_matrix(c);
+    HostBuffer owner(x.values.data(), x.values.size() * sizeof(float));
+    std::vector<std::int32_t> queries;
+    for (int a = 0; a < 40; ++a) queries.push_back(static_cast<std::int32_t>((a * 37) % x.rows));
+    std::vector<std::int32_t> run(x.rows - 10), strided;
+    for (std::size_t b = 0; b < run.size(); ++b) run[b] = static_cast<std::int32_t>(b + 5);
+    for (std::int64_t i = x.rows - 1; i >= 0; i -= 3) strided.push_back(static_cast<std::int32_t>(i));
+    for (const float scale : {1.0f, 0.5f}) {
+      if (scale != 1.0f) {
+        std::vector<float> halved(x.values);
+        for (float& v : halved) v *= scale;
+        owner.write(halved.data(), halved.size() * sizeof(float));  // x.values now holds them
+      }
+      const auto norms = x.sq_norms();
+      const cpu::CsrView v{x.row_ptr.data(), x.col_idx.data(), x.values.data(), norms.data(), x.rows, x.cols, &owner};
+      if (c.name == "dense_like") EXPECT_TRUE(cpu::gemm_written_out(v));
+      for (const auto* active : {&run, &strided}) {
+        const auto want = ref::csr_kernel_rows(x, queries, *active, KernelType::Rbf, 0.05, 0, 3);
+        std::vector<float> out(queries.size() * active->size());
+        cpu::csr_kernel_rows(v, queries.data(), static_cast<std::int64_t>(queries.size()), active->data(),
+                             static_cast<std::int64_t>(active->size()), KernelType::Rbf, 0.05, 0, 3, out.data(),
+                             cpu::CsrDotPath::Gemm);
+        expect_close(out, want, active == &run ? "contiguous targets" : "out-of-order targets");
+      }
+    }
+  }
+}
 
 TEST(CsrKernelRows, NoQueriesOrNoActiveRowsWritesNothing) {
   const CsrMatrix x = make_matrix({"tiny", 10, 5, 0.5});

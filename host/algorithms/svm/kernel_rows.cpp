@@ -15,7 +15,9 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <utility>
 
 #include "accel/error.hpp"
 #include "accel/svm.hpp"
@@ -31,6 +33,27 @@ constexpr int kPassQueries = 4;
 constexpr std::size_t kLaunchQueries = 256;
 
 using clock_type = std::chrono::steady_clock;
+
+// Storage of cached rows: resize leaves new values uninitialised, since
+// every one is written before it is read (a launch's output is copied in
+// whole), and zeroing 40 KB a row first was a second pass over memory
+// that is touched for the first time.
+template <class T>
+struct Uninit : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = Uninit<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+using RowValues = std::vector<float, Uninit<float>>;
 
 template <class T>
 std::unique_ptr<Buffer> to_device(Device& dev, const std::vector<T>& v) {
@@ -88,7 +111,7 @@ struct KernelRows::Impl {
     Cover cover;
     bool own_cover = false;  // cover belongs to this entry alone (counted in bytes)
     bool prefetched = false;  // computed ahead of a request, not yet asked for
-    std::vector<float> vals;
+    RowValues vals;
     std::int64_t call = -1;  // last rows() call that returned it
     std::list<std::int32_t>::iterator lru;
     std::int64_t bytes() const { return 4 * static_cast<std::int64_t>(vals.size() + (own_cover ? cover->size() : 0)); }
@@ -103,7 +126,7 @@ struct KernelRows::Impl {
   std::vector<std::int32_t> free_entries;
   std::vector<std::int32_t> entry_of;  // row -> entry or -1
   std::list<std::int32_t> lru;         // front: most recently used
-  std::vector<std::vector<float>> spare;  // storage of evicted rows, reused
+  std::vector<RowValues> spare;  // storage of evicted rows, reused
   std::vector<float> tmp;
 
   Impl(const CsrMatrix& m, const SvmParams& params, const std::vector<Device*>& devices, std::vector<std::int32_t> rows)
@@ -238,13 +261,13 @@ struct KernelRows::Impl {
     }
   }
 
-  std::vector<float> fresh_storage() {
+  RowValues fresh_storage() {
     if (spare.empty()) return {};
-    std::vector<float> v = std::move(spare.back());
+    RowValues v = std::move(spare.back());
     spare.pop_back();
     return v;
   }
-  void recycle(std::vector<float>&& v) {
+  void recycle(RowValues&& v) {
     if (spare.size() < 8 && v.capacity() > 0) spare.push_back(std::move(v));
   }
 
@@ -331,7 +354,7 @@ struct KernelRows::Impl {
   void finish_partial(Entry& en, const std::vector<std::int32_t>& missing, const float* computed) {
     const auto& cur = *active;
     const auto& cov = *en.cover;
-    std::vector<float> next = fresh_storage();
+    RowValues next = fresh_storage();
     next.resize(cur.size());
     std::size_t c = 0, mi = 0;
     for (std::size_t b = 0; b < cur.size(); ++b) {
@@ -439,6 +462,8 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
     for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[fulls[f0 + a]].row;
     s.tmp.resize(nq * m);
     s.launch(rows.data(), nq, cur.data(), m, s.tmp.data(), s.active_version);
+    // First touch of the rows' storage: page faults, shared by threads.
+#pragma omp parallel for schedule(static) if (nq * m >= (1 << 18))
     for (std::int64_t a = 0; a < nq; ++a)
       std::memcpy(s.entries[fulls[f0 + a]].vals.data(), s.tmp.data() + a * m, m * sizeof(float));
   }
@@ -471,7 +496,7 @@ void KernelRows::complete_rows(const std::vector<std::int32_t>& queries, const s
     const float* src = values + a * m;
     // Union of the two sorted lists; where both hold a sample the values agree.
     auto cover = std::make_shared<std::vector<std::int32_t>>();
-    std::vector<float> vals = s.fresh_storage();
+    RowValues vals = s.fresh_storage();
     vals.clear();
     cover->reserve(cov.size() + m);
     vals.reserve(cov.size() + m);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "accel/device.hpp"
 
@@ -25,7 +26,16 @@ class HostBuffer final : public Buffer {
   // The driver's own view, whether or not the host may see it.
   void* data() { return data_; }
 
+  // What a driver derives from the contents once and keeps while the buffer
+  // lives (the cpu's dense copy of a CSR matrix's frequent columns); write()
+  // drops it. Borrowed memory is not watched: like any buffer in use by a
+  // launch, it must not change while launches read it.
+  std::shared_ptr<const void> derived() const;
+  void keep_derived(std::shared_ptr<const void> d);
+
  private:
+  mutable std::mutex derived_mu_;
+  std::shared_ptr<const void> derived_;
   struct Free { void operator()(void* p) const { std::free(p); } };
   std::unique_ptr<void, Free> owned_;
   void* data_ = nullptr;
