@@ -38,7 +38,12 @@ def write_libsvm(path, x, y, integer_labels):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("svm_data")
+    return write_datasets(tmp_path_factory.mktemp("svm_data"))
+
+
+def write_datasets(d):
+    """scikit-learn's datasets as LIBSVM files in d: name -> training file,
+    name + ".test" -> held-out rows (also used by scripts/svm_types_vs_libsvm.py)."""
     out = {}
     for name, loader, integer in [("iris", "load_iris", True), ("wine", "load_wine", True),
                                   ("breast_cancer", "load_breast_cancer", True), ("digits", "load_digits", True),
