@@ -84,6 +84,7 @@ class SvmJob:
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.tmp.mkdir(parents=True, exist_ok=True)
         self.port = ct.free_port()
+        timeout_ms = int(timeout_ms * ct.SCALE)
         self.timeout_ms = timeout_ms
         self.worker_extra = list(worker_extra)
         self.model = str(self.tmp / "dist.model")
@@ -91,7 +92,7 @@ class SvmJob:
         self.procs = {}
         self.pin = pin  # coordinator on core 0, worker i on core i (mod cores)
         cmd = (["taskset", "-c", "0"] if pin else []) + [a.accel, "coordinator", "svm-train", *params, "--workers", str(workers), "--listen",
-               f"127.0.0.1:{self.port}", "--timeout-ms", str(timeout_ms), "--keepalive-ms", "2000", "--log-json",
+               f"127.0.0.1:{self.port}", "--timeout-ms", str(timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--log-json",
                str(self.coord_log), "--json", data, self.model]
         self.coord = ct.start(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
                                       stderr=open(self.tmp / "coordinator.err", "w"))
@@ -101,7 +102,7 @@ class SvmJob:
 
     def start_worker(self, i):
         cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", "--id", str(i), "--device", "cpu",
-               "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--snapshot-dir",
+               "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
         self.procs[i] = ct.start(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
                                          stderr=open(self.tmp / f"worker-{i}.err", "a"))
@@ -110,7 +111,7 @@ class SvmJob:
         return sum(1 for j in jsonl(self.coord_log) if j.get("participant") == 0)
 
     def wait_for(self, pred, seconds, what):
-        end = time.time() + seconds
+        end = time.time() + seconds * ct.SCALE
         while time.time() < end:
             if pred():
                 return
@@ -135,7 +136,7 @@ class SvmJob:
 
     def finish(self, seconds=240):
         try:
-            rc = self.coord.wait(timeout=seconds)
+            rc = self.coord.wait(timeout=seconds * ct.SCALE)
         except subprocess.TimeoutExpired:
             self.kill_all()
             fail("the coordinator did not finish in time")

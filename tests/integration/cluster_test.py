@@ -23,6 +23,10 @@ from pathlib import Path
 
 
 TMP = None  # the scenario's directory: its logs are printed on failure
+# Sanitizer builds run several times slower (scripts/sanitize.sh sets this):
+# every timeout a scenario gives the processes, and every wait for them,
+# scales by it.
+SCALE = float(os.environ.get("ACCEL_TEST_TIME_SCALE", "1"))
 
 
 def fail(msg):
@@ -116,12 +120,13 @@ class Job:
         self.worker_extra = list(worker_extra)
         self.port = free_port()
         self.addr = f"127.0.0.1:{self.port}"
+        timeout_ms = int(timeout_ms * SCALE)
         self.timeout_ms = timeout_ms
         self.procs = {}
         self.coord_log = self.tmp / "coordinator.jsonl"
         cmd = (["taskset", "-c", "0"] if pin else []) + [a.accel, "coordinator", "--input", data, "--k", str(k), "--workers", str(workers), "--listen",
                self.addr, "--max-iter", str(iters), "--tol", "0", "--timeout-ms", str(timeout_ms), "--device", "cpu",
-               "--keepalive-ms", "2000", "--log-json", str(self.coord_log), "--json", "--init", "random",
+               "--keepalive-ms", str(int(2000 * SCALE)), "--log-json", str(self.coord_log), "--json", "--init", "random",
                "--output-centroids", str(self.tmp / "centroids.npy"), *extra]
         self.coord = start(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
                                       stderr=open(self.tmp / "coordinator.err", "w"))
@@ -132,7 +137,7 @@ class Job:
     def start_worker(self, i, env=None):
         cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [
                self.a.accel, "worker", "--coordinator", self.addr, "--id", str(i), "--device", "cpu",
-               "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--snapshot-dir",
+               "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * SCALE)), "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
         self.procs[i] = start(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
                                          stderr=open(self.tmp / f"worker-{i}.err", "a"),
@@ -142,7 +147,7 @@ class Job:
         return sum(1 for j in jsonl(self.coord_log) if j.get("participant") == 0)
 
     def wait_for(self, pred, seconds, what):
-        end = time.time() + seconds
+        end = time.time() + seconds * SCALE
         while time.time() < end:
             if pred():
                 return
@@ -157,7 +162,7 @@ class Job:
 
     def finish(self, seconds=120):
         try:
-            rc = self.coord.wait(timeout=seconds)
+            rc = self.coord.wait(timeout=seconds * SCALE)
         except subprocess.TimeoutExpired:
             self.kill_all()
             fail("the coordinator did not finish in time")
@@ -221,7 +226,7 @@ def check_same_result(job, survivors, key="inertia"):
 
 
 def check_no_stall(job, survivors, slack=1.0):
-    limit = job.timeout_ms / 1000 + slack
+    limit = job.timeout_ms / 1000 + slack * SCALE
     for pid, lines in job.logs().items():
         if pid in survivors:
             for j in lines:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_test import fail, free_port  # noqa: E402
+from cluster_test import SCALE, fail, free_port  # noqa: E402
 
 
 GROUPS = []
@@ -35,7 +35,7 @@ class Group:
         self.a, self.tmp, self.size = a, Path(tmp), size
         self.addr = f"127.0.0.1:{free_port()}"
         self.extra, self.n = list(extra), n or {}
-        self.steps, self.pause_ms, self.timeout_ms = steps, pause_ms, timeout_ms
+        self.steps, self.pause_ms, self.timeout_ms = steps, pause_ms, int(timeout_ms * SCALE)
         self.procs = {}
         for r in range(size):
             self.start(r)
@@ -43,7 +43,7 @@ class Group:
     def start(self, r):
         cmd = [self.a.accel, "sparse-allreduce", "--rank", str(r), "--size", str(self.size), "--coordinator",
                self.addr, "--n", str(self.n.get(r, 200000)), "--ratio", "0.01", "--steps", str(self.steps), "--pause-ms",
-               str(self.pause_ms), "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", "2000", "--check",
+               str(self.pause_ms), "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * SCALE)), "--check",
                "--json", "--log-json", str(self.tmp / f"rank-{r}.jsonl"), "--snapshot-dir",
                str(self.tmp / "snapshots"), *self.extra]
         self.procs[r] = subprocess.Popen(cmd, stdout=open(self.tmp / f"rank-{r}.out", "a"),
@@ -51,6 +51,7 @@ class Group:
 
     def wait(self, ranks=None, timeout=90):
         rcs = {}
+        timeout *= SCALE
         deadline = time.time() + timeout
         for r in ranks if ranks is not None else range(self.size):
             try:
@@ -81,7 +82,7 @@ class Group:
 
 
 def wait_for(pred, timeout, what):
-    deadline = time.time() + timeout
+    deadline = time.time() + timeout * SCALE
     while time.time() < deadline:
         if pred():
             return

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds with sanitizers and runs the tests under them:
+#   scripts/sanitize.sh address   ASan + UBSan (build-asan/): every test but the
+#                                 longer cluster scenarios (tests/sanitizers/asan_scenarios.txt)
+#   scripts/sanitize.sh thread    TSan (build-tsan/), the transport, cluster
+#                                 and OpenMP-free tests (libgomp is not
+#                                 instrumented: its barriers read as races)
+# A sanitizer report fails the test that triggered it (halt_on_error, and a
+# leak makes the process exit non-zero). Time limits of the cluster tests
+# scale by ACCEL_TEST_TIME_SCALE. Extra arguments go to ctest.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+MODE="${1:-address}"
+shift || true
+SUPP="$ROOT/tests/sanitizers"
+# UCX's memory hooks (malloc, mmap and madvise interposition) fight the
+# sanitizers' own: off in these builds.
+export UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no
+case "$MODE" in
+  address)
+    SAN=address,undefined
+    BUILD="$ROOT/build-asan"
+    export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0"
+    export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$SUPP/ubsan.supp"
+    export ACCEL_TEST_TIME_SCALE="${ACCEL_TEST_TIME_SCALE:-3}"
+    SELECT=(-E '^(cluster|sparse)\.')
+    ;;
+  thread)
+    SAN=thread
+    BUILD="$ROOT/build-tsan"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
+    export ACCEL_TEST_TIME_SCALE="${ACCEL_TEST_TIME_SCALE:-5}"
+    export OMP_NUM_THREADS=1
+    SELECT=(-R "$(cat "$SUPP/tsan_tests.txt" | grep -v '^#' | paste -sd'|')")
+    ;;
+  *)
+    echo "sanitize.sh: MODE is address or thread, not '$MODE'" >&2
+    exit 2
+    ;;
+esac
+# -O2 -g1: reports with lines, code fast enough for the timed scenarios. CUDA
+# and the Python module are left out (neither runs on this machine's CI).
+ACCEL_BUILD_DIR="$BUILD" "$ROOT/scripts/build.sh" -DACCEL_SANITIZE="$SAN" -DACCEL_WITH_CUDA=OFF \
+  -DACCEL_WITH_PYTHON=OFF -DCMAKE_CXX_FLAGS_RELEASE="-O2 -g1 -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELEASE="-O2 -g1 -DNDEBUG"
+cd "$BUILD"
+status=0
+ctest --output-on-failure -j"$(nproc)" --timeout 900 "${SELECT[@]}" "$@" || status=$?
+if [ "$MODE" = address ]; then
+  ctest --output-on-failure --timeout 900 -R "^($(grep -v '^#' "$SUPP/asan_scenarios.txt" | sed 's/\./\\./g' | paste -sd'|'))\$" \
+    "$@" || status=$?
+fi
+exit $status
