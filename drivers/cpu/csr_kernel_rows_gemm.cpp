@@ -23,9 +23,7 @@
 
 #include <algorithm>
 #include <cblas.h>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -58,12 +56,6 @@ struct Prepared {
   std::vector<std::int64_t> rare_ptr;
   std::vector<std::int32_t> rare_col;
   std::vector<float> rare_val;
-};
-
-struct MatrixKey {
-  const void* values;
-  std::int64_t n, nnz, cols;
-  auto operator<=>(const MatrixKey&) const = default;
 };
 
 std::unique_ptr<Prepared> split_columns(const CsrView& x) {
@@ -123,22 +115,17 @@ void write_out_rows(const CsrView& x, Prepared& sp) {
 }
 
 // The matrix's Prepared: kept by the buffer that holds its values (the
-// host runtime's launches), so it lives and dies with the matrix; for a
-// bare view (tests), the column split alone, cached by storage and shape.
+// host runtime's launches), so it lives and dies with the matrix and is
+// dropped when the values are rewritten. A bare view (tests) has nothing to
+// keep it by -- a cache keyed by address could serve another matrix's
+// values -- so it gets the column split and rare entries afresh.
 std::shared_ptr<const Prepared> prepared(const CsrView& x) {
-  if (x.owner) {
-    if (auto d = x.owner->derived()) return std::static_pointer_cast<const Prepared>(d);
-    std::shared_ptr<Prepared> s = split_columns(x);
-    write_out_rows(x, *s);
-    x.owner->keep_derived(s);
-    return s;
-  }
-  static std::mutex mu;
-  static std::map<MatrixKey, std::shared_ptr<const Prepared>> splits;
-  std::lock_guard lock(mu);
-  auto& slot = splits[MatrixKey{x.values, x.n, x.row_ptr[x.n], x.cols}];
-  if (!slot) slot = split_columns(x);
-  return slot;
+  if (!x.owner) return split_columns(x);
+  if (auto d = x.owner->derived()) return std::static_pointer_cast<const Prepared>(d);
+  std::shared_ptr<Prepared> s = split_columns(x);
+  write_out_rows(x, *s);
+  x.owner->keep_derived(s);
+  return s;
 }
 
 }  // namespace
