@@ -36,7 +36,14 @@ void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) 
       ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
       ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")
       ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
-      ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join");
+      ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join")
+      ("checkpoint-dir", po::value(&o.checkpoint_dir),
+       "write the coordinator's checkpoint here (k-means), at Young's interval sqrt(2 x cost x --mtbf)")
+      ("resume", po::value(&o.resume_dir),
+       "DIR: continue the job of the checkpoint in DIR (same input and options; its token and address), and go on "
+       "checkpointing there")
+      ("mtbf", po::value(&o.mtbf_s)->default_value(3600), "expected seconds between coordinator failures, for the "
+       "checkpoint interval");
 }
 
 void launcher_workers(cluster::CoordinatorOptions& o, const po::variables_map& vm) {
@@ -125,7 +132,9 @@ int worker_main(const std::vector<std::string>& args) {
       ("id", po::value(&o.id), "worker id 1..N (default: the launcher's rank)")
       ("snapshot-dir", po::value(&o.snapshot_dir), "keep the task here and resume from it after a restart")
       ("snapshot-rows", "keep the partition's rows in the snapshot too (default: a resume asks the coordinator "
-                        "for them again)");
+                        "for them again)")
+      ("coordinator-timeout", po::value(&o.coordinator_timeout_ms)->default_value(0),
+       "ms to keep trying to reach a lost coordinator (one restarted with --resume); 0: try once, then exit 3");
   common_options(d, o);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(d).run(), vm);

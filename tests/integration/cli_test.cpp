@@ -128,6 +128,26 @@ TEST_F(Cli, WorkerOutsideALauncherNeedsId) {
 }
 #endif
 
+#if ACCEL_HAVE_UCX
+// --resume refuses what it cannot continue, in one line, before listening.
+TEST_F(Cli, CoordinatorResumeRefusesWhatItCannotContinue) {
+  const std::string x = file("x.csv", "1,2\n3,4\n5,6\n");
+  auto refused = [&](const std::string& args, const std::string& needle) {
+    const Proc r = accel("coordinator --input " + x + " --k 1 --workers 1 --listen 127.0.0.1:0 " + args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("listening"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  };
+  refused("--resume " + path("none"), "no coordinator checkpoint there");
+  fs::create_directories(path("junk"));
+  file("junk/coordinator.checkpoint", "ACCCKPT1 and then no checkpoint at all");
+  refused("--resume " + path("junk"), "damaged checkpoint");
+  refused("--resume " + path("junk") + " --checkpoint-dir " + path("other"), "different directories");
+  refused("--checkpoint-dir " + path("c") + " --mtbf 0", "--mtbf");
+}
+#endif
+
 TEST_F(Cli, UnknownCommand) {
   const Proc r = accel("frobnicate");
   EXPECT_EQ(r.code, 2);

@@ -128,11 +128,18 @@ class Job:
                self.addr, "--max-iter", str(iters), "--tol", "0", "--timeout-ms", str(timeout_ms), "--device", "cpu",
                "--keepalive-ms", str(int(2000 * SCALE)), "--log-json", str(self.coord_log), "--json", "--init", "random",
                "--output-centroids", str(self.tmp / "centroids.npy"), *extra]
-        self.coord = start(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
-                                      stderr=open(self.tmp / "coordinator.err", "w"))
-        self.wait_for(lambda: "listening" in (self.tmp / "coordinator.err").read_text(), 20, "the coordinator to listen")
+        self.coord_cmd = cmd
+        self.start_coordinator()
         for i in range(1, workers + 1):
             self.start_worker(i, (worker_env or {}).get(i))
+
+    def start_coordinator(self, extra=()):
+        """The coordinator, with `extra` options (a restart: --resume DIR)."""
+        err = self.tmp / "coordinator.err"
+        said = err.read_text().count("listening") if err.exists() else 0
+        self.coord = start(self.coord_cmd + list(extra), stdout=open(self.tmp / "coordinator.out", "w"),
+                           stderr=open(err, "a"))
+        self.wait_for(lambda: err.read_text().count("listening") > said, 20, "the coordinator to listen")
 
     def start_worker(self, i, env=None):
         cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [
@@ -739,6 +746,74 @@ def scenario_coordinator_kill(a, tmp):
             fail(f"worker {i} exited 0 without a coordinator")
         if "coordinator" not in err:
             fail(f"worker {i} gave no clear message: {err}")
+
+
+def scenario_coordinator_restart(a, tmp, lose_worker=False):
+    # kill -9 the coordinator at iteration 10 and restart it with --resume:
+    # the workers wait for it (--coordinator-timeout), rejoin, recompute
+    # from the checkpoint's round, and the job ends at the failure-free
+    # centroids (within 1e-6), every process exiting 0. lose_worker: worker
+    # 2 dies too while the coordinator is down; the resumed coordinator
+    # stands in for its rows until it is restarted and rejoins.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 600000, 8, 16, 21)
+    ckpt = Path(tmp) / "checkpoint"
+    iters = 60
+    job = Job(a, tmp, 3, data, 64, iters, 1000, extra=["--checkpoint-dir", str(ckpt), "--mtbf", "1"],
+              worker_extra=["--coordinator-timeout", str(int(60000 * SCALE))])
+    job.wait_iteration(10)
+    if lose_worker:
+        wait_snapshot(job, 2)
+    job.coord.send_signal(signal.SIGKILL)
+    job.coord.wait()
+    killed_at = job.iteration()
+    if lose_worker:
+        job.procs[2].send_signal(signal.SIGKILL)
+        job.procs[2].wait()
+    saved = [j["iteration"] for j in jsonl(job.coord_log) if j.get("event") == "checkpoint"]
+    if not saved or saved[0] != 0:
+        fail(f"no checkpoint before round 1: {saved}")
+    print(f"killed the coordinator at iteration {killed_at}; checkpoints at rounds {saved}")
+    time.sleep(1.0)  # down for a while: every worker finds it gone and polls
+    job.start_coordinator(["--resume", str(ckpt)])
+    back = [1, 3] if lose_worker else [1, 2, 3]
+    if lose_worker:
+        job.wait_for(lambda: any(j.get("event") == "resumed" for j in jsonl(job.coord_log)), 30, "the resume")
+        job.wait_iteration(killed_at + 15)
+        job.start_worker(2)
+    if job.finish() != 0:
+        fail("the resumed coordinator failed: " + (job.tmp / "coordinator.err").read_text()[-600:])
+    for i, p in job.procs.items():
+        if p.returncode != 0:
+            fail(f"worker {i} exited {p.returncode}: " + (job.tmp / f"worker-{i}.err").read_text()[-400:])
+    resumed = [j for j in jsonl(job.coord_log) if j.get("event") == "resumed"]
+    if len(resumed) != 1 or resumed[0]["iteration"] != saved[-1] + 1 or resumed[0]["workers_back"] != back:
+        fail(f"the coordinator did not resume from its last checkpoint with workers {back}: {resumed}, {saved}")
+    s = job.summary()
+    if s["iterations"] != iters or s["members"]["active"] != [0, 1, 2, 3]:
+        fail(f"the resumed job did not end with every member after {iters} rounds: {s}")
+    # From the resumed round on, every member counted in every round: the
+    # workers came back together and no one was evicted.
+    t0 = resumed[0]["iteration"]
+    for pid, lines in job.logs().items():
+        after = [j for j in lines if "members" in j]
+        late = [j["iteration"] for j in after[-(iters - t0 + 1):] if j["members"]["active"] != [0, *back]]
+        if late and not lose_worker:
+            fail(f"participant {pid} counted without every member after the resume, at rounds {late}")
+    if lose_worker:
+        taken = [j for j in jsonl(job.coord_log) if j.get("event") == "rows_taken_over" and j["iteration"] == t0]
+        if [j["worker"] for j in taken] != [2]:
+            fail(f"the resumed coordinator did not stand in for worker 2 from round {t0}: {taken}")
+    check_same_result(job, {0, 1, 2, 3})
+    worst = failure_free_difference(a, tmp, data, 64, iters)
+    print(f"resumed at round {resumed[0]['iteration']} with workers {resumed[0]['workers_back']}; "
+          f"centroids within {worst:.1e} of the failure-free run")
+    if worst > 1e-6:
+        fail("the centroids differ from the failure-free run")
+
+
+def scenario_coordinator_restart_worker_lost(a, tmp):
+    scenario_coordinator_restart(a, tmp, lose_worker=True)
 
 
 def scenario_intruder(a, tmp):

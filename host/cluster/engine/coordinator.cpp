@@ -11,6 +11,7 @@
 #include "accel/error.hpp"
 // rebalance(): Algorithm 1 of the USTC system-information management framework paper
 #include "accel/perf_model.hpp"
+#include "checkpoint.hpp"
 #include "job_token.hpp"
 #include "rates.hpp"
 #include "session.hpp"
@@ -23,9 +24,10 @@ using transport::Received;
 
 class Coordinator {
  public:
-  Coordinator(const CoordinatorOptions& o, bool write_token, Job& job)
+  Coordinator(const CoordinatorOptions& o, bool write_token, Job& job, std::optional<Checkpoint> resume)
       : o_(o), write_token_(write_token), job_(job), workload_(find_workload(job.workload())), log_(o.log_json),
-        registry_(Registry::discover_all()), local_{registry_, o.device, {}}, N_(o.workers) {}
+        registry_(Registry::discover_all()), local_{registry_, o.device, {}}, N_(o.workers),
+        resume_(std::move(resume)) {}
 
   ~Coordinator() {
     if (!token_file_.empty()) std::remove(token_file_.c_str());  // this job's; the next draws its own
@@ -33,10 +35,17 @@ class Coordinator {
 
   int run() {
     t_start_ = Clock::now();
+    if (resume_) check_resumable();
     listen();
-    join();
-    partition();
-    distribute();
+    if (resume_) {
+      resume();
+    } else {
+      join();
+      partition();
+      distribute();
+      for (int i = 0; i <= N_; ++i) active_.insert(i);
+      checkpoint(0, true);
+    }
     rounds();
     return finish();
   }
@@ -52,6 +61,10 @@ class Coordinator {
   void distribute();
   void push_rows(std::uint32_t w, std::set<std::uint32_t>& ready);
   void rounds();
+  void checkpoint(std::int64_t t, bool must);
+  void check_resumable() const;
+  void resume();
+  std::set<std::uint32_t> regather();
   RoundOutcome all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st);
   RoundOutcome central_round(std::int64_t t, const Membership& view, SyncStats& st);
   void on_message(const Received& r);
@@ -66,6 +79,7 @@ class Coordinator {
   void apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t);
   void measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t);
   int finish();
+  bool checkpointing() const { return !o_.checkpoint_dir.empty(); }
   bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(N_); }
   Membership membership() const {
     return {{active_.begin(), active_.end()}, {inactive_.begin(), inactive_.end()},
@@ -81,6 +95,13 @@ class Coordinator {
   Registry registry_;
   Local local_;
   const int N_;
+  std::optional<Checkpoint> resume_;  // --resume: the checkpoint the job continues from
+  Bytes params_;                      // every task's (the checkpoint's on a resume)
+  std::string listen_address_;        // ADDR:PORT as bound
+  std::int64_t first_round_ = 1;
+  Clock::time_point last_checkpoint_;
+  double checkpoint_cost_ = 0;        // seconds the last checkpoint took (Young's C)
+  bool checkpoint_failed_ = false;
   std::unique_ptr<Node> node_;
   std::unique_ptr<BootServer> boot_;  // the front door (bootstrap.hpp); no UCX listener
   std::map<std::uint32_t, std::vector<std::byte>> address_;
@@ -109,6 +130,14 @@ class Coordinator {
 void Coordinator::listen() {
   if (N_ < 1) throw InputError("--workers must be at least 1");
   if (o_.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+  if (checkpointing() && workload_.exchange() != Exchange::AllToAll)
+    throw InputError("--checkpoint-dir/--resume: the " + job_.workload() +
+                     " workload cannot resume a coordinator (its solver state lives in the coordinator's trainer)");
+  if (checkpointing()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o_.checkpoint_dir, ec);
+    if (ec) throw InputError("--checkpoint-dir " + o_.checkpoint_dir + ": " + ec.message());
+  }
   auto topts = transport_options(o_, 0, 1);
   topts.block_bytes = o_.block_size;
   topts.protocol = transport::parse_bulk_protocol(o_.protocol);
@@ -116,6 +145,7 @@ void Coordinator::listen() {
   const auto [ip, port] = split_addr(o_.listen);
   boot_ = std::make_unique<BootServer>(ip, port, o_.job, static_cast<std::uint32_t>(N_), node_->net().worker_address());
   const auto bound = boot_->port();
+  listen_address_ = ip + ":" + std::to_string(bound);
   if (write_token_) {
     token_file_ = o_.job_file.empty() ? default_job_file(bound) : o_.job_file;
     write_job_file(token_file_, o_.job);
@@ -223,6 +253,7 @@ void Coordinator::on_join_message(const Received& r) {
 // paper,
 // starting from the uniform split the seed uses).
 void Coordinator::partition() {
+  params_ = job_.params();
   const std::int64_t n = job_.units();
   loads_.assign(N_ + 1, n / (N_ + 1));
   loads_.back() += n - std::accumulate(loads_.begin(), loads_.end(), std::int64_t{0});
@@ -247,7 +278,7 @@ Task Coordinator::task_for(std::uint32_t w) const {
   task.data_bytes = job_.data_bytes(begin_[w], begin_[w] + loads_[w]);
   if (!o_.input.empty()) task.input = std::filesystem::absolute(o_.input).string();
   task.pull = o_.pull;
-  task.params = job_.params();
+  task.params = params_;
   for (const auto& [id, a] : address_)
     if (id != w) task.peers.push_back({id, a});
   return task;
@@ -289,9 +320,8 @@ void Coordinator::push_rows(std::uint32_t w, std::set<std::uint32_t>& ready) {
 }
 
 void Coordinator::rounds() {
-  for (int i = 0; i <= N_; ++i) active_.insert(i);
   rounds_started_ = true;
-  for (std::int64_t t = 1; t <= job_.max_rounds(); ++t) {
+  for (std::int64_t t = first_round_; t <= job_.max_rounds(); ++t) {
     say_refusals();
     for (auto w : resynced_) {
       recovering_.erase(w);
@@ -313,7 +343,8 @@ void Coordinator::rounds() {
     const RoundOutcome out = workload_.exchange() == Exchange::AllToAll ? all_to_all_round(t, view, st)
                                                                         : central_round(t, view, st);
     rounds_done_ = t;
-    if (N_ > 0 && job_.units() > 0 && all_lost_at_ == 0 && active_.size() == 1) {  // only the coordinator counts
+    // Only the coordinator counts, and no one is on the way back.
+    if (N_ > 0 && job_.units() > 0 && all_lost_at_ == 0 && active_.size() == 1 && recovering_.empty()) {
       all_lost_at_ = t;
       std::cerr << "accel coordinator: every worker is lost at round " << t << "; "
                 << (o_.move_lost_rows ? "the coordinator computes all their rows until they return"
@@ -334,7 +365,132 @@ void Coordinator::rounds() {
       converged_ = true;
       break;
     }
+    checkpoint(t, false);
   }
+}
+
+// The state after round t, when Young's interval has passed since the last
+// checkpoint (always for the first: `must`, and a failure then is an
+// error). A later failure (a full disk) is said once and the job goes on:
+// a resume then starts from the last checkpoint that was written.
+void Coordinator::checkpoint(std::int64_t t, bool must) {
+  if (!checkpointing()) return;
+  const auto now = Clock::now();
+  if (!must && secs(last_checkpoint_, now) < young_interval(checkpoint_cost_, o_.mtbf_s)) return;
+  Checkpoint c;
+  c.job = o_.job;
+  c.workload = job_.workload();
+  c.units = job_.units();
+  c.workers = static_cast<std::uint32_t>(N_);
+  c.listen = listen_address_;
+  c.job_file = token_file_;
+  c.input_fingerprint = checkpoint_fingerprint(job_.data(0, job_.units()));
+  c.params = params_;
+  c.round = t;
+  c.state = own_->shared_state();
+  c.begin = begin_;
+  c.loads = loads_;
+  c.members = membership();
+  c.all_lost_at = all_lost_at_;
+  try {
+    save_checkpoint(checkpoint_path(o_.checkpoint_dir), c);
+  } catch (const InputError& e) {
+    if (must) throw;
+    if (!checkpoint_failed_) std::cerr << "accel coordinator: " << e.what() << "; the job goes on without it\n";
+    checkpoint_failed_ = true;
+    return;
+  }
+  last_checkpoint_ = Clock::now();
+  checkpoint_cost_ = secs(now, last_checkpoint_);
+  log_.write({{"event", "checkpoint"}, {"iteration", t}, {"seconds", checkpoint_cost_},
+              {"next_in_s", young_interval(checkpoint_cost_, o_.mtbf_s)}});
+}
+
+// --resume: the partition, parameters and state of the checkpoint. The
+// workers that come back within a few timeouts take the checkpoint's state
+// and count from the round after it, all together (a member that returns
+// alone first follows a round it does not count, but here no peer could
+// answer it: each would be returning too); the coordinator stands in for
+// the rows of those that do not come back. The result is the failure-free
+// one.
+void Coordinator::check_resumable() const {
+  const Checkpoint& c = *resume_;
+  if (c.workload != job_.workload() || c.units != job_.units() || c.workers != static_cast<std::uint32_t>(N_) ||
+      c.input_fingerprint != checkpoint_fingerprint(job_.data(0, job_.units())))
+    throw InputError(checkpoint_path(o_.checkpoint_dir) + ": the checkpoint is of another job (" + c.workload + ", " +
+                     std::to_string(c.units) + " rows, " + std::to_string(c.workers) +
+                     " workers); give the original input and --workers");
+}
+
+void Coordinator::resume() {
+  const Checkpoint& c = *resume_;
+  const std::string where = checkpoint_path(o_.checkpoint_dir);
+  params_ = c.params;
+  begin_ = c.begin;
+  loads_ = c.loads;
+  kept_ = loads_;
+  all_lost_at_ = c.all_lost_at;
+  job_.partitioned(begin_, loads_);
+  address_[0] = node_->net().worker_address();
+  own_ = workload_.open(task_for(0), job_.data(begin_[0], begin_[0] + loads_[0]), local_);
+  own_->adopt(c.state);
+  first_round_ = current_t_ = c.round + 1;
+  active_ = {0};
+  std::cerr << "accel coordinator: resuming at round " << first_round_ << " from " << where << "\n";
+  const auto back = regather();
+  for (int w = 1; w <= N_; ++w) {
+    if (back.count(w)) {
+      active_.insert(w);
+    } else {
+      inactive_.insert(w);
+      take_over(static_cast<std::uint32_t>(w), first_round_);
+    }
+  }
+  current_view_ = membership();
+  for (auto w : back) {
+    Current cur;
+    cur.round = first_round_;
+    cur.state = own_->shared_state();
+    cur.view = current_view_;
+    cur.counts = true;
+    for (const auto& [id, peer] : address_)
+      if (id != w) cur.peers.push_back({id, peer});
+    node_->send(w, kCurrent, first_round_, encode(cur));
+  }
+  log_.write({{"event", "resumed"}, {"iteration", first_round_}, {"workers_back", std::vector(back.begin(), back.end())}});
+  last_checkpoint_ = Clock::now();
+}
+
+// The workers' hellos after a restart, for a few timeouts (each polls the
+// front door while its coordinator is away). A worker that lost its task
+// gets it back and says hello again; one that comes later rejoins as any
+// returning worker does.
+std::set<std::uint32_t> Coordinator::regather() {
+  std::set<std::uint32_t> back;
+  const auto deadline = Clock::now() + std::min(Ms(o_.join_timeout_ms), Ms(std::max(3 * o_.timeout_ms, 3000)));
+  while (static_cast<int>(back.size()) < N_ && Clock::now() < deadline) {
+    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    auto r = node_->receive(std::clamp(left, Ms(1), Ms(100)));
+    say_refusals();
+    if (!r) continue;
+    const auto& h = r->message.header;
+    if (h.type == kTicket) {
+      on_ticket(*r);
+      continue;
+    }
+    if (h.type != kHello) continue;
+    bool resume = false;
+    const auto a = admitted(*r, resume);
+    if (!a) continue;
+    node_->ensure_peer(h.sender, a->address);
+    if (!resume) {
+      node_->send(h.sender, kTask, 0, encode(task_for(h.sender)));
+      continue;
+    }
+    address_[h.sender] = a->address;
+    back.insert(h.sender);
+  }
+  return back;
 }
 
 void Coordinator::on_message(const Received& r) {
@@ -624,12 +780,25 @@ int Coordinator::finish() {
 int run_coordinator(const CoordinatorOptions& o, Job& job) {
   CoordinatorOptions resolved = o;
   bool write = false;
-  if (resolved.job == 0) {
+  std::optional<Checkpoint> resume;
+  if (!(o.mtbf_s > 0)) throw InputError("--mtbf must be positive seconds");
+  if (!o.resume_dir.empty()) {
+    if (!o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume_dir)
+      throw InputError("--checkpoint-dir " + o.checkpoint_dir + " and --resume " + o.resume_dir +
+                       " name different directories");
+    resolved.checkpoint_dir = o.resume_dir;
+    // The checkpoint's token and address: the workers know those.
+    resume = load_checkpoint(checkpoint_path(o.resume_dir));
+    resolved.job = resume->job;
+    resolved.listen = resume->listen;
+    resolved.job_file = resume->job_file;
+    write = !resume->job_file.empty();
+  } else if (resolved.job == 0) {
     const auto env = env_job_token();
     write = !env;
     resolved.job = env ? *env : random_job_token();
   }
-  return Coordinator(resolved, write, job).run();
+  return Coordinator(resolved, write, job, std::move(resume)).run();
 }
 
 }  // namespace accel::cluster

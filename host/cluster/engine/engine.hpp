@@ -36,6 +36,12 @@ struct CoordinatorOptions : Common {
   // coordinator from the next round (move) or left out until it returns
   // (drop: the behaviour of the "Distributed k-Means Clustering" study (The Antimatroid)).
   bool move_lost_rows = true;
+  // Coordinator checkpoints (checkpoint.hpp): written to checkpoint_dir at
+  // Young's interval for mtbf_s; resume_dir continues the job from the
+  // checkpoint there (its token, address, partition and round) and goes on
+  // checkpointing there.
+  std::string checkpoint_dir, resume_dir;
+  double mtbf_s = 3600;
 };
 
 struct WorkerOptions : Common {
@@ -43,6 +49,9 @@ struct WorkerOptions : Common {
   std::uint32_t id = 0;     // 1..N
   std::string snapshot_dir;
   bool snapshot_rows = false;  // the rows in the snapshot too (else a resume asks the coordinator for them)
+  // How long a worker that lost its coordinator keeps trying to reach it
+  // again (a coordinator restarted with --resume); 0: one try, then exit.
+  int coordinator_timeout_ms = 0;
 };
 
 // Rank and size from a launcher's environment (mpirun: OMPI_COMM_WORLD_*,

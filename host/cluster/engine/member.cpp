@@ -55,9 +55,11 @@ void fetch_data(Node& node, const Workload& workload, Snapshot& s, Ms timeout) {
 // to rejoin.
 class Incarnation {
  public:
+  // `reached`: set once the coordinator has answered this incarnation's
+  // hello (it is there).
   Incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::optional<Snapshot>& snap, Log& log,
-              const Registry& reg)
-      : o_(o), incarnation_(incarnation), snap_(snap), log_(log), local_{reg, o.device, {}},
+              const Registry& reg, bool& reached)
+      : o_(o), incarnation_(incarnation), snap_(snap), log_(log), reached_(reached), local_{reg, o.device, {}},
         node_(transport_options(o, o.id, incarnation), Ms(o.timeout_ms), Limits{}) {}
 
   void run() {
@@ -110,6 +112,7 @@ class Incarnation {
   const std::uint32_t incarnation_;
   std::optional<Snapshot>& snap_;
   Log& log_;
+  bool& reached_;
   Local local_;
   Node node_;
   Ms join_{0};
@@ -144,6 +147,7 @@ void Incarnation::fresh_start() {
     throw NotListening(e.what());
   }
   const Received& probe = *first;
+  reached_ = true;
   In in(probe.message.payload);
   const std::string name = in.text(node_.limits().max_name);
   const Bytes spec = in.bytes(node_.limits().max_data);
@@ -200,12 +204,13 @@ void Incarnation::resume_round() {
     if (r.message.header.type == kContribution || r.message.header.type == kDecision) node_.stash(r);
   });
   const Current cur = decode_current(cr.message.payload, node_.limits());
+  reached_ = true;
   t_ = cur.round;
   view_ = cur.view;
   connect_peers(cur.peers);
   part_ = workload().open(snap_->task, snap_->data, local_);
   part_->adopt(cur.state);
-  recovering_ = true;
+  recovering_ = !cur.counts;
   log_.write({{"event", "resumed"}, {"worker", o_.id}, {"incarnation", incarnation_}, {"iteration", t_}});
 }
 
@@ -350,36 +355,51 @@ int run_worker(const WorkerOptions& given) {
   const Registry reg = Registry::discover_all();
   std::optional<Snapshot> snap = load_own_snapshot(o);
   std::uint32_t incarnation = snap ? snap->incarnation + 1 : 1;
-  bool lost_coordinator = false;
   const auto join_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
+  // Since when the job's coordinator has been out of reach (unset: it is
+  // not); reset whenever an incarnation gets through to it.
+  std::optional<Clock::time_point> lost_since;
+  auto waited_out = [&] { return Clock::now() - *lost_since >= Ms(o.coordinator_timeout_ms); };
+  bool ever_reached = false;
   for (int attempt = 0;; ++attempt) {
+    bool reached = false;
     try {
-      Incarnation(o, incarnation, snap, log, reg).run();
+      Incarnation(o, incarnation, snap, log, reg, reached).run();
       if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
       return kExitOk;
     } catch (const JobDone&) {
       return kExitOk;
     } catch (const NotListening& e) {
-      if (lost_coordinator || Clock::now() >= join_deadline) {
-        std::cerr << "accel worker " << o.id << ": no coordinator at " << o.coordinator << " (" << e.what()
-                  << "); exiting\n";
+      // Before the job: the launcher started this worker first. During it:
+      // the coordinator is down, and may come back (--resume) within
+      // --coordinator-timeout.
+      if (reached) lost_since.reset();
+      if (!lost_since && (reached || ever_reached)) lost_since = Clock::now();
+      if (lost_since ? waited_out() : Clock::now() >= join_deadline) {
+        std::cerr << "accel worker " << o.id << ": no coordinator at " << o.coordinator << " (" << e.what() << ")"
+                  << (lost_since ? " within --coordinator-timeout" : "") << "; exiting\n";
         return kExitLostJob;
       }
       std::this_thread::sleep_for(Ms(200));
       --attempt;
     } catch (const CoordinatorGone& e) {
+      ever_reached = true;
       // The endpoint failed. That is also what a worker stopped past the
-      // keepalive finds (the coordinator closed on it): try once to rejoin;
-      // a coordinator that is really gone refuses the connection.
-      if (!snap || lost_coordinator) {
+      // keepalive finds (the coordinator closed on it): try to rejoin, once
+      // or for --coordinator-timeout; a coordinator that is really gone
+      // refuses the connection.
+      if (reached) lost_since.reset();
+      if (!snap || (lost_since && waited_out())) {
         std::cerr << "accel worker " << o.id << ": " << e.what() << "; exiting\n";
         return kExitLostJob;
       }
-      lost_coordinator = true;
+      if (!lost_since) lost_since = Clock::now();
       save_incarnation(o, snap, ++incarnation);
       std::cerr << "accel worker " << o.id << ": " << e.what() << "; trying to rejoin as incarnation " << incarnation
                 << "\n";
+      --attempt;
     } catch (const Evicted& e) {
+      ever_reached = true;
       if (attempt >= 5 || !snap) {
         std::cerr << "accel worker " << o.id << ": " << e.what() << "; "
                   << (snap ? "could not rejoin" : "no task to resume") << "; exiting\n";

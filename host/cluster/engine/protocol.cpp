@@ -155,6 +155,7 @@ Bytes encode(const Current& c) {
   o.bytes(c.state);
   put_view(o, c.view);
   put_peers(o, c.peers);
+  o.put<std::uint8_t>(c.counts);
   return std::move(o.b);
 }
 
@@ -166,6 +167,7 @@ Current decode_current(std::span<const std::byte> in, const Limits& l) {
   c.state = i.bytes(l.max_data);
   c.view = get_view(i, static_cast<std::uint64_t>(l.max_peers));
   c.peers = get_peers(i, l);
+  c.counts = i.get<std::uint8_t>() != 0;
   i.end();
   return c;
 }

@@ -45,6 +45,7 @@ struct Peer {
 
 struct Membership {
   std::vector<std::uint32_t> active, inactive, recovering;
+  bool operator==(const Membership&) const = default;
 };
 
 // A member's task: which workload, which rows, the workload's parameters.
@@ -86,6 +87,9 @@ struct Current {
   Bytes state;  // the workload's shared state (Partition::shared_state)
   Membership view;
   std::vector<Peer> peers;
+  // The member counts from `round` on (every member returning together to
+  // a resumed coordinator); else it first follows a round it does not count.
+  bool counts = false;
 };
 
 // Bounds on what a payload may claim.

@@ -1,0 +1,145 @@
+// The coordinator's checkpoint on disk: what is written reads back exactly,
+// only its owner can read it (it holds the job token), a damaged or foreign
+// file is refused with a reason, and the interval follows Young's formula.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "accel/error.hpp"
+#include "checkpoint.hpp"
+
+namespace fs = std::filesystem;
+using namespace accel::cluster;
+
+namespace {
+
+Checkpoint sample() {
+  Checkpoint c;
+  c.job = 0x1234abcd5678ull;
+  c.workload = "kmeans";
+  c.units = 1000;
+  c.workers = 3;
+  c.listen = "127.0.0.1:4567";
+  c.job_file = "/root/.accel/job-4567.token";
+  c.input_fingerprint = 99;
+  c.params = {std::byte{1}, std::byte{2}, std::byte{3}};
+  c.round = 17;
+  c.state.resize(4096);
+  for (std::size_t i = 0; i < c.state.size(); ++i) c.state[i] = static_cast<std::byte>(i * 13);
+  c.begin = {0, 300, 550, 800};
+  c.loads = {300, 250, 250, 200};
+  c.members = {{0, 1, 3}, {2}, {}};
+  c.all_lost_at = 0;
+  return c;
+}
+
+class CheckpointFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("accel-ckpt-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    path_ = checkpoint_path(dir_.string());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void flip(std::uintmax_t offset) {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset));
+    char b = 0;
+    f.read(&b, 1);
+    f.seekp(static_cast<std::streamoff>(offset));
+    b ^= 0x10;
+    f.write(&b, 1);
+  }
+  fs::path dir_;
+  std::string path_;
+};
+
+TEST_F(CheckpointFile, RoundTripsExactly) {
+  const Checkpoint c = sample();
+  save_checkpoint(path_, c);
+  EXPECT_EQ(load_checkpoint(path_), c);
+  // No temporary file is left beside it.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(CheckpointFile, OnlyItsOwnerMayReadIt) {
+  save_checkpoint(path_, sample());
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(CheckpointFile, ANewOneReplacesTheOld) {
+  Checkpoint c = sample();
+  save_checkpoint(path_, c);
+  c.round = 18;
+  c.state[7] = std::byte{0xff};
+  save_checkpoint(path_, c);
+  EXPECT_EQ(load_checkpoint(path_), c);
+}
+
+TEST_F(CheckpointFile, AFlippedBitAnywhereIsRefused) {
+  save_checkpoint(path_, sample());
+  const auto size = fs::file_size(path_);
+  for (std::uintmax_t off : {std::uintmax_t{3}, std::uintmax_t{9}, std::uintmax_t{17}, std::uintmax_t{40}, size / 2,
+                             size - 1}) {
+    save_checkpoint(path_, sample());
+    flip(off);
+    EXPECT_THROW(load_checkpoint(path_), accel::InputError) << "offset " << off;
+  }
+}
+
+TEST_F(CheckpointFile, TruncatedOrMissingIsRefused) {
+  EXPECT_THROW(load_checkpoint(path_), accel::InputError);
+  save_checkpoint(path_, sample());
+  fs::resize_file(path_, fs::file_size(path_) - 5);
+  try {
+    load_checkpoint(path_);
+    FAIL() << "a truncated checkpoint was accepted";
+  } catch (const accel::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged checkpoint"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CheckpointFile, AnInconsistentPartitionMapIsRefused) {
+  Checkpoint c = sample();
+  c.loads[2] += 1;  // rows no longer add up to units
+  save_checkpoint(path_, c);
+  EXPECT_THROW(load_checkpoint(path_), accel::InputError);
+  c = sample();
+  c.begin.pop_back();  // one entry short for 3 workers
+  save_checkpoint(path_, c);
+  EXPECT_THROW(load_checkpoint(path_), accel::InputError);
+}
+
+TEST_F(CheckpointFile, AnUnwritableDirectoryIsAnError) {
+  EXPECT_THROW(save_checkpoint((dir_ / "missing" / "coordinator.checkpoint").string(), sample()), accel::InputError);
+}
+
+TEST(YoungInterval, IsTheSquareRootOfTwiceCostTimesMtbf) {
+  EXPECT_DOUBLE_EQ(young_interval(0.002, 3600), std::sqrt(2 * 0.002 * 3600));
+  EXPECT_DOUBLE_EQ(young_interval(0.5, 0.25), 0.5);
+  EXPECT_DOUBLE_EQ(young_interval(0, 3600, 0.1), 0.1);  // the floor
+  EXPECT_GT(young_interval(0.01, 3600), young_interval(0.001, 3600));
+}
+
+TEST(CheckpointFingerprint, SeesSizeHeadAndTail) {
+  std::vector<std::byte> a(3 << 20, std::byte{1});
+  const auto base = checkpoint_fingerprint(a);
+  auto b = a;
+  b.front() = std::byte{2};
+  EXPECT_NE(checkpoint_fingerprint(b), base);
+  b = a;
+  b.back() = std::byte{2};
+  EXPECT_NE(checkpoint_fingerprint(b), base);
+  b = a;
+  b.pop_back();
+  EXPECT_NE(checkpoint_fingerprint(b), base);
+  EXPECT_EQ(checkpoint_fingerprint(a), base);
+}
+
+}  // namespace
