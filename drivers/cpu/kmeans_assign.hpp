@@ -37,7 +37,10 @@ void block_sgemm(bool transposed, const float* xb, std::int64_t m, std::int64_t 
 // The faster layout for (d, k, threads), learnt from the blocks themselves:
 // ask transposed() before each block's sgemm and record() its time after.
 // The first few full blocks of a shape try both layouts (shared by every
-// launch in the process); from then on the winner is kept.
+// launch in the process); from then on the winner is kept. The choice is
+// speed only: both layouts sum each score over d in the same order, so the
+// labels and sums are the same to the bit whichever won, whatever the
+// process ran before (KMeansAssignLayouts.NearTiesGetTheSameLabelFromEitherLayout).
 class LayoutPicker {
  public:
   LayoutPicker(std::int64_t d, std::int64_t k, std::int64_t rows);

@@ -253,5 +253,57 @@ TEST(KMeansAssignConformance, HardwareBackendsPresentOrExplained) {
   if (!missing.empty()) GTEST_SKIP() << "no hardware for: " << missing;
 }
 
+// The gemm path's two score layouts must give the same labels, counts, sums
+// and inertia, to the bit: which one runs is learnt by timing and shared by
+// the process (LayoutPicker), so a difference would make a result depend on
+// what the process ran before. They agree because OpenBLAS sums each score
+// over d in the same order whichever operand is transposed; this checks it on
+// rows placed halfway between two centroids, within float rounding, where
+// any difference in summation order shows.
+std::int64_t nearest_in_order(const float* xi, std::int64_t d, const float* c, std::int64_t k) {
+  std::int64_t arg = 0;
+  double best = 1e300;
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    double s = 0;
+    for (std::int64_t j = 0; j < d; ++j) s += (double(xi[j]) - c[kk * d + j]) * (double(xi[j]) - c[kk * d + j]);
+    if (s < best) best = s, arg = kk;
+  }
+  return arg;
+}
+
+TEST(KMeansAssignLayouts, NearTiesGetTheSameLabelFromEitherLayout) {
+  const std::int64_t n = 20000, d = 100, k = 128;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> cent(k * d), x(n * d);
+  for (auto& v : cent) v = g(rng);
+  std::uniform_int_distribution<std::int64_t> pick(0, k - 1);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t a = pick(rng), b = (a + 1 + pick(rng) % (k - 1)) % k;
+    for (std::int64_t j = 0; j < d; ++j)
+      x[i * d + j] = 0.5f * (cent[a * d + j] + cent[b * d + j]) + 1e-6f * g(rng);
+  }
+  Out o[2];
+  for (int layout = 0; layout < 2; ++layout) {
+    o[layout].labels.resize(n);
+    o[layout].sums.resize(k * d);
+    o[layout].counts.resize(k);
+    cpu::kmeans_assign_gemm(x.data(), n, d, cent.data(), k, o[layout].labels.data(), o[layout].sums.data(),
+                            o[layout].counts.data(), &o[layout].inertia, layout);
+  }
+  std::int64_t differ = 0, rounded = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    differ += o[0].labels[i] != o[1].labels[i];
+    rounded += o[0].labels[i] != nearest_in_order(x.data() + i * d, d, cent.data(), k);
+  }
+  // The rows are close enough to ties that float scores part from exact
+  // distances on many of them; else this test would check nothing.
+  EXPECT_GT(rounded, n / 100);
+  EXPECT_EQ(differ, 0) << "rows labelled differently by the two layouts";
+  EXPECT_EQ(o[0].counts, o[1].counts);
+  EXPECT_EQ(o[0].sums, o[1].sums);
+  EXPECT_EQ(o[0].inertia, o[1].inertia);
+}
+
 }  // namespace
 }  // namespace accel

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "accel/error.hpp"
+#include "accel/transport/address.hpp"
 #include "transport_impl.hpp"
 
 namespace accel::transport {
@@ -283,20 +284,10 @@ EndpointId Transport::connect(std::span<const std::byte> address) {
   return impl_->create_ep(p);
 }
 
-namespace {
-sockaddr_in to_sockaddr(const std::string& ip, std::uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  if (inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1) throw InputError("not an IPv4 address: '" + ip + "'");
-  return sa;
-}
-}  // namespace
-
 std::uint16_t Transport::listen(const std::string& ip, std::uint16_t port) {
   Impl& m = *impl_;
   if (m.listener) throw std::logic_error("already listening");
-  sockaddr_in sa = to_sockaddr(ip, port);
+  sockaddr_in sa = ipv4_sockaddr(ip, port);
   ucp_listener_params_t lp{};
   lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
   lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
@@ -311,7 +302,7 @@ std::uint16_t Transport::listen(const std::string& ip, std::uint16_t port) {
 }
 
 EndpointId Transport::connect(const std::string& ip, std::uint16_t port) {
-  sockaddr_in sa = to_sockaddr(ip, port);
+  sockaddr_in sa = ipv4_sockaddr(ip, port);
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
   p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;

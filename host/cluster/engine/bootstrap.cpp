@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "accel/error.hpp"
+#include "accel/transport/address.hpp"
 #include "errors.hpp"
 
 namespace accel::cluster {
@@ -145,20 +146,12 @@ Ticket ticket_of(std::uint64_t token, const Nonce& ns, const Nonce& nc, std::uin
   return t;
 }
 
-sockaddr_in to_sockaddr(const std::string& ip, std::uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  if (inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1) throw InputError("not an IPv4 address: '" + ip + "'");
-  return sa;
-}
-
 }  // namespace
 
 BootServer::BootServer(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
                        std::vector<std::byte> address)
     : token_(token), max_id_(max_id), address_(std::move(address)) {
-  sockaddr_in sa = to_sockaddr(ip, port);
+  sockaddr_in sa = transport::ipv4_sockaddr(ip, port);
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw InputError(std::string("socket: ") + std::strerror(errno));
   const int one = 1;
@@ -265,7 +258,7 @@ std::vector<std::string> BootServer::refusals() {
 
 BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
                        const std::vector<std::byte>& address, std::chrono::milliseconds timeout) {
-  sockaddr_in sa = to_sockaddr(ip, port);
+  sockaddr_in sa = transport::ipv4_sockaddr(ip, port);
   Fd conn(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (conn.fd < 0) throw InputError(std::string("socket: ") + std::strerror(errno));
   if (::connect(conn.fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
