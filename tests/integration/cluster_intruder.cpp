@@ -75,6 +75,38 @@ void attack(std::uint64_t token, std::uint64_t header_token, std::uint32_t max_p
             << (c->ok() ? "delivered" : c->error) << "\n";
 }
 
+// An insider who passed the handshake as worker 2 (holding the token) sends
+// well-formed k-means contributions of the next 200 rounds "from" worker 2,
+// incarnation guessed right, with sums of 1e30: unsealed, then sealed with
+// the key of its own handshake. Neither verifies under the real worker 2's
+// key, so neither may count (the job's centroids stay the failure-free ones).
+void forged_contribution(std::uint64_t token, std::uint64_t iteration, std::int64_t k, std::int64_t d,
+                         const std::string& ip, std::uint16_t port) {
+  transport::Options o;
+  o.job_token = token;
+  o.self_id = 2;
+  o.incarnation = 1;
+  o.shutdown_timeout = std::chrono::milliseconds(500);
+  transport::Transport t(o);
+  const auto boot =
+      cluster::boot_connect(ip, port, token, o.self_id, false, t.worker_address(), std::chrono::milliseconds(3000));
+  const auto ep = t.connect(boot.address);
+  cluster::Out step;
+  step.array(std::vector<double>(static_cast<std::size_t>(k * d), 1e30));
+  step.array(std::vector<std::int64_t>(static_cast<std::size_t>(k), 1));
+  step.put(0.0);
+  cluster::Contribution c;
+  c.data = std::move(step.b);
+  const auto payload = cluster::encode(c);
+  for (const transport::MacKey* key : {static_cast<const transport::MacKey*>(nullptr), &boot.key}) {
+    transport::CompletionRef done;
+    for (std::uint64_t r = iteration; r < iteration + 200; ++r) done = t.send(ep, cluster::kContribution, r, payload, key);
+    t.wait(done, std::chrono::milliseconds(2000));
+    std::cout << "sent a forged contribution of worker 2, " << (key ? "sealed with the intruder's own key" : "unsealed")
+              << ": " << (done->ok() ? "delivered" : done->error) << "\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,5 +129,6 @@ int main(int argc, char** argv) {
   // Worker 2's incarnation guessed right: 200 messages of a round far
   // ahead, which the coordinator holds for that round up to its bound.
   attack(token, token, max, cluster::kContribution, it + 1000000, 1024, ip, port, 200, 1);
+  forged_contribution(token, it, 8, 8, ip, port);
   return 0;
 }

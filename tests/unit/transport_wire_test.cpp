@@ -8,6 +8,7 @@
 #include "accel/error.hpp"
 #include "accel/transport/bulk_wire.hpp"
 #include "accel/transport/control_message.hpp"
+#include "accel/transport/message_mac.hpp"
 #include "accel/transport/wire.hpp"
 
 namespace accel::transport {
@@ -122,12 +123,72 @@ TEST(ControlMessage, FuzzRandomAndMutatedFrames) {
     ASSERT_EQ(d.ok(), d.error.empty());
     if (d.ok()) {
       ++accepted;
-      ASSERT_EQ(encode_control(d.message->header, d.message->payload), f);
+      if (d.message->seal)  // a seal cannot be re-made without the key; it is kept as it came
+        ASSERT_EQ(f.size(), kControlHeaderBytes + d.message->payload.size() + kControlSealBytes);
+      else
+        ASSERT_EQ(encode_control(d.message->header, d.message->payload), f);
     }
   }
   // Only mutations inside the payload, sender, incarnation or iteration survive.
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, 10000);
+}
+
+MacKey key_of(int seed) {
+  MacKey k;
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = static_cast<std::byte>(seed * 31 + i);
+  return k;
+}
+
+// A sealed frame: the same header and payload, the sealed flag, and a
+// 28-byte seal that verifies under its key only, and only unaltered.
+TEST(SealedMessage, VerifiesUnderItsKeyOnly) {
+  std::vector<std::byte> p(1000);
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<std::byte>(i * 13);
+  const MacKey key = key_of(1);
+  const auto frame = encode_control({3, kToken, 9, 2, 41}, p, 4096, &key);
+  ASSERT_EQ(frame.size(), kControlHeaderBytes + p.size() + kControlSealBytes);
+  const DecodeResult d = decode_control(frame, {kToken, 4096});
+  ASSERT_TRUE(d.ok()) << d.error;
+  ASSERT_TRUE(d.message->seal.has_value());
+  EXPECT_EQ(d.message->payload, p);
+  EXPECT_EQ(d.message->header.sender, 9u);
+  EXPECT_TRUE(verify_control(*d.message, key));
+  EXPECT_FALSE(verify_control(*d.message, key_of(2)));
+  // Unsealed: nothing to verify.
+  const DecodeResult plain = decode_control(encode_control({3, kToken, 9, 2, 41}, p, 4096), {kToken, 4096});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(verify_control(*plain.message, key));
+}
+
+TEST(SealedMessage, AnyAlteredByteFailsVerification) {
+  const std::vector<std::byte> p(64, std::byte{7});
+  const MacKey key = key_of(3);
+  const auto frame = encode_control({5, kToken, 4, 1, 8}, p, 4096, &key);
+  int decoded = 0;
+  for (std::size_t at = 0; at < frame.size(); ++at) {
+    auto f = frame;
+    f[at] ^= std::byte{0x01};
+    const DecodeResult d = decode_control(f, {kToken, 4096});
+    if (!d.ok()) continue;  // the header's own checks caught it
+    ++decoded;
+    EXPECT_FALSE(d.message->seal && verify_control(*d.message, key)) << "byte " << at;
+  }
+  EXPECT_GT(decoded, static_cast<int>(p.size()));  // the payload's and the seal's flips decode, and fail here
+}
+
+TEST(SealedMessage, EveryFrameGetsItsOwnNonce) {
+  const MacKey key = key_of(4);
+  const auto a = encode_control({5, kToken, 4, 1, 8}, {}, 64, &key), b = encode_control({5, kToken, 4, 1, 8}, {}, 64, &key);
+  EXPECT_NE(a, b);  // the same message twice: different nonces, both valid
+  EXPECT_TRUE(verify_control(*decode_control(a, {kToken, 64}).message, key));
+  EXPECT_TRUE(verify_control(*decode_control(b, {kToken, 64}).message, key));
+}
+
+TEST(SealedMessage, SealedFlagWithoutASealIsRefused) {
+  auto f = sample_frame();
+  f[36] = std::byte{1};  // says sealed, carries no seal
+  EXPECT_FALSE(decode_control(f, {kToken, 1024}).ok());
 }
 
 BulkTicket sample_ticket() {

@@ -26,7 +26,7 @@ LogSink g_log_sink;
 // The largest frame the control handler copies: anything longer is dropped
 // before a byte of it is kept.
 std::size_t max_frame(const Options& o) {
-  return kControlHeaderBytes + std::min(o.max_control_payload, kMaxControlPayloadLimit);
+  return kControlHeaderBytes + std::min(o.max_control_payload, kMaxControlPayloadLimit) + kControlSealBytes;
 }
 
 void check(ucs_status_t s, const char* what) {
@@ -413,13 +413,13 @@ bool Transport::wait(const CompletionRef& c, std::chrono::milliseconds timeout) 
 // --- control messages ------------------------------------------------------
 
 CompletionRef Transport::send(EndpointId id, std::uint16_t type, std::uint64_t iteration,
-                              std::span<const std::byte> payload) {
+                              std::span<const std::byte> payload, const std::array<std::byte, 16>* key) {
   if (type >= kFirstInternalType) throw std::invalid_argument("message type reserved for the transport");
   Impl& m = *impl_;
   auto c = std::make_shared<Completion>();
   EndpointRec& rec = m.live(id);
   ControlHeader h{type, m.opt.job_token, m.opt.self_id, m.opt.incarnation, iteration};
-  std::vector<std::byte> frame = encode_control(h, payload, m.opt.max_control_payload);
+  std::vector<std::byte> frame = encode_control(h, payload, m.opt.max_control_payload, key);
   if (!rec.ep || !rec.error.empty()) {
     c->done = true;
     c->error = rec.error.empty() ? "endpoint closed" : rec.error;

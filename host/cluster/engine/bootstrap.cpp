@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -139,6 +140,13 @@ Mac mac(std::uint64_t token, const char* label, const Nonce& ns, const Nonce& nc
 
 bool same(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
 
+transport::MacKey session_key(std::uint64_t token, const Nonce& ns, const Nonce& nc, std::uint32_t id) {
+  const Mac m = mac(token, "key", ns, nc, id, 0, {});
+  transport::MacKey k;
+  std::copy(m.begin(), m.begin() + k.size(), k.begin());
+  return k;
+}
+
 Ticket ticket_of(std::uint64_t token, const Nonce& ns, const Nonce& nc, std::uint32_t id) {
   const Mac m = mac(token, "ticket", ns, nc, id, 0, {});
   Ticket t;
@@ -231,8 +239,37 @@ void BootServer::handshake(int fd) {
   const Mac ours = mac(token_, "server", ns, nc, id, flag, address_);
   w.write(ours.data(), ours.size());
   std::lock_guard lock(mu_);
-  admitted_[id] = {address, ticket_of(token_, ns, nc, id), flag == 1};
+  admitted_[id] = {address, ticket_of(token_, ns, nc, id), flag == 1, session_key(token_, ns, nc, id)};
   addresses_[id] = address;
+  keys_[id] = session_key(token_, ns, nc, id);
+}
+
+std::optional<transport::MacKey> BootServer::key_of(std::uint32_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = keys_.find(id);
+  if (it == keys_.end()) return std::nullopt;
+  return it->second;
+}
+
+JobSecret random_job_secret() {
+  JobSecret s;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(s.data()), static_cast<int>(s.size())) != 1)
+    throw std::runtime_error("no random bytes for the job's secret");
+  return s;
+}
+
+transport::MacKey pair_key(const JobSecret& secret, std::uint32_t a, std::uint32_t b) {
+  const std::uint32_t ids[2] = {std::min(a, b), std::max(a, b)};
+  unsigned char msg[5 + sizeof ids] = {'p', 'a', 'i', 'r', 0};
+  std::memcpy(msg + 5, ids, sizeof ids);
+  unsigned char out[32];
+  unsigned len = 0;
+  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), msg, sizeof msg, out, &len) == nullptr ||
+      len != sizeof out)
+    throw std::runtime_error("HMAC-SHA256 failed");
+  transport::MacKey k;
+  std::memcpy(k.data(), out, k.size());
+  return k;
 }
 
 std::optional<Admission> BootServer::admit(std::uint32_t id, const Ticket& ticket) {
@@ -293,6 +330,7 @@ BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t 
   if (!same(theirs, mac(token, "server", ns, nc, id, flag, reply.address)))
     throw InputError("the coordinator at " + ip + ":" + std::to_string(port) + " does not hold this job's token");
   reply.ticket = ticket_of(token, ns, nc, id);
+  reply.key = session_key(token, ns, nc, id);
   return reply;
 }
 

@@ -18,7 +18,13 @@
 //                          HMAC(token, "server" Ns Nc id address)
 // Both sides then derive a ticket, HMAC(token, "ticket" Ns Nc id), that the
 // worker's UCX hello must carry: the coordinator admits a hello only for an
-// id that authenticated here, from the address it authenticated with.
+// id that authenticated here, from the address it authenticated with. They
+// also derive a key, HMAC(token, "key" Ns Nc id), that never crosses the
+// wire: every control message between the two is sealed with it
+// (message_mac.hpp), so the sender's id is bound to this handshake rather
+// than read from a header. Messages between two workers i and j are sealed
+// with pair_key(S, i, j), S a secret the coordinator draws and never sends;
+// it hands each admitted worker the keys of its own pairs (Task, Current).
 #pragma once
 
 #include <array>
@@ -31,6 +37,8 @@
 #include <thread>
 #include <vector>
 
+#include "accel/transport/message_mac.hpp"
+
 namespace accel::cluster {
 
 using Ticket = std::array<std::byte, 16>;
@@ -40,7 +48,14 @@ struct Admission {
   std::vector<std::byte> address;  // its UCX worker address
   Ticket ticket{};
   bool resume = false;
+  transport::MacKey key{};  // seals the control messages between it and the coordinator
 };
+
+// The coordinator's secret for the workers' pair keys.
+using JobSecret = std::array<std::byte, 32>;
+JobSecret random_job_secret();
+// The key of workers a and b (either order): HMAC(secret, "pair" min max).
+transport::MacKey pair_key(const JobSecret& secret, std::uint32_t a, std::uint32_t b);
 
 class BootServer {
  public:
@@ -59,6 +74,8 @@ class BootServer {
   // The address `id` last authenticated with (a resuming worker asks for
   // its rows before its hello).
   std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const;
+  // The key of the handshake `id` last passed.
+  std::optional<transport::MacKey> key_of(std::uint32_t id) const;
   // One line per refused connection since the last call (the coordinator
   // prints them from its own thread).
   std::vector<std::string> refusals();
@@ -75,6 +92,7 @@ class BootServer {
   mutable std::mutex mu_;
   std::map<std::uint32_t, Admission> admitted_;
   std::map<std::uint32_t, std::vector<std::byte>> addresses_;
+  std::map<std::uint32_t, transport::MacKey> keys_;
   std::vector<std::string> refusals_;
   bool stop_ = false;
   std::thread thread_;
@@ -87,6 +105,7 @@ class BootServer {
 struct BootReply {
   std::vector<std::byte> address;
   Ticket ticket{};
+  transport::MacKey key{};
 };
 BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
                        const std::vector<std::byte>& address, std::chrono::milliseconds timeout);

@@ -58,6 +58,7 @@ class Coordinator {
   void say_refusals();
   void partition();
   Task task_for(std::uint32_t w) const;
+  std::vector<transport::MacKey> pair_keys_of(std::uint32_t w) const;
   void distribute();
   void push_rows(std::uint32_t w, std::set<std::uint32_t>& ready);
   void rounds();
@@ -104,6 +105,7 @@ class Coordinator {
   bool checkpoint_failed_ = false;
   std::unique_ptr<Node> node_;
   std::unique_ptr<BootServer> boot_;  // the front door (bootstrap.hpp); no UCX listener
+  const JobSecret secret_ = random_job_secret();  // the workers' pair keys (never sent)
   std::map<std::uint32_t, std::vector<std::byte>> address_;
   std::map<std::uint32_t, double> capability_;
   std::vector<std::int64_t> loads_, begin_;
@@ -185,6 +187,7 @@ std::optional<Admission> Coordinator::admitted(const Received& r, bool& resume) 
     return std::nullopt;
   }
   node_->admit_incarnation(h.sender, h.incarnation);
+  node_->set_key(h.sender, a->key);  // this handshake's: the sender is bound to it from here on
   return a;
 }
 
@@ -238,6 +241,7 @@ void Coordinator::on_join_message(const Received& r) {
     if (const auto addr = boot_->address_of(h.sender)) {
       std::cerr << "accel coordinator: rejected a resume from id " << h.sender << " (no job running yet)\n";
       node_->ensure_peer(h.sender, *addr);
+      if (const auto key = boot_->key_of(h.sender)) node_->set_key(h.sender, *key);
       node_->send(h.sender, kReject, 0, {});
     }
   } else if (h.type == kCapability && address_.count(h.sender)) {
@@ -281,7 +285,17 @@ Task Coordinator::task_for(std::uint32_t w) const {
   task.params = params_;
   for (const auto& [id, a] : address_)
     if (id != w) task.peers.push_back({id, a});
+  task.pair_keys = pair_keys_of(w);
   return task;
+}
+
+// Worker w's keys with every other worker (bootstrap.hpp); entry 0 and its
+// own stay zero.
+std::vector<transport::MacKey> Coordinator::pair_keys_of(std::uint32_t w) const {
+  std::vector<transport::MacKey> keys(static_cast<std::size_t>(N_) + 1, transport::MacKey{});
+  for (int j = 1; j <= N_; ++j)
+    if (static_cast<std::uint32_t>(j) != w) keys[j] = pair_key(secret_, w, static_cast<std::uint32_t>(j));
+  return keys;
 }
 
 // The task, then the data pushed into the worker's buffer (or read by the
@@ -453,6 +467,7 @@ void Coordinator::resume() {
     cur.state = own_->shared_state();
     cur.view = current_view_;
     cur.counts = true;
+    cur.pair_keys = pair_keys_of(w);
     for (const auto& [id, peer] : address_)
       if (id != w) cur.peers.push_back({id, peer});
     node_->send(w, kCurrent, first_round_, encode(cur));
@@ -706,6 +721,7 @@ void Coordinator::on_hello(const Received& r) {
   cur.round = current_t_;
   cur.state = own_->shared_state();
   cur.view = current_view_;
+  cur.pair_keys = pair_keys_of(h.sender);
   for (const auto& [id, peer] : address_)  // not the lost ones: their addresses are stale
     if (id != h.sender && !inactive_.count(id)) cur.peers.push_back({id, peer});
   node_->send(h.sender, kCurrent, current_t_, encode(cur));

@@ -70,6 +70,7 @@ class Incarnation {
     const BootReply boot = boot_connect(ip, port, o_.job, o_.id, resume, node_.net().worker_address(),
                                         Ms(std::max(o_.timeout_ms * 5, 5000)));
     node_.connect_peer(0, boot.address);
+    node_.set_key(0, boot.key);  // the handshake's: what the coordinator says is sealed with it
     if (!node_.reachable(0)) throw CoordinatorGone("the coordinator's address is unreachable");
     // A resuming worker is answered within a round; a fresh one waits for
     // every worker to join and for the coordinator's measurements.
@@ -103,6 +104,11 @@ class Incarnation {
       if (p.id != 0) node_.connect_peer(p.id, p.address);
   }
   const Workload& workload() const { return find_workload(snap_->task.workload); }
+  // The keys of this worker's pairs with the others (bootstrap.hpp).
+  void take_keys(const std::vector<transport::MacKey>& keys) {
+    for (std::size_t j = 1; j < keys.size(); ++j)
+      if (j != o_.id) node_.set_key(static_cast<std::uint32_t>(j), keys[j]);
+  }
   void on_message(const Received& r) {
     if (r.message.header.type == kDone) done_ = true;
     else if (r.message.header.type == kReject) throw Rejected();
@@ -160,6 +166,7 @@ void Incarnation::fresh_start() {
   s.incarnation = incarnation_;
   s.task = decode_task(tr.message.payload, node_.limits());
   if (s.task.workload != name) throw InputError("the task's workload differs from the probe's");
+  take_keys(s.task.pair_keys);
   fetch_data(node_, find_workload(name), s, join_);
   snap_ = std::move(s);
   start_snapshot();
@@ -205,6 +212,7 @@ void Incarnation::resume_round() {
   });
   const Current cur = decode_current(cr.message.payload, node_.limits());
   reached_ = true;
+  take_keys(cur.pair_keys);
   t_ = cur.round;
   view_ = cur.view;
   connect_peers(cur.peers);

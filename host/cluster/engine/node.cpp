@@ -60,13 +60,56 @@ bool Node::reachable(std::uint32_t peer) const {
 bool Node::send(std::uint32_t peer, std::uint16_t type, std::int64_t iteration, std::span<const std::byte> payload) {
   auto it = eps_.find(peer);
   if (it == eps_.end() || !net_->alive(it->second)) return false;
-  auto c = net_->send(it->second, type, static_cast<std::uint64_t>(iteration), payload);
+  const auto key = keys_.find(peer);
+  auto c = net_->send(it->second, type, static_cast<std::uint64_t>(iteration), payload,
+                      key == keys_.end() ? nullptr : &key->second);
   return !(c->done && !c->error.empty());
+}
+
+void Node::set_key(std::uint32_t peer, const transport::MacKey& key) {
+  keys_[peer] = key;
+  std::vector<transport::Received> held;
+  held.swap(unkeyed_);
+  for (auto& r : held) {
+    if (r.message.header.sender != peer) unkeyed_.push_back(std::move(r));
+    else if (authentic(r) && fenced(r)) let_in_.push_back(std::move(r));
+  }
+}
+
+bool Node::admit(const transport::Received& r) { return authentic(r) && fenced(r); }
+
+// A message counts only when its seal verifies under its sender's key: the
+// sender field alone is anyone's to write. Exempt, on the coordinator: a
+// hello and a row request, which the bootstrap's ticket vouches for (the
+// hello sets the key).
+bool Node::authentic(const transport::Received& r) {
+  const auto& h = r.message.header;
+  if (coordinator() && (h.type == kHello || h.type == kTicket)) return true;
+  auto say = [&](const std::string& why) {
+    std::cerr << "accel cluster: dropped " << type_name(h.type) << " from " << h.sender << ": " << why << "\n";
+    return false;
+  };
+  if (!r.message.seal) return say("not sealed (only a member that passed the handshake can seal)");
+  const auto key = keys_.find(h.sender);
+  if (key == keys_.end()) {
+    // Bounded in all (any id can be claimed): a peer's messages can run
+    // ahead of its key only by the few a round sends.
+    std::size_t count = 0, bytes = r.message.payload.size();
+    for (const auto& e : unkeyed_) {
+      count += e.message.header.sender == h.sender;
+      bytes += e.message.payload.size();
+    }
+    if (count < kMaxEarly && unkeyed_.size() < 4 * kMaxEarly && bytes <= kMaxEarlyBytes) unkeyed_.push_back(r);
+    else say("no key for it yet, and too many messages wait for keys already");
+    return false;
+  }
+  if (!transport::verify_control(r.message, key->second)) return say("its seal does not verify");
+  return true;
 }
 
 // The incarnation fence: a message from an earlier incarnation of its
 // sender than one already heard is a stale process's.
-bool Node::admit(const transport::Received& r) {
+bool Node::fenced(const transport::Received& r) {
   const auto& h = r.message.header;
   if (auto a = admitted_.find(h.sender); a != admitted_.end() && h.type != kHello && h.type != kTicket) {
     if (h.incarnation == a->second) return true;
@@ -85,6 +128,11 @@ bool Node::admit(const transport::Received& r) {
 }
 
 std::optional<transport::Received> Node::receive(Ms timeout) {
+  if (!let_in_.empty()) {
+    transport::Received r = std::move(let_in_.front());
+    let_in_.erase(let_in_.begin());
+    return r;
+  }
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
@@ -119,6 +167,7 @@ void Node::stash(transport::Received r, std::optional<std::int64_t> now) {
 
 std::vector<transport::Received> Node::arrived() {
   std::vector<transport::Received> out;
+  out.swap(let_in_);
   for (auto r = net_->poll(); r; r = net_->poll())
     if (admit(*r)) out.push_back(std::move(*r));
   return out;

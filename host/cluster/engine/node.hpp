@@ -114,6 +114,11 @@ class Node {
   static constexpr std::size_t kMaxEarly = 32, kMaxEarlyBytes = std::size_t{256} << 20;
   static constexpr std::int64_t kMaxAhead = 4;
   bool admit(const transport::Received& r);
+  // Sender binding (bootstrap.hpp): from now on messages to and from `peer`
+  // are sealed with `key`, and one from `peer` counts only if its seal
+  // verifies. Sealed messages that came before the key did are held
+  // (bounded as the stash) and let in if they verify now.
+  void set_key(std::uint32_t peer, const transport::MacKey& key);
   // From now on only `incarnation` of `peer` counts: the coordinator sets
   // it from a hello it admitted (bootstrap.hpp), so that a sender claiming
   // another incarnation -- an old process, or anyone naming a high number
@@ -138,6 +143,13 @@ class Node {
   std::map<std::uint32_t, std::uint32_t> incarnation_;  // highest seen per sender
   std::map<std::uint32_t, std::uint32_t> admitted_;     // the one incarnation counted per sender, where set
   std::vector<transport::Received> early_;
+  // Authentication: keys by peer, messages waiting for their sender's key,
+  // and held ones let in since (returned before the network's).
+  std::map<std::uint32_t, transport::MacKey> keys_;
+  std::vector<transport::Received> unkeyed_;
+  std::vector<transport::Received> let_in_;
+  bool authentic(const transport::Received& r);
+  bool fenced(const transport::Received& r);
   // This node's recent notifications by iteration: a returning worker that
   // runs an iteration or two behind gets the answer it asks for even after
   // this node has moved on (the "Distributed k-Means Clustering" study (The Antimatroid): "wait for them to

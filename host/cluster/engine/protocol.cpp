@@ -17,6 +17,20 @@ Membership get_view(In& i, std::uint64_t max) {
   return m;
 }
 
+void put_keys(Out& o, const std::vector<transport::MacKey>& keys) {
+  o.put<std::uint64_t>(keys.size());
+  for (const auto& k : keys) o.b.insert(o.b.end(), k.begin(), k.end());
+}
+
+std::vector<transport::MacKey> get_keys(In& i, const Limits& l) {
+  const auto n = i.get<std::uint64_t>();
+  if (n > static_cast<std::uint64_t>(l.max_peers) + 1) throw InputError("message with too many keys");
+  std::vector<transport::MacKey> keys(n);
+  for (auto& k : keys)
+    for (auto& b : k) b = i.get<std::byte>();
+  return keys;
+}
+
 void put_peers(Out& o, const std::vector<Peer>& ps) {
   o.put<std::uint64_t>(ps.size());
   for (const auto& p : ps) {
@@ -73,6 +87,7 @@ Bytes encode(const Task& t) {
   o.put<std::uint8_t>(t.pull ? 1 : 0);
   o.bytes(t.params);
   put_peers(o, t.peers);
+  put_keys(o, t.pair_keys);
   return std::move(o.b);
 }
 
@@ -95,6 +110,7 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
   t.pull = (flags & 1) != 0;
   t.params = i.bytes(l.max_data);
   t.peers = get_peers(i, l);
+  t.pair_keys = get_keys(i, l);
   i.end();
   return t;
 }
@@ -156,6 +172,7 @@ Bytes encode(const Current& c) {
   put_view(o, c.view);
   put_peers(o, c.peers);
   o.put<std::uint8_t>(c.counts);
+  put_keys(o, c.pair_keys);
   return std::move(o.b);
 }
 
@@ -168,6 +185,7 @@ Current decode_current(std::span<const std::byte> in, const Limits& l) {
   c.view = get_view(i, static_cast<std::uint64_t>(l.max_peers));
   c.peers = get_peers(i, l);
   c.counts = i.get<std::uint8_t>() != 0;
+  c.pair_keys = get_keys(i, l);
   i.end();
   return c;
 }

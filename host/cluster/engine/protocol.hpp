@@ -60,6 +60,9 @@ struct Task {
   bool pull = false;
   Bytes params;                   // the workload's parameters
   std::vector<Peer> peers;        // every participant but the receiver
+  // The receiver's keys with every worker, by id (bootstrap.hpp); entry 0,
+  // the coordinator's, is the handshake's and stays zero here.
+  std::vector<transport::MacKey> pair_keys;
   bool operator==(const Task&) const = default;
 };
 
@@ -90,6 +93,7 @@ struct Current {
   // The member counts from `round` on (every member returning together to
   // a resumed coordinator); else it first follows a round it does not count.
   bool counts = false;
+  std::vector<transport::MacKey> pair_keys;  // as in Task
 };
 
 // Bounds on what a payload may claim.

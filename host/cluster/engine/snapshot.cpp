@@ -15,7 +15,7 @@
 
 namespace accel::cluster {
 namespace {
-constexpr char kMagic[8] = {'A', 'C', 'C', 'S', 'N', 'A', 'P', '3'};
+constexpr char kMagic[8] = {'A', 'C', 'C', 'S', 'N', 'A', 'P', '4'};
 constexpr std::size_t kAlign = RowAllocator<std::byte>::kAlign;
 std::size_t round_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 std::uint32_t crc(const void* p, std::size_t n, std::uint32_t seed = 0) {
@@ -52,7 +52,8 @@ void save_snapshot(const std::string& path, const Snapshot& s, bool with_data) {
   put(sums, 8);
   buf.resize(round_up(buf.size()), 0);  // the data starts on a page of the file
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // 0600: the task holds this worker's keys (bootstrap.hpp).
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw InputError(path + ": cannot write snapshot: " + std::strerror(errno));
   auto fail = [&](const char* what) {
     const std::string why = std::strerror(errno);

@@ -161,7 +161,7 @@ SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.s
     try {
       if (o.rank == 0) {
         cluster::CoordinatorOptions c;
-        static_cast<cluster::Common&>(c) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json};
+        static_cast<cluster::Common&>(c) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json, {}};
         c.workers = o.size - 1;
         c.listen = o.coordinator;
         c.join_timeout_ms = o.join_timeout_ms;
@@ -171,7 +171,7 @@ SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.s
         rc = cluster::run_coordinator(c, job);
       } else {
         cluster::WorkerOptions w;
-        static_cast<cluster::Common&>(w) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json};
+        static_cast<cluster::Common&>(w) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json, {}};
         w.coordinator = o.coordinator;
         w.id = static_cast<std::uint32_t>(o.rank);
         w.snapshot_dir = o.snapshot_dir;

@@ -13,6 +13,7 @@
 // are validated; anything malformed is logged and dropped.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -148,10 +149,11 @@ class Transport {
 
   // --- control messages ----------------------------------------------------
   // Sends an eager active message framed with our job token, id and
-  // incarnation. Throws std::invalid_argument for an internal type or an
-  // oversized payload; a dead endpoint gives a failed completion.
+  // incarnation, sealed with `key` when given (message_mac.hpp). Throws
+  // std::invalid_argument for an internal type or an oversized payload; a
+  // dead endpoint gives a failed completion.
   CompletionRef send(EndpointId ep, std::uint16_t type, std::uint64_t iteration,
-                     std::span<const std::byte> payload);
+                     std::span<const std::byte> payload, const std::array<std::byte, 16>* key = nullptr);
   std::optional<Received> poll();
   // The next message within `timeout`; nothing when none came, or as soon
   // as a peer failure closed an endpoint meanwhile (check alive()).
