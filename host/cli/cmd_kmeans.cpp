@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "accel/error.hpp"
+#include "accel/json_lines.hpp"
 #include "accel/kmeans.hpp"
 #include "accel/registry.hpp"
 #include "commands.hpp"
@@ -53,6 +54,7 @@ int kmeans_main(const std::vector<std::string>& args) {
 
   const bool progress = ::isatty(STDERR_FILENO) && !vm.count("json");
   std::ostringstream log;
+  JsonLines log_lines(log);  // into the log file with the other outputs, at the end
   PerfModel model;
   const KMeansResult r = kmeans(x, init, ko, devices, model, [&](const KMeansIteration& it) {
     if (!log_json.empty()) {
@@ -60,7 +62,7 @@ int kmeans_main(const std::vector<std::string>& args) {
                           {"max_shift", it.max_shift},        {"seconds", it.seconds},
                           {"compute_seconds", it.compute_seconds}, {"transfer_seconds", it.transfer_seconds},
                           {"reseeded", it.reseeded},          {"rows_per_device", it.rows_per_device}};
-      log << j.dump() << "\n";
+      log_lines.write(std::move(j));
     }
     if (progress)
       std::fprintf(stderr, "\riteration %d/%d  inertia %.6g  shift %.3g   ", it.iteration, ko.max_iter, it.inertia,

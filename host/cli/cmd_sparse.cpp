@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "accel/error.hpp"
+#include "accel/log.hpp"
 #include "accel/sparse_allreduce.hpp"
 #include "commands.hpp"
 
@@ -120,7 +121,7 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
     if (check) {
       const Pairs want = expected(seed, sum, n, ratio);
       if (want.idx != sum.indices || want.val != sum.values) {
-        std::cerr << "accel sparse-allreduce: step " << s << ": the sum differs from the members' pairs\n";
+        log::warn("accel sparse-allreduce") << "step " << s << ": the sum differs from the members' pairs";
         return 1;
       }
     }

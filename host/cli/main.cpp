@@ -12,6 +12,7 @@
 
 #include "accel/config.hpp"
 #include "accel/error.hpp"
+#include "accel/log.hpp"
 #include "commands.hpp"
 
 namespace {
@@ -71,19 +72,19 @@ int main(int argc, char** argv) {
 
   auto it = kCommands.find(name);
   if (it == kCommands.end()) {
-    std::cerr << "accel: unknown command '" << name << "' (accel --help lists them)\n";
+    accel::log::error("accel") << "unknown command '" << name << "' (accel --help lists them)";
     return 2;
   }
   try {
     return it->second.first(std::vector<std::string>(argv + 2, argv + argc));
   } catch (const accel::InputError& e) {
-    std::cerr << "accel " << name << ": " << e.what() << "\n";
+    accel::log::error("accel " + name) << e.what();
     return 2;
   } catch (const boost::program_options::error& e) {
-    std::cerr << "accel " << name << ": " << e.what() << "\n";
+    accel::log::error("accel " + name) << e.what();
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "accel " << name << ": error: " << e.what() << "\n";
+    accel::log::error("accel " + name) << "error: " << e.what();
     return 1;
   }
 }

@@ -83,7 +83,6 @@ class SvmJob:
     def __init__(self, a, tmp, workers, data, params, timeout_ms=1000, worker_extra=(), pin=False):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.tmp.mkdir(parents=True, exist_ok=True)
-        self.port = ct.free_port()
         timeout_ms = int(timeout_ms * ct.SCALE)
         self.timeout_ms = timeout_ms
         self.worker_extra = list(worker_extra)
@@ -92,11 +91,12 @@ class SvmJob:
         self.procs = {}
         self.pin = pin  # coordinator on core 0, worker i on core i (mod cores)
         cmd = (["taskset", "-c", "0"] if pin else []) + [a.accel, "coordinator", "svm-train", *params, "--workers", str(workers), "--listen",
-               f"127.0.0.1:{self.port}", "--timeout-ms", str(timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--log-json",
+               "127.0.0.1:0", "--timeout-ms", str(timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--log-json",
                str(self.coord_log), "--json", data, self.model]
         self.coord = ct.start(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
                                       stderr=open(self.tmp / "coordinator.err", "w"))
         self.wait_for(lambda: "listening" in (self.tmp / "coordinator.err").read_text(), 20, "the coordinator to listen")
+        self.port = ct.listening_port(self.tmp / "coordinator.err")
         for i in range(1, workers + 1):
             self.start_worker(i)
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "accel/error.hpp"
+#include "accel/log.hpp"
 #include "accel/transport/transport.hpp"
 
 namespace accel::transport {
@@ -54,9 +55,11 @@ std::vector<std::byte> text(const std::string& s) {
 struct LogCapture {
   std::vector<std::string> lines;
   LogCapture() {
-    set_log_sink([this](const std::string& m) { lines.push_back(m); });
+    accel::log::set_sink([this](accel::log::Level, std::string_view source, std::string_view m) {
+      if (source == "accel transport") lines.emplace_back(m);
+    });
   }
-  ~LogCapture() { set_log_sink(nullptr); }
+  ~LogCapture() { accel::log::set_sink(nullptr); }
   bool contains(const std::string& s) const {
     return std::any_of(lines.begin(), lines.end(), [&](const auto& l) { return l.find(s) != std::string::npos; });
   }

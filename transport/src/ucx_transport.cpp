@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "accel/error.hpp"
+#include "accel/log.hpp"
 #include "accel/transport/address.hpp"
 #include "transport_impl.hpp"
 
@@ -20,8 +21,6 @@ namespace accel::transport {
 
 namespace {
 
-std::mutex g_log_mutex;
-LogSink g_log_sink;
 
 // The largest frame the control handler copies: anything longer is dropped
 // before a byte of it is kept.
@@ -83,18 +82,7 @@ ucs_status_t on_block(void* arg, const void* header, size_t header_length, void*
 
 }  // namespace
 
-void set_log_sink(LogSink sink) {
-  std::lock_guard lock(g_log_mutex);
-  g_log_sink = std::move(sink);
-}
-
-void log(const std::string& msg) {
-  std::lock_guard lock(g_log_mutex);
-  if (g_log_sink)
-    g_log_sink(msg);
-  else
-    std::cerr << "accel transport: " << msg << '\n';
-}
+void log(const std::string& msg) { accel::log::write(accel::log::Level::Warn, "accel transport", msg); }
 
 std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "accel/error.hpp"
+#include "accel/log.hpp"
 // rebalance(): Algorithm 1 of the USTC system-information management framework paper
 #include "accel/perf_model.hpp"
 #include "checkpoint.hpp"
@@ -151,16 +152,16 @@ void Coordinator::listen() {
   if (write_token_) {
     token_file_ = o_.job_file.empty() ? default_job_file(bound) : o_.job_file;
     write_job_file(token_file_, o_.job);
-    std::cerr << "accel coordinator: a new job token is in " << token_file_ << "\n";
+    log::info("accel coordinator") << "a new job token is in " << token_file_;
   }
-  std::cerr << "accel coordinator: listening on " << ip << ":" << bound << " for " << N_ << " workers\n";
+  log::info("accel coordinator") << "listening on " << ip << ":" << bound << " for " << N_ << " workers";
   log_.write({{"event", "listening"}, {"address", ip + ":" + std::to_string(bound)}});
 }
 
 // Connections the front door refused (a wrong token, bytes that are not a
 // worker's), said from this thread.
 void Coordinator::say_refusals() {
-  for (const auto& line : boot_->refusals()) std::cerr << "accel coordinator: " << line << "\n";
+  for (const auto& line : boot_->refusals()) log::warn("accel coordinator") << line;
 }
 
 // A hello counts only with the ticket of a handshake its sender passed; the
@@ -172,18 +173,18 @@ std::optional<Admission> Coordinator::admitted(const Received& r, bool& resume) 
   try {
     decode_hello(r.message.payload, resume, it, ticket);
   } catch (const InputError& e) {
-    std::cerr << "accel coordinator: dropped hello from " << h.sender << ": " << e.what() << "\n";
+    log::warn("accel coordinator") << "dropped hello from " << h.sender << ": " << e.what();
     return std::nullopt;
   }
   auto a = boot_->admit(h.sender, ticket);
   if (!a || a->resume != resume) {
-    std::cerr << "accel coordinator: dropped hello from " << h.sender << ": no handshake of its own\n";
+    log::warn("accel coordinator") << "dropped hello from " << h.sender << ": no handshake of its own";
     return std::nullopt;
   }
   // A hello for a member that still counts, and whose endpoint is alive,
   // is someone else holding the token: the member is not replaced.
   if (rounds_started_ && (active_.count(h.sender) || recovering_.count(h.sender)) && node_->reachable(h.sender)) {
-    std::cerr << "accel coordinator: dropped a hello for worker " << h.sender << ", which still counts\n";
+    log::warn("accel coordinator") << "dropped a hello for worker " << h.sender << ", which still counts";
     return std::nullopt;
   }
   node_->admit_incarnation(h.sender, h.incarnation);
@@ -227,7 +228,7 @@ void Coordinator::on_join_message(const Received& r) {
     // a snapshot of an earlier job with the same token, which it discards
     // when rejected, and then joins afresh.
     if (resume || address_.count(h.sender)) {
-      std::cerr << "accel coordinator: rejected " << (resume ? "a resume" : "hello") << " from id " << h.sender << "\n";
+      log::warn("accel coordinator") << "rejected " << (resume ? "a resume" : "hello") << " from id " << h.sender;
       node_->send(h.sender, kReject, 0, {});
       return;
     }
@@ -239,7 +240,7 @@ void Coordinator::on_join_message(const Received& r) {
   } else if (h.type == kTicket && known_worker(h.sender)) {
     // Data asked for by a worker resuming a snapshot (see the hello above).
     if (const auto addr = boot_->address_of(h.sender)) {
-      std::cerr << "accel coordinator: rejected a resume from id " << h.sender << " (no job running yet)\n";
+      log::warn("accel coordinator") << "rejected a resume from id " << h.sender << " (no job running yet)";
       node_->ensure_peer(h.sender, *addr);
       if (const auto key = boot_->key_of(h.sender)) node_->set_key(h.sender, *key);
       node_->send(h.sender, kReject, 0, {});
@@ -248,7 +249,7 @@ void Coordinator::on_join_message(const Received& r) {
     try {
       capability_[h.sender] = decode_f64(r.message.payload);
     } catch (const InputError& e) {
-      std::cerr << "accel coordinator: dropped capability from " << h.sender << ": " << e.what() << "\n";
+      log::warn("accel coordinator") << "dropped capability from " << h.sender << ": " << e.what();
     }
   }
 }
@@ -360,10 +361,9 @@ void Coordinator::rounds() {
     // Only the coordinator counts, and no one is on the way back.
     if (N_ > 0 && job_.units() > 0 && all_lost_at_ == 0 && active_.size() == 1 && recovering_.empty()) {
       all_lost_at_ = t;
-      std::cerr << "accel coordinator: every worker is lost at round " << t << "; "
+      log::warn("accel coordinator") << "every worker is lost at round " << t << "; "
                 << (o_.move_lost_rows ? "the coordinator computes all their rows until they return"
-                                      : "their rows are left out until they return (--on-loss drop)")
-                << "\n";
+                                      : "their rows are left out until they return (--on-loss drop)");
     }
     nlohmann::json line = {{"iteration", t},
                            {"participant", 0},
@@ -410,7 +410,7 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
     save_checkpoint(checkpoint_path(o_.checkpoint_dir), c);
   } catch (const InputError& e) {
     if (must) throw;
-    if (!checkpoint_failed_) std::cerr << "accel coordinator: " << e.what() << "; the job goes on without it\n";
+    if (!checkpoint_failed_) log::warn("accel coordinator") << e.what() << "; the job goes on without it";
     checkpoint_failed_ = true;
     return;
   }
@@ -450,7 +450,7 @@ void Coordinator::resume() {
   own_->adopt(c.state);
   first_round_ = current_t_ = c.round + 1;
   active_ = {0};
-  std::cerr << "accel coordinator: resuming at round " << first_round_ << " from " << where << "\n";
+  log::info("accel coordinator") << "resuming at round " << first_round_ << " from " << where;
   const auto back = regather();
   for (int w = 1; w <= N_; ++w) {
     if (back.count(w)) {
@@ -743,7 +743,7 @@ void Coordinator::on_ticket(const Received& r) {
     node_->net().push(node_->endpoint(w), r.message.payload, data.data(), data.size());
     log_.write({{"event", "rows_resent"}, {"worker", w}, {"bytes", data.size()}, {"iteration", current_t_}});
   } catch (const std::exception& e) {
-    std::cerr << "accel coordinator: dropped ticket from " << w << ": " << e.what() << "\n";
+    log::warn("accel coordinator") << "dropped ticket from " << w << ": " << e.what();
   }
 }
 
@@ -780,8 +780,8 @@ int Coordinator::finish() {
   // result is written but is not the whole input's, and the exit says so.
   const bool rows_lost = all_lost_at_ > 0 && !o_.move_lost_rows && active_.size() == 1;
   if (rows_lost)
-    std::cerr << "accel coordinator: every worker was lost from round " << all_lost_at_
-              << " with --on-loss drop; their rows are not in the result (exit " << kExitRowsLost << ")\n";
+    log::error("accel coordinator") << "every worker was lost from round " << all_lost_at_
+              << " with --on-loss drop; their rows are not in the result (exit " << kExitRowsLost << ")";
   if (o_.print_summary) {
     if (o_.json) std::cout << summary.dump() << "\n";
     else std::cout << text << "\n";

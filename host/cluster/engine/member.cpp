@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "accel/error.hpp"
+#include "accel/log.hpp"
 #include "session.hpp"
 #include "job_token.hpp"
 #include "snapshot.hpp"
@@ -197,7 +198,7 @@ void Incarnation::start_snapshot() {
     try {
       save_snapshot(snapshot_path(o_.snapshot_dir, o_.id), *snap_, o_.snapshot_rows);
     } catch (const std::exception& e) {
-      std::cerr << "accel worker " << o_.id << ": no snapshot: " << e.what() << "\n";
+      log::warn("accel worker " + std::to_string(o_.id)) << "no snapshot: " << e.what();
     }
     snapshot_seconds_ = secs(t0, Clock::now());
     snapshot_done_ = true;
@@ -316,8 +317,8 @@ void save_incarnation(const WorkerOptions& o, std::optional<Snapshot>& snap, std
   try {
     save_snapshot(snapshot_path(o.snapshot_dir, o.id), *snap, o.snapshot_rows);
   } catch (const std::exception& e) {
-    std::cerr << "accel worker " << o.id << ": could not update the snapshot (" << e.what()
-              << "); rejoining with the one in memory\n";
+    log::warn("accel worker " + std::to_string(o.id)) << "could not update the snapshot (" << e.what()
+              << "); rejoining with the one in memory";
   }
 }
 
@@ -328,7 +329,7 @@ std::optional<Snapshot> load_own_snapshot(const WorkerOptions& o) {
   try {
     snap = load_snapshot(snapshot_path(o.snapshot_dir, o.id));
   } catch (const InputError& e) {
-    std::cerr << "accel worker: discarding a damaged snapshot: " << e.what() << "\n";
+    log::warn("accel worker") << "discarding a damaged snapshot: " << e.what();
   }
   if (snap && snap->job != o.job) snap.reset();  // another job's: stale
   return snap;
@@ -384,8 +385,8 @@ int run_worker(const WorkerOptions& given) {
       if (reached) lost_since.reset();
       if (!lost_since && (reached || ever_reached)) lost_since = Clock::now();
       if (lost_since ? waited_out() : Clock::now() >= join_deadline) {
-        std::cerr << "accel worker " << o.id << ": no coordinator at " << o.coordinator << " (" << e.what() << ")"
-                  << (lost_since ? " within --coordinator-timeout" : "") << "; exiting\n";
+        log::error("accel worker " + std::to_string(o.id)) << "no coordinator at " << o.coordinator << " (" << e.what() << ")"
+                  << (lost_since ? " within --coordinator-timeout" : "") << "; exiting";
         return kExitLostJob;
       }
       std::this_thread::sleep_for(Ms(200));
@@ -398,23 +399,21 @@ int run_worker(const WorkerOptions& given) {
       // refuses the connection.
       if (reached) lost_since.reset();
       if (!snap || (lost_since && waited_out())) {
-        std::cerr << "accel worker " << o.id << ": " << e.what() << "; exiting\n";
+        log::error("accel worker " + std::to_string(o.id)) << e.what() << "; exiting";
         return kExitLostJob;
       }
       if (!lost_since) lost_since = Clock::now();
       save_incarnation(o, snap, ++incarnation);
-      std::cerr << "accel worker " << o.id << ": " << e.what() << "; trying to rejoin as incarnation " << incarnation
-                << "\n";
+      log::info("accel worker " + std::to_string(o.id)) << e.what() << "; trying to rejoin as incarnation " << incarnation;
       --attempt;
     } catch (const Evicted& e) {
       ever_reached = true;
       if (attempt >= 5 || !snap) {
-        std::cerr << "accel worker " << o.id << ": " << e.what() << "; "
-                  << (snap ? "could not rejoin" : "no task to resume") << "; exiting\n";
+        log::error("accel worker " + std::to_string(o.id)) << e.what() << "; "
+                  << (snap ? "could not rejoin" : "no task to resume") << "; exiting";
         return kExitLostJob;
       }
-      std::cerr << "accel worker " << o.id << ": " << e.what() << "; rejoining as incarnation " << incarnation + 1
-                << "\n";
+      log::info("accel worker " + std::to_string(o.id)) << e.what() << "; rejoining as incarnation " << incarnation + 1;
       save_incarnation(o, snap, ++incarnation);
     } catch (const JoinMidJob& j) {
       // No snapshot, the job running: its task becomes this worker's
@@ -425,8 +424,8 @@ int run_worker(const WorkerOptions& given) {
       s.task = decode_task(j.task, Limits{});
       snap = std::move(s);
       save_incarnation(o, snap, ++incarnation);
-      std::cerr << "accel worker " << o.id << ": the job is running; joining it with its task as incarnation "
-                << incarnation << "\n";
+      log::info("accel worker " + std::to_string(o.id)) << "the job is running; joining it with its task as incarnation "
+                << incarnation;
       --attempt;
     } catch (const TokenRefused& e) {
       // A token read from a file may be an earlier job's on the same port
@@ -441,7 +440,7 @@ int run_worker(const WorkerOptions& given) {
       // once: a fresh join that is rejected too ends here.
       if (!snap) throw InputError(e.what());
       if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
-      std::cerr << "accel worker " << o.id << ": stale snapshot discarded; joining afresh\n";
+      log::info("accel worker " + std::to_string(o.id)) << "stale snapshot discarded; joining afresh";
       snap.reset();
       ++incarnation;
     }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "accel/error.hpp"
+#include "accel/log.hpp"
 
 namespace accel::cluster {
 
@@ -26,7 +27,7 @@ Node::Node(transport::Options opts, Ms timeout, Limits limits)
 // (progress for a moment) before the process dies as SIGKILL would.
 void Node::inject_partial_send_fault(std::int64_t t, std::size_t sent) {
   if (t != fault_round_ || sent != fault_sends_) return;
-  std::cerr << "accel cluster: ACCEL_FAULT_PARTIAL_SEND: dying in round " << t << " after " << sent << " sends\n";
+  log::warn("accel cluster") << "ACCEL_FAULT_PARTIAL_SEND: dying in round " << t << " after " << sent << " sends";
   net_->progress_until([] { return false; }, Ms(200));
   std::_Exit(137);
 }
@@ -42,7 +43,7 @@ void Node::connect_peer(std::uint32_t peer, const std::vector<std::byte>& addres
     // failure but a membership event, which the barrier handles (the peer
     // is unreachable until it rejoins with a new address).
     eps_.erase(peer);
-    std::cerr << "accel cluster: member " << peer << " is unreachable (" << e.what() << ")\n";
+    log::warn("accel cluster") << "member " << peer << " is unreachable (" << e.what() << ")";
   }
 }
 
@@ -86,7 +87,7 @@ bool Node::authentic(const transport::Received& r) {
   const auto& h = r.message.header;
   if (coordinator() && (h.type == kHello || h.type == kTicket)) return true;
   auto say = [&](const std::string& why) {
-    std::cerr << "accel cluster: dropped " << type_name(h.type) << " from " << h.sender << ": " << why << "\n";
+    log::warn("accel cluster") << "dropped " << type_name(h.type) << " from " << h.sender << ": " << why;
     return false;
   };
   if (!r.message.seal) return say("not sealed (only a member that passed the handshake can seal)");
@@ -113,14 +114,14 @@ bool Node::fenced(const transport::Received& r) {
   const auto& h = r.message.header;
   if (auto a = admitted_.find(h.sender); a != admitted_.end() && h.type != kHello && h.type != kTicket) {
     if (h.incarnation == a->second) return true;
-    std::cerr << "accel cluster: dropped " << type_name(h.type) << " from " << h.sender << " incarnation "
-              << h.incarnation << " (counted: " << a->second << ")\n";
+    log::warn("accel cluster") << "dropped " << type_name(h.type) << " from " << h.sender << " incarnation "
+              << h.incarnation << " (counted: " << a->second << ")";
     return false;
   }
   auto [it, fresh] = incarnation_.try_emplace(h.sender, h.incarnation);
   if (!fresh && h.incarnation < it->second) {
-    std::cerr << "accel cluster: dropped " << type_name(h.type) << " from " << h.sender << " incarnation "
-              << h.incarnation << " (now " << it->second << ")\n";
+    log::warn("accel cluster") << "dropped " << type_name(h.type) << " from " << h.sender << " incarnation "
+              << h.incarnation << " (now " << it->second << ")";
     return false;
   }
   it->second = std::max(it->second, h.incarnation);
@@ -146,8 +147,8 @@ void Node::stash(transport::Received r, std::optional<std::int64_t> now) {
   const auto sender = r.message.header.sender;
   const auto round = static_cast<std::int64_t>(r.message.header.iteration);
   if (now && coordinator() && round > *now + kMaxAhead) {  // members may lag and catch up from their stash
-    std::cerr << "accel cluster: dropped " << type_name(r.message.header.type) << " of round " << round << " from "
-              << sender << ": this node is at round " << *now << "\n";
+    log::warn("accel cluster") << "dropped " << type_name(r.message.header.type) << " of round " << round << " from "
+              << sender << ": this node is at round " << *now;
     return;
   }
   std::size_t count = 0, bytes = r.message.payload.size();
@@ -157,9 +158,9 @@ void Node::stash(transport::Received r, std::optional<std::int64_t> now) {
       bytes += e.message.payload.size();
     }
   if (count >= kMaxEarly || bytes > kMaxEarlyBytes) {
-    std::cerr << "accel cluster: dropped " << type_name(r.message.header.type) << " of round "
+    log::warn("accel cluster") << "dropped " << type_name(r.message.header.type) << " of round "
               << r.message.header.iteration << " from " << sender << ": " << count
-              << " early messages of it held already\n";
+              << " early messages of it held already";
     return;
   }
   early_.push_back(std::move(r));
@@ -205,7 +206,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
     if (data) try {
         validate(*data);
       } catch (const InputError& e) {
-        std::cerr << "accel cluster: dropped the coordinator's word on " << q << ": " << e.what() << "\n";
+        log::warn("accel cluster") << "dropped the coordinator's word on " << q << ": " << e.what();
         return;
       }
     words[q] = std::move(data);
@@ -219,7 +220,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
         auto [q, data] = decode_counted(r.message.payload, limits_);
         take_word(q, std::move(data));
       } catch (const InputError& e) {
-        std::cerr << "accel cluster: dropped the coordinator's word: " << e.what() << "\n";
+        log::warn("accel cluster") << "dropped the coordinator's word: " << e.what();
       }
       return;
     }
@@ -231,7 +232,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
       p = decode_contribution(r.message.payload, limits_);
       validate(p.data);
     } catch (const InputError& e) {
-      std::cerr << "accel cluster: dropped contribution from " << h.sender << ": " << e.what() << "\n";
+      log::warn("accel cluster") << "dropped contribution from " << h.sender << ": " << e.what();
       return;
     }
     if (it < t) {
@@ -241,8 +242,8 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
         ensure_peer(h.sender, p.reply_address);
         send(h.sender, kContribution, it, sent_[it]);
       } else {
-        std::cerr << "accel cluster: dropped stale contribution of round " << it << " from " << h.sender
-                  << " (now " << t << ")\n";
+        log::warn("accel cluster") << "dropped stale contribution of round " << it << " from " << h.sender
+                  << " (now " << t << ")";
       }
       return;
     }
@@ -373,7 +374,7 @@ std::map<std::uint32_t, Contribution> Node::gather(std::int64_t t, const std::ve
       got[h.sender] = std::move(c);
       waiting.erase(h.sender);
     } catch (const InputError& e) {
-      std::cerr << "accel cluster: dropped contribution from " << h.sender << ": " << e.what() << "\n";
+      log::warn("accel cluster") << "dropped contribution from " << h.sender << ": " << e.what();
     }
   };
   std::vector<transport::Received> early;
@@ -420,7 +421,7 @@ Contribution Node::exchange_with_coordinator(std::int64_t t, const Contribution*
       validate_decision(c.data);
       decision = std::move(c);
     } catch (const InputError& e) {
-      std::cerr << "accel cluster: dropped decision of round " << t << ": " << e.what() << "\n";
+      log::warn("accel cluster") << "dropped decision of round " << t << ": " << e.what();
     }
   };
   std::vector<transport::Received> early;

@@ -6,19 +6,6 @@
 
 namespace accel::cluster {
 
-Log::Log(const std::string& path) {
-  if (!path.empty()) {
-    out_.open(path, std::ios::app);
-    if (!out_) throw InputError(path + ": cannot write the log");
-  }
-}
-
-void Log::write(nlohmann::json j) {
-  if (!out_) return;
-  j["t_s"] = secs(start_, Clock::now());
-  out_ << j.dump() << "\n" << std::flush;
-}
-
 std::pair<std::string, std::uint16_t> split_addr(const std::string& s) {
   const auto colon = s.rfind(':');
   if (colon == std::string::npos) throw InputError("address '" + s + "': expected ADDR:PORT");

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "accel/json_lines.hpp"
 #include "engine.hpp"
 #include "node.hpp"
 
@@ -18,18 +19,8 @@ inline double secs(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// JSON lines, appended as they happen (a crash keeps what was logged).
-class Log {
- public:
-  explicit Log(const std::string& path);
-  // Every line carries t_s, seconds since this process opened its log, so a
-  // run's phases can be laid out on one time axis.
-  void write(nlohmann::json j);
-
- private:
-  std::ofstream out_;
-  Clock::time_point start_ = Clock::now();
-};
+// The per-round log (--log-json): JSON lines appended as they happen.
+using Log = JsonLines;
 
 std::pair<std::string, std::uint16_t> split_addr(const std::string& s);
 transport::Options transport_options(const Common& c, std::uint32_t id, std::uint32_t incarnation);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "accel/error.hpp"
+#include "accel/log.hpp"
 #include "accel/perf_model.hpp"
 #include "session.hpp"
 #include "svm_wire.hpp"
@@ -274,15 +275,15 @@ bool SvmJob::reassign(const std::map<std::uint32_t, Report>& reports) {
   bool changed = false;
   for (Range& r : owners_)
     if (!reports.count(r.member)) {
-      std::cerr << "accel coordinator: rows [" << r.begin << ", " << r.end << ") of worker " << r.member
-                << " moved to the coordinator\n";
+      log::info("accel coordinator") << "rows [" << r.begin << ", " << r.end << ") of worker " << r.member
+                << " moved to the coordinator";
       r.member = 0;
       changed = true;
     }
   for (std::size_t i = 0; i < home_.size(); ++i)
     if (reports.count(home_[i].member) && owners_[i].member != home_[i].member) {
-      std::cerr << "accel coordinator: rows [" << home_[i].begin << ", " << home_[i].end << ") moved back to worker "
-                << home_[i].member << "\n";
+      log::info("accel coordinator") << "rows [" << home_[i].begin << ", " << home_[i].end << ") moved back to worker "
+                << home_[i].member;
       owners_[i].member = home_[i].member;
       changed = true;
     }
@@ -349,13 +350,14 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
   owners_ = home_;
   ++resplits_;
   drift_.settle(5);  // Rows rounds
-  std::cerr << "accel coordinator: rows re-split by measured speed:";
-  for (std::size_t i = 0; i < ids.size(); ++i) std::cerr << " " << ids[i] << ":" << loads[i] << "->" << next[i];
-  std::cerr << "\n";
+  {
+    auto line = log::info("accel coordinator");
+    line << "rows re-split by measured speed:";
+    for (std::size_t i = 0; i < ids.size(); ++i) line << " " << ids[i] << ":" << loads[i] << "->" << next[i];
+  }
   for (const Range& g : home_)  // a member back after a re-split that left it out
     if (g.member != 0 && loads[std::find(ids.begin(), ids.end(), g.member) - ids.begin()] == 0) {
-      std::cerr << "accel coordinator: rows [" << g.begin << ", " << g.end << ") moved back to worker " << g.member
-                << "\n";
+      log::info("accel coordinator") << "rows [" << g.begin << ", " << g.end << ") moved back to worker " << g.member;
       ++moves_;
     }
 }

@@ -105,9 +105,8 @@ struct Stats {
   std::uint64_t connections_rejected = 0;
 };
 
-// Where transport diagnostics go (default: stderr, prefixed "accel transport: ").
-using LogSink = std::function<void(const std::string&)>;
-void set_log_sink(LogSink sink);
+// Diagnostics (drops, refused connections) go to accel/log.hpp's sink as
+// warnings from "accel transport".
 
 class Transport {
  public:
