@@ -10,6 +10,7 @@ PACKAGES=(
   libopenblas-openmp-dev libhwloc-dev nlohmann-json3-dev zlib1g-dev libssl-dev
   libxrt-dev                 # XRT native API (the xrt driver); no FPGA needed to build
   libucx-dev ucx-utils       # transport, ucx_perftest for benchmarks
+  ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo  # the opencl driver; PoCL runs it on the CPU
   dataset-fashion-mnist      # the demo's default data
   libsvm-tools               # LIBSVM svm-train/svm-predict: the SVM peer
   python3 python3-venv       # benchmark scripts (their own virtualenv)

@@ -6,9 +6,10 @@
 
 #include <variant>
 
-#include "accel/backends.hpp"
+#include "accel/registry.hpp"
 #include "accel/error.hpp"
 #include "accel/host_buffer.hpp"
+#include "accel/kernel_buffers.hpp"
 #include "accel/work_queue.hpp"
 #include "csr_kernel_rows.hpp"
 #include "kmeans_assign.hpp"
@@ -29,7 +30,9 @@ std::string simd_level() {
 DeviceInfo probe() {
   DeviceInfo info;
   info.name = "cpu";
-  info.kind = DeviceKind::Cpu;
+  info.family = "cpu";
+  info.type = "cpu";
+  info.auto_priority = 10;
   info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
   info.kmeans_bounds = true;
   hwloc_topology_t topo;
@@ -57,13 +60,16 @@ class CpuDevice final : public Device {
   CpuDevice() : info_(probe()) {}
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
-    return std::make_unique<HostBuffer>(bytes, /*shared_with_host=*/true);
+    return std::make_unique<HostBuffer>(bytes, /*shared_with_host=*/true, this);
   }
   std::unique_ptr<Buffer> wrap_host(void* ptr, std::size_t bytes) override {
-    return std::make_unique<HostBuffer>(ptr, bytes);
+    return std::make_unique<HostBuffer>(ptr, bytes, this);
   }
   Event launch(const KernelArgs& args) override {
-    return queue_.submit([args] { std::visit([](const auto& a) { run(a); }, args); });
+    return queue_.submit([this, args] {
+      check_buffers(info_.name, args, [this](const Buffer& b) { return host_buffer_of(this, b); });
+      std::visit([](const auto& a) { run(a); }, args);
+    });
   }
 
  private:
@@ -72,9 +78,7 @@ class CpuDevice final : public Device {
     throw_unsupported("cpu", a);
   }
   static void run(const KMeansAssignArgs& a) {
-    if (a.bounds) {
-      if (a.bounds->size() < kmeans_bounds_bytes(a.n, a.d, a.k))
-        throw DeviceError("cpu kmeans_assign: bounds buffer smaller than kmeans_bounds_bytes(n, d, k)");
+    if (a.bounds) {  // its size is checked with the others (kernel_buffers.hpp)
       return cpu::kmeans_assign_bounds(device_ptr<const float>(a.x), a.n, a.d, device_ptr<const float>(a.centroids),
                                        a.k, device_ptr<std::int32_t>(a.labels), device_ptr<double>(a.sums),
                                        device_ptr<std::int64_t>(a.counts), device_ptr<double>(a.inertia),
@@ -115,6 +119,6 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+ACCEL_REGISTER_BACKEND(10, CpuBackend);
 
 }  // namespace accel

@@ -15,7 +15,8 @@
 #include <string>
 #include <variant>
 
-#include "accel/backends.hpp"
+#include "accel/kernel_buffers.hpp"
+#include "accel/registry.hpp"
 #include "accel/error.hpp"
 #include "accel/work_queue.hpp"
 #include "csr_kernel_rows.cuh"
@@ -89,7 +90,14 @@ class CudaDevice final : public Device {
     return std::make_unique<CudaBuffer>(ordinal_, bytes);
   }
   Event launch(const KernelArgs& args) override {
-    return queue_->submit([this, args] { std::visit([this](const auto& a) { run(a); }, args); });
+    return queue_->submit([this, args] {
+      if (supports(kernel_of(args)))
+        check_buffers(info_.name, args, [this](const Buffer& b) {
+          auto* cb = dynamic_cast<const CudaBuffer*>(&b);
+          return cb != nullptr && cb->ordinal() == ordinal_;
+        });
+      std::visit([this](const auto& a) { run(a); }, args);
+    });
   }
 
  private:
@@ -104,14 +112,12 @@ class CudaDevice final : public Device {
         a.k > INT64_MAX / 8 / a.d)
       throw DeviceError(where + ": n=" + std::to_string(a.n) + " d=" + std::to_string(a.d) +
                         " k=" + std::to_string(a.k) + " outside n >= 0, 1 <= d, k <= 2^30");
-    const auto n = static_cast<std::size_t>(a.n), d = static_cast<std::size_t>(a.d),
-               k = static_cast<std::size_t>(a.k);
-    auto* x = mine(a.x, n * d * sizeof(float), "x", where);
-    auto* c = mine(a.centroids, k * d * sizeof(float), "centroids", where);
-    auto* labels = mine(a.labels, n * sizeof(std::int32_t), "labels", where);
-    auto* sums = mine(a.sums, k * d * sizeof(double), "sums", where);
-    auto* counts = mine(a.counts, k * sizeof(std::int64_t), "counts", where);
-    auto* inertia = mine(a.inertia, sizeof(double), "inertia", where);
+    auto* x = mine(a.x);
+    auto* c = mine(a.centroids);
+    auto* labels = mine(a.labels);
+    auto* sums = mine(a.sums);
+    auto* counts = mine(a.counts);
+    auto* inertia = mine(a.inertia);
 
     check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
     ensure_context(where);
@@ -134,13 +140,12 @@ class CudaDevice final : public Device {
   void run(const TopKHistogramArgs& a) {
     const std::string where = info_.name + " topk_histogram";
     if (auto why = check_histogram_args(a, 0); !why.empty()) throw DeviceError(where + ": " + why);
-    const auto n = static_cast<std::size_t>(a.n);
-    auto* data = mine(a.data, n * sizeof(float), "data", where);
-    auto* hist = mine(a.hist, a.bins * sizeof(std::uint64_t), "hist", where);
-    auto* moments = mine(a.moments, 3 * sizeof(double), "moments", where);
-    auto* outside = mine(a.outside, 3 * sizeof(std::uint64_t), "outside", where);
-    void* cand = a.candidates ? mine(a.candidates, a.capacity * sizeof(std::int64_t), "candidates", where) : nullptr;
-    void* count = a.candidates ? mine(a.candidate_count, sizeof(std::uint64_t), "candidate_count", where) : nullptr;
+    auto* data = mine(a.data);
+    auto* hist = mine(a.hist);
+    auto* moments = mine(a.moments);
+    auto* outside = mine(a.outside);
+    void* cand = a.candidates ? mine(a.candidates) : nullptr;
+    void* count = a.candidates ? mine(a.candidate_count) : nullptr;
     check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
     ensure_context(where);
     if (const char* err = cuda::launch_topk_histogram(
@@ -157,15 +162,13 @@ class CudaDevice final : public Device {
     if (a.n < 0 || a.q < 0 || a.m < 0 || a.cols < 0 || a.nnz < 0 || a.n > INT32_MAX || a.cols > INT32_MAX)
       throw DeviceError(where + ": n=" + std::to_string(a.n) + " q=" + std::to_string(a.q) + " m=" +
                         std::to_string(a.m) + " cols=" + std::to_string(a.cols) + " out of range");
-    const auto n = static_cast<std::size_t>(a.n), nnz = static_cast<std::size_t>(a.nnz),
-               q = static_cast<std::size_t>(a.q), m = static_cast<std::size_t>(a.m);
-    auto* row_ptr = mine(a.row_ptr, (n + 1) * sizeof(std::int64_t), "row_ptr", where);
-    auto* col_idx = mine(a.col_idx, nnz * sizeof(std::int32_t), "col_idx", where);
-    auto* values = mine(a.values, nnz * sizeof(float), "values", where);
-    auto* norms = mine(a.sq_norms, n * sizeof(double), "sq_norms", where);
-    auto* queries = mine(a.queries, q * sizeof(std::int32_t), "queries", where);
-    auto* active = mine(a.active, m * sizeof(std::int32_t), "active", where);
-    auto* out = mine(a.out, q * m * sizeof(float), "out", where);
+    auto* row_ptr = mine(a.row_ptr);
+    auto* col_idx = mine(a.col_idx);
+    auto* values = mine(a.values);
+    auto* norms = mine(a.sq_norms);
+    auto* queries = mine(a.queries);
+    auto* active = mine(a.active);
+    auto* out = mine(a.out);
     check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
     if (stream_ == nullptr) check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), where + ": stream");
     const std::size_t need = cuda::csr_kernel_rows_scratch_bytes(a.cols);
@@ -189,15 +192,9 @@ class CudaDevice final : public Device {
   }
 
   // The device pointer of one of this device's buffers, at least `bytes` long.
-  void* mine(Buffer* b, std::size_t bytes, const char* arg, const std::string& where) const {
-    auto* cb = dynamic_cast<CudaBuffer*>(b);
-    if (cb == nullptr || cb->ordinal() != ordinal_)
-      throw DeviceError(where + ": buffer '" + arg + "' was not allocated on " + info_.name);
-    if (cb->size() < bytes)
-      throw DeviceError(where + ": buffer '" + arg + "' holds " + std::to_string(cb->size()) + " bytes, needs " +
-                        std::to_string(bytes));
-    return cb->data();
-  }
+  // One of this device's buffers, checked already (check_buffers in launch).
+  void* mine(Buffer* b) const { return b ? static_cast<CudaBuffer*>(b)->data() : nullptr; }
+
 
   // Stream and cuBLAS handle, made on first launch (cuBLAS init costs ~100 ms
   // and memory, which discovery should not pay).
@@ -258,7 +255,9 @@ class CudaBackend final : public Backend {
       }
       DeviceInfo info;
       info.name = "cuda:" + std::to_string(i);
-      info.kind = DeviceKind::Cuda;
+      info.family = "cuda";
+      info.type = "gpu";
+      info.auto_priority = 30;
       info.memory_bytes = p.totalGlobalMem;
       info.compute_units = p.multiProcessorCount;
       info.description = std::string(p.name) + ", compute capability " + std::to_string(p.major) + "." +
@@ -286,6 +285,6 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+ACCEL_REGISTER_BACKEND(30, CudaBackend);
 
 }  // namespace accel

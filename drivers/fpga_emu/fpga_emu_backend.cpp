@@ -6,9 +6,10 @@
 #include <mutex>
 #include <variant>
 
-#include "accel/backends.hpp"
+#include "accel/registry.hpp"
 #include "accel/error.hpp"
 #include "accel/host_buffer.hpp"
+#include "accel/kernel_buffers.hpp"
 #include "accel/work_queue.hpp"
 #include "csr_kernel_rows.hpp"
 #include "kmeans_assign.hpp"
@@ -21,7 +22,9 @@ class FpgaEmuDevice final : public Device {
  public:
   FpgaEmuDevice() {
     info_.name = "fpga-emu";
-    info_.kind = DeviceKind::FpgaEmu;
+    info_.family = "fpga-emu";
+    info_.type = "accelerator";
+    info_.on_host_cores = true;  // an emulator: named, never in all or auto
     info_.description = "kernels_hls compiled natively (emulation of an XRT device)";
     info_.memory_bytes = 0;  // host memory, no fixed card size
     info_.compute_units = 1;
@@ -31,10 +34,14 @@ class FpgaEmuDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
-    return std::make_unique<HostBuffer>(bytes, /*shared_with_host=*/false);
+    return std::make_unique<HostBuffer>(bytes, /*shared_with_host=*/false, this);
   }
   Event launch(const KernelArgs& args) override {
-    return queue_.submit([args] { std::visit([](const auto& a) { run(a); }, args); });
+    return queue_.submit([this, args] {
+      if (supports(kernel_of(args)))
+        check_buffers(info_.name, args, [this](const Buffer& b) { return host_buffer_of(this, b); });
+      std::visit([](const auto& a) { run(a); }, args);
+    });
   }
 
  private:
@@ -100,6 +107,6 @@ class FpgaEmuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_fpga_emu_backend() { return std::make_unique<FpgaEmuBackend>(); }
+ACCEL_REGISTER_BACKEND(20, FpgaEmuBackend);
 
 }  // namespace accel

@@ -56,7 +56,8 @@
 #include <variant>
 #include <vector>
 
-#include "accel/backends.hpp"
+#include "accel/kernel_buffers.hpp"
+#include "accel/registry.hpp"
 #include "accel/error.hpp"
 #include "accel/work_queue.hpp"
 #include "csr_kernel_rows.hpp"
@@ -177,7 +178,14 @@ class XrtDevice final : public Device {
     return std::make_unique<XrtBuffer>(dev_, bytes, this);
   }
   Event launch(const KernelArgs& args) override {
-    return queue_.submit([this, args] { std::visit([this](const auto& a) { run(a); }, args); });
+    return queue_.submit([this, args] {
+      if (supports(kernel_of(args)))
+        check_buffers(info_.name, args, [this](const Buffer& b) {
+          auto* xb = dynamic_cast<const XrtBuffer*>(&b);
+          return xb != nullptr && xb->owner() == this;
+        });
+      std::visit([this](const auto& a) { run(a); }, args);
+    });
   }
 
  private:
@@ -192,14 +200,12 @@ class XrtDevice final : public Device {
       throw DeviceError(where + ": n=" + std::to_string(a.n) + " d=" + std::to_string(a.d) +
                         " k=" + std::to_string(a.k) + " outside the kernel's bounds (k <= " +
                         std::to_string(KMEANS_MAX_K) + ", d <= " + std::to_string(KMEANS_MAX_D) + ")");
-    const auto n = static_cast<std::size_t>(a.n), d = static_cast<std::size_t>(a.d),
-               k = static_cast<std::size_t>(a.k);
-    auto* x = mine(a.x, n * d * sizeof(float), "x", where);
-    auto* c = mine(a.centroids, k * d * sizeof(float), "centroids", where);
-    auto* labels = mine(a.labels, n * sizeof(std::int32_t), "labels", where);
-    auto* sums = mine(a.sums, k * d * sizeof(double), "sums", where);
-    auto* counts = mine(a.counts, k * sizeof(std::int64_t), "counts", where);
-    auto* inertia = mine(a.inertia, sizeof(double), "inertia", where);
+    auto* x = mine(a.x);
+    auto* c = mine(a.centroids);
+    auto* labels = mine(a.labels);
+    auto* sums = mine(a.sums);
+    auto* counts = mine(a.counts);
+    auto* inertia = mine(a.inertia);
     run_and_wait(where, *kernel_, [&](xrt::kernel& kernel, const auto& bank) {
       return kernel(x->bind(bank(kX)), c->bind(bank(kCentroids)), static_cast<int>(a.n),
                     static_cast<int>(a.d), static_cast<int>(a.k), labels->bind(bank(kLabels)),
@@ -215,15 +221,15 @@ class XrtDevice final : public Device {
     const std::string where = info_.name + " topk_histogram";
     if (!topk_) throw DeviceError(where + ": the loaded bitstream has no topk_histogram");
     if (auto why = check_histogram_args(a, TOPK_MAX_BINS); !why.empty()) throw DeviceError(where + ": " + why);
-    auto* data = mine(a.data, a.n * sizeof(float), "data", where);
-    auto* hist = mine(a.hist, a.bins * sizeof(std::uint64_t), "hist", where);
-    auto* moments = mine(a.moments, 3 * sizeof(double), "moments", where);
-    auto* outside = mine(a.outside, 3 * sizeof(std::uint64_t), "outside", where);
+    auto* data = mine(a.data);
+    auto* hist = mine(a.hist);
+    auto* moments = mine(a.moments);
+    auto* outside = mine(a.outside);
     run_and_wait(where, *topk_, [&](xrt::kernel& kernel, const auto& bank) {
       // Without candidates the kernel never touches its candidate ports; they
       // still need a bo, so the histogram buffer stands in (collect = 0).
-      XrtBuffer* cand = a.candidates ? mine(a.candidates, a.capacity * sizeof(std::int64_t), "candidates", where) : hist;
-      XrtBuffer* count = a.candidates ? mine(a.candidate_count, sizeof(std::uint64_t), "candidate_count", where) : outside;
+      XrtBuffer* cand = a.candidates ? mine(a.candidates) : hist;
+      XrtBuffer* count = a.candidates ? mine(a.candidate_count) : outside;
       return kernel(data->bind(bank(kData)), static_cast<long long>(a.n), a.lo, a.hi, a.shift,
                     static_cast<int>(a.bins), hist->bind(bank(kHist)), moments->bind(bank(kMoments)),
                     outside->bind(bank(kOutside)), a.candidates ? 1 : 0, cand->bind(bank(kCand)),
@@ -238,15 +244,13 @@ class XrtDevice final : public Device {
       throw DeviceError(where + ": n=" + std::to_string(a.n) + " cols=" + std::to_string(a.cols) + " q=" +
                         std::to_string(a.q) + " m=" + std::to_string(a.m) + " outside the kernel's bounds (cols <= " +
                         std::to_string(CSR_MAX_COLS) + ")");
-    const auto n = static_cast<std::size_t>(a.n), nnz = static_cast<std::size_t>(a.nnz),
-               q = static_cast<std::size_t>(a.q), m = static_cast<std::size_t>(a.m);
-    auto* row_ptr = mine(a.row_ptr, (n + 1) * sizeof(std::int64_t), "row_ptr", where);
-    auto* col_idx = mine(a.col_idx, nnz * sizeof(std::int32_t), "col_idx", where);
-    auto* values = mine(a.values, nnz * sizeof(float), "values", where);
-    auto* norms = mine(a.sq_norms, n * sizeof(double), "sq_norms", where);
-    auto* queries = mine(a.queries, q * sizeof(std::int32_t), "queries", where);
-    auto* active = mine(a.active, m * sizeof(std::int32_t), "active", where);
-    auto* out = mine(a.out, q * m * sizeof(float), "out", where);
+    auto* row_ptr = mine(a.row_ptr);
+    auto* col_idx = mine(a.col_idx);
+    auto* values = mine(a.values);
+    auto* norms = mine(a.sq_norms);
+    auto* queries = mine(a.queries);
+    auto* active = mine(a.active);
+    auto* out = mine(a.out);
     run_and_wait(where, *csr_kernel_, [&](xrt::kernel& kernel, const auto& bank) {
       return kernel(row_ptr->bind(bank(kRowPtr)), col_idx->bind(bank(kColIdx)), values->bind(bank(kValues)),
                     norms->bind(bank(kNorms)), queries->bind(bank(kQueries)), active->bind(bank(kActive)),
@@ -274,15 +278,9 @@ class XrtDevice final : public Device {
     }
   }
 
-  XrtBuffer* mine(Buffer* b, std::size_t bytes, const char* arg, const std::string& where) const {
-    auto* xb = dynamic_cast<XrtBuffer*>(b);
-    if (xb == nullptr || xb->owner() != this)
-      throw DeviceError(where + ": buffer '" + arg + "' was not allocated on " + info_.name);
-    if (xb->size() < bytes)
-      throw DeviceError(where + ": buffer '" + arg + "' holds " + std::to_string(xb->size()) + " bytes, needs " +
-                        std::to_string(bytes));
-    return xb;
-  }
+  // One of this device's buffers, checked already (check_buffers in launch).
+  XrtBuffer* mine(Buffer* b) const { return static_cast<XrtBuffer*>(b); }
+
 
   xrt::device dev_;
   std::optional<xrt::kernel> kernel_;  // 2.13's xrt::kernel has no operator bool
@@ -386,7 +384,9 @@ class XrtBackend final : public Backend {
         const auto bdf = dev.get_info<xrt::info::device::bdf>();
         DeviceInfo info;
         info.name = label;
-        info.kind = DeviceKind::Fpga;
+        info.family = "fpga";
+        info.type = "accelerator";
+        info.auto_priority = 20;
         info.description = name + " at " + bdf;
         info.compute_units = 1;
         info.max_k = KMEANS_MAX_K;
@@ -439,6 +439,6 @@ class XrtBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_xrt_backend() { return std::make_unique<XrtBackend>(); }
+ACCEL_REGISTER_BACKEND(35, XrtBackend);
 
 }  // namespace accel

@@ -28,7 +28,8 @@ int devices_main(const std::vector<std::string>& args) {
       const auto& i = d->info();
       nlohmann::json kernels = nlohmann::json::array();
       for (auto k : i.kernels) kernels.push_back(to_string(k));
-      j["devices"].push_back({{"name", i.name}, {"kind", to_string(i.kind)}, {"description", i.description},
+      j["devices"].push_back({{"name", i.name}, {"family", i.family}, {"kind", i.type},
+                              {"on_host_cores", i.on_host_cores}, {"description", i.description},
                               {"memory_bytes", i.memory_bytes}, {"compute_units", i.compute_units},
                               {"kernels", kernels}, {"max_k", i.max_k}, {"max_d", i.max_d}});
     }
@@ -38,7 +39,7 @@ int devices_main(const std::vector<std::string>& args) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << std::left << std::setw(12) << "DEVICE" << std::setw(10) << "KIND" << std::setw(12) << "MEMORY"
+  std::cout << std::left << std::setw(12) << "DEVICE" << std::setw(12) << "KIND" << std::setw(12) << "MEMORY"
             << std::setw(7) << "UNITS" << "KERNELS / DESCRIPTION\n";
   for (const auto& d : reg.devices()) {
     const auto& i = d->info();
@@ -48,9 +49,9 @@ int devices_main(const std::vector<std::string>& args) {
       kernels += to_string(k);
     }
     const std::string mem = i.memory_bytes ? std::to_string(i.memory_bytes >> 20) + " MiB" : "host";
-    std::cout << std::setw(12) << i.name << std::setw(10) << to_string(i.kind) << std::setw(12) << mem
+    std::cout << std::setw(12) << i.name << std::setw(12) << i.type << std::setw(12) << mem
               << std::setw(7) << i.compute_units << kernels << "\n"
-              << std::string(41, ' ') << i.description << "\n";
+              << std::string(43, ' ') << i.description << "\n";
   }
   for (const auto& r : reg.reports())
     if (r.devices == 0) std::cout << "backend " << r.backend << ": no devices (" << r.why_none << ")\n";

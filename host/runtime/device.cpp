@@ -4,16 +4,6 @@
 
 namespace accel {
 
-std::string to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Cuda: return "cuda";
-    case DeviceKind::Fpga: return "fpga";
-    case DeviceKind::FpgaEmu: return "fpga-emu";
-  }
-  return "unknown";
-}
-
 std::string to_string(KernelId id) {
   switch (id) {
     case KernelId::KMeansAssign: return "kmeans_assign";

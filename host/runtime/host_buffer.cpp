@@ -6,14 +6,16 @@
 
 namespace accel {
 
-HostBuffer::HostBuffer(std::size_t bytes, bool shared_with_host) : bytes_(bytes), shared_(shared_with_host) {
+HostBuffer::HostBuffer(std::size_t bytes, bool shared_with_host, const Device* owner)
+    : bytes_(bytes), shared_(shared_with_host), owner_(owner) {
   const std::size_t rounded = (bytes + 63) / 64 * 64;
   data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   if (data_ == nullptr) throw std::bad_alloc();
   owned_.reset(data_);
 }
 
-HostBuffer::HostBuffer(void* external, std::size_t bytes) : data_(external), bytes_(bytes), shared_(true) {}
+HostBuffer::HostBuffer(void* external, std::size_t bytes, const Device* owner)
+    : data_(external), bytes_(bytes), shared_(true), owner_(owner) {}
 
 static void check_range(std::size_t bytes, std::size_t offset, std::size_t size) {
   if (offset > size || bytes > size - offset)

@@ -2,21 +2,36 @@
 
 #include <algorithm>
 
-#include "accel/backends.hpp"
 #include "accel/error.hpp"
 
 namespace accel {
+namespace {
+
+struct Registered {
+  int order;
+  std::string name;
+  BackendFactory factory;
+};
+
+// Constructed on first use: registrations run during static initialisation,
+// in no defined order across files.
+std::vector<Registered>& registered() {
+  static std::vector<Registered> all;
+  return all;
+}
+
+}  // namespace
+
+bool register_backend(int order, const char* name, BackendFactory factory) {
+  registered().push_back({order, name, factory});
+  return true;
+}
 
 Registry Registry::discover_all() {
+  auto list = registered();
+  std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   std::vector<std::unique_ptr<Backend>> backends;
-  backends.push_back(make_cpu_backend());
-  backends.push_back(make_fpga_emu_backend());
-#if ACCEL_HAVE_CUDA
-  backends.push_back(make_cuda_backend());
-#endif
-#if ACCEL_HAVE_XRT
-  backends.push_back(make_xrt_backend());
-#endif
+  for (const auto& r : list) backends.push_back(r.factory());
   Registry reg;
   for (auto& b : backends) {
     BackendReport rep{b->name(), 0, {}};
@@ -47,24 +62,21 @@ std::vector<Device*> Registry::select(const std::string& spec, KernelId kernel) 
     const std::string part = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? spec.size() + 1 : comma + 1;
     if (part == "all") {
-      // Every device with hardware of its own. An emulator (fpga-emu) runs
-      // on the host's cores, so beside the cpu device it only takes cores
-      // from it (measured: k-means with cpu + fpga-emu on one core ran at
-      // half the cpu's rate alone); it joins only when named.
+      // Every device with cores of its own (DeviceInfo::on_host_cores).
       for (auto& d : devices_)
-        if (usable(*d) && d->info().kind != DeviceKind::FpgaEmu) add(d.get());
+        if (usable(*d) && !d->info().on_host_cores) add(d.get());
     } else if (part == "auto") {
-      // Hardware accelerators first, then the CPU; emulation only on request.
-      const std::size_t before = out.size();
-      for (DeviceKind kind : {DeviceKind::Cuda, DeviceKind::Fpga, DeviceKind::Cpu}) {
-        for (auto& d : devices_)
-          if (d->info().kind == kind && usable(*d)) add(d.get());
-        if (out.size() != before) break;
-      }
+      // The devices of the highest priority present, never ones that share
+      // the host's cores.
+      int best = -1;
+      for (auto& d : devices_)
+        if (usable(*d) && !d->info().on_host_cores) best = std::max(best, d->info().auto_priority);
+      for (auto& d : devices_)
+        if (usable(*d) && !d->info().on_host_cores && d->info().auto_priority == best) add(d.get());
     } else {
       for (auto& d : devices_) {
         const auto& info = d->info();
-        if ((info.name == part || to_string(info.kind) == part) && usable(*d)) add(d.get());
+        if ((info.name == part || info.family == part) && usable(*d)) add(d.get());
       }
     }
   }

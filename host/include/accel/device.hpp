@@ -15,13 +15,18 @@
 
 namespace accel {
 
-enum class DeviceKind { Cpu, Cuda, Fpga, FpgaEmu };
-
-std::string to_string(DeviceKind kind);
-
+// What a device says about itself; the registry's policy ("all", "auto",
+// names) reads these facts and never a list of backends.
 struct DeviceInfo {
-  std::string name;         // unique within a process, e.g. "cpu", "cuda:0", "fpga-emu"
-  DeviceKind kind = DeviceKind::Cpu;
+  std::string name;         // unique within a process, e.g. "cpu", "cuda:0", "fpga-emu", "opencl:1"
+  std::string family;       // what --device names every such device by: "cpu", "cuda", "fpga", "opencl", ...
+  std::string type = "cpu";  // "cpu" | "gpu" | "accelerator" (OpenCL's device types)
+  // Computes on the host's cores beside the cpu device (an emulator, an
+  // OpenCL CPU runtime): it would only take cores from the cpu device, so
+  // it joins "all" and "auto" only when named (measured: k-means with cpu +
+  // fpga-emu on one core ran at half the cpu's rate alone).
+  bool on_host_cores = false;
+  int auto_priority = 0;    // "auto" takes the devices of the highest priority present
   std::string description;  // model, SIMD level, platform ...
   std::size_t memory_bytes = 0;
   int compute_units = 0;

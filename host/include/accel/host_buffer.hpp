@@ -13,10 +13,12 @@ namespace accel {
 
 class HostBuffer final : public Buffer {
  public:
-  // Owns `bytes` of 64-byte aligned memory.
-  HostBuffer(std::size_t bytes, bool shared_with_host);
+  // Owns `bytes` of 64-byte aligned memory. `owner`: the device that made
+  // it, which alone may launch on it (check_buffers).
+  HostBuffer(std::size_t bytes, bool shared_with_host, const Device* owner = nullptr);
   // Borrows memory the caller keeps alive (no copy).
-  HostBuffer(void* external, std::size_t bytes);
+  HostBuffer(void* external, std::size_t bytes, const Device* owner = nullptr);
+  const Device* owner() const { return owner_; }
 
   std::size_t size() const override { return bytes_; }
   void write(const void* src, std::size_t bytes, std::size_t offset = 0) override;
@@ -41,7 +43,15 @@ class HostBuffer final : public Buffer {
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   bool shared_ = true;
+  const Device* owner_ = nullptr;
 };
+
+// Whether `b` is a host buffer `device` made: the owner test of
+// check_buffers (kernel_buffers.hpp) for the host-memory backends.
+inline bool host_buffer_of(const Device* device, const Buffer& b) {
+  auto* hb = dynamic_cast<const HostBuffer*>(&b);
+  return hb != nullptr && hb->owner() == device;
+}
 
 // The driver-side pointer of a buffer the host runtime allocated on a host
 // memory device; throws DeviceError for a buffer from another device.

@@ -9,6 +9,16 @@
 
 namespace accel {
 
+// Backends register themselves (ggml's registry): a backend's folder adds
+// its sources to the build and one ACCEL_REGISTER_BACKEND line in them;
+// nothing else names it. `order` sorts discovery (and `accel devices`).
+using BackendFactory = std::unique_ptr<Backend> (*)();
+bool register_backend(int order, const char* name, BackendFactory factory);
+
+#define ACCEL_REGISTER_BACKEND(order, type)                                                          \
+  [[maybe_unused]] static const bool accel_backend_registered_ = ::accel::register_backend(         \
+      order, #type, []() -> std::unique_ptr<::accel::Backend> { return std::make_unique<type>(); })
+
 struct BackendReport {
   std::string backend;
   std::size_t devices = 0;

@@ -1,0 +1,15 @@
+# Included with OUT (a .cpp), DIR (kernels_opencl) and NAMES set: writes
+# each DIR/<name>.cl into OUT as a raw string literal, only when it changed.
+set(body "// Generated from kernels_opencl/*.cl by drivers/opencl/embed_kernels.cmake.\n#include \"opencl_kernels.hpp\"\n\nnamespace accel::opencl {\n\nstd::string_view opencl_source(std::string_view name) {\n")
+foreach(n ${NAMES})
+  file(READ ${DIR}/${n}.cl text)
+  string(APPEND body "  if (name == \"${n}\") return R\"ACCEL_CL(${text})ACCEL_CL\";\n")
+endforeach()
+string(APPEND body "  return {};\n}\n\n}  // namespace accel::opencl\n")
+set(old "")
+if(EXISTS ${OUT})
+  file(READ ${OUT} old)
+endif()
+if(NOT old STREQUAL body)
+  file(WRITE ${OUT} "${body}")
+endif()
