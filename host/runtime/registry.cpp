@@ -1,6 +1,7 @@
 #include "accel/registry.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 #include "accel/error.hpp"
 
@@ -28,6 +29,12 @@ bool register_backend(int order, const char* name, BackendFactory factory) {
 }
 
 Registry Registry::discover_all() {
+  // One discovery at a time in a process: vendor runtimes are not all safe
+  // to initialise from two threads at once (PoCL 3.1 crashed in
+  // clGetDeviceInfo when the Python module's registry and a sparse
+  // allreduce group's engine discovered together).
+  static std::mutex discovering;
+  std::lock_guard lock(discovering);
   auto list = registered();
   std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   std::vector<std::unique_ptr<Backend>> backends;

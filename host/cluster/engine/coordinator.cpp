@@ -104,6 +104,7 @@ class Coordinator {
   Clock::time_point last_checkpoint_;
   double checkpoint_cost_ = 0;        // seconds the last checkpoint took (Young's C)
   bool checkpoint_failed_ = false;
+  std::optional<std::uint64_t> fingerprint_;  // of the input, taken once
   std::unique_ptr<Node> node_;
   std::unique_ptr<BootServer> boot_;  // the front door (bootstrap.hpp); no UCX listener
   const JobSecret secret_ = random_job_secret();  // the workers' pair keys (never sent)
@@ -398,7 +399,8 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
   c.workers = static_cast<std::uint32_t>(N_);
   c.listen = listen_address_;
   c.job_file = token_file_;
-  c.input_fingerprint = checkpoint_fingerprint(job_.data(0, job_.units()));
+  if (!fingerprint_) fingerprint_ = checkpoint_fingerprint(job_.data(0, job_.units()));
+  c.input_fingerprint = *fingerprint_;
   c.params = params_;
   c.round = t;
   c.state = own_->shared_state();
@@ -449,6 +451,7 @@ void Coordinator::resume() {
   own_ = workload_.open(task_for(0), job_.data(begin_[0], begin_[0] + loads_[0]), local_);
   own_->adopt(c.state);
   first_round_ = current_t_ = c.round + 1;
+  rounds_done_ = c.round;  // a checkpoint of the last round: nothing left but to finish
   active_ = {0};
   log::info("accel coordinator") << "resuming at round " << first_round_ << " from " << where;
   const auto back = regather();
