@@ -38,7 +38,7 @@ void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) 
       ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
       ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join")
       ("checkpoint-dir", po::value(&o.checkpoint_dir),
-       "write the coordinator's checkpoint here (k-means), at Young's interval sqrt(2 x cost x --mtbf)")
+       "write the coordinator's checkpoint here (k-means, svm-train), at Young's interval sqrt(2 x cost x --mtbf)")
       ("resume", po::value(&o.resume_dir),
        "DIR: continue the job of the checkpoint in DIR (same input and options; its token and address), and go on "
        "checkpointing there")

@@ -1,6 +1,7 @@
-// Distributed SVM's messages as a peer may send them: the first byte picks
-// the decoder (decision, report, shared state, parameters, training set),
-// the rest is the payload. Any bytes decode or throw one InputError.
+// Distributed SVM's messages as a peer may send them, and its part of a
+// coordinator checkpoint: the first byte picks the decoder (decision,
+// report, shared state, parameters, solved problems, training set), the
+// rest is the payload. Any bytes decode or throw one InputError.
 #include <span>
 
 #include "accel/error.hpp"
@@ -12,11 +13,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   constexpr std::int64_t kMaxVars = 1 << 16;
   namespace w = accel::cluster::svm_wire;
   try {
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
       case 0: (void)w::decode_decision(p, kMaxVars); break;
       case 1: (void)w::decode_report(p, kMaxVars); break;
       case 2: (void)w::decode_shared(p, kMaxVars); break;
       case 3: (void)w::decode_params(p); break;
+      case 4: (void)w::decode_solved(p, kMaxVars); break;
       default: (void)w::decode_data(p); break;
     }
   } catch (const accel::InputError&) {

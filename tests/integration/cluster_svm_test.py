@@ -80,7 +80,7 @@ def check_model(job, reference, what):
 
 
 class SvmJob:
-    def __init__(self, a, tmp, workers, data, params, timeout_ms=1000, worker_extra=(), pin=False):
+    def __init__(self, a, tmp, workers, data, params, timeout_ms=1000, worker_extra=(), pin=False, extra=()):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.tmp.mkdir(parents=True, exist_ok=True)
         timeout_ms = int(timeout_ms * ct.SCALE)
@@ -90,15 +90,22 @@ class SvmJob:
         self.coord_log = self.tmp / "coordinator.jsonl"
         self.procs = {}
         self.pin = pin  # coordinator on core 0, worker i on core i (mod cores)
-        cmd = (["taskset", "-c", "0"] if pin else []) + [a.accel, "coordinator", "svm-train", *params, "--workers", str(workers), "--listen",
-               "127.0.0.1:0", "--timeout-ms", str(timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--log-json",
-               str(self.coord_log), "--json", data, self.model]
-        self.coord = ct.start(cmd, stdout=open(self.tmp / "coordinator.out", "w"),
-                                      stderr=open(self.tmp / "coordinator.err", "w"))
-        self.wait_for(lambda: "listening" in (self.tmp / "coordinator.err").read_text(), 20, "the coordinator to listen")
-        self.port = ct.listening_port(self.tmp / "coordinator.err")
+        self.coord_cmd = (["taskset", "-c", "0"] if pin else []) + [
+            a.accel, "coordinator", "svm-train", *params, "--workers", str(workers), "--listen", "127.0.0.1:0",
+            "--timeout-ms", str(timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--log-json",
+            str(self.coord_log), "--json", *extra, data, self.model]
+        self.start_coordinator()
         for i in range(1, workers + 1):
             self.start_worker(i)
+
+    def start_coordinator(self, extra=()):
+        """The coordinator, with `extra` options (a restart: --resume DIR)."""
+        err = self.tmp / "coordinator.err"
+        said = err.read_text().count("listening") if err.exists() else 0
+        self.coord = ct.start(self.coord_cmd[:-2] + list(extra) + self.coord_cmd[-2:],
+                              stdout=open(self.tmp / "coordinator.out", "w"), stderr=open(err, "a"))
+        self.wait_for(lambda: err.read_text().count("listening") > said, 20, "the coordinator to listen")
+        self.port = ct.listening_port(err)
 
     def start_worker(self, i):
         cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", "--id", str(i), "--device", "cpu",
@@ -349,6 +356,88 @@ def scenario_svm_coordinator_kill(a, tmp):
         print(f"worker {i}: exit {rc} after {time.time() - t0:.2f} s: {err.strip().splitlines()[-1] if err.strip() else ''}")
         if rc != 3 or "coordinator" not in err:
             fail(f"worker {i}: exit {rc} without the documented code 3 and message: {err}")
+
+
+def scenario_svm_coordinator_restart(a, tmp, lose_worker=False):
+    # kill -9 the coordinator mid-training and restart it with --resume:
+    # the workers wait for it (--coordinator-timeout) and rejoin; the
+    # problems solved before the checkpoint are taken from it and the one in
+    # progress starts again from its multipliers. That warm start converges
+    # to the same optimum within the solver's tolerance (-e), so the
+    # objectives are compared within 1e-4 relative rather than 1e-6, and the
+    # models must agree on the training set's predictions. lose_worker:
+    # worker 2 dies too while the coordinator is down; the resumed
+    # coordinator takes its rows until it is restarted and rejoins.
+    data = str(Path(tmp) / "three.train")
+    libsvm(data, 6000, 20, 3, 2)
+    ref = single_node(a, tmp, data, PARAMS)
+    ckpt = Path(tmp) / "checkpoint"
+    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS, extra=["--checkpoint-dir", str(ckpt), "--mtbf", "0.05"],
+                 worker_extra=["--coordinator-timeout", str(int(60000 * ct.SCALE))])
+    # Into the second of the three problems, past a checkpoint in it.
+    job.wait_for(lambda: sum(1 for j in jsonl(job.coord_log) if j.get("ops", "").startswith("1")) >= 2, 120,
+                 "the second problem")
+    start_round = job.round()
+    job.wait_for(lambda: any(j.get("event") == "checkpoint" and j["iteration"] > start_round
+                             for j in jsonl(job.coord_log)), 60, "a checkpoint in the second problem")
+    if lose_worker:
+        job.wait_event(2, "snapshot", 30)
+    job.coord.send_signal(signal.SIGKILL)
+    job.coord.wait()
+    killed_at = job.round()
+    if lose_worker:
+        job.kill(2)
+    saved = [j["iteration"] for j in jsonl(job.coord_log) if j.get("event") == "checkpoint"]
+    print(f"killed the coordinator after round {killed_at} (second problem from round {start_round}); "
+          f"{len(saved)} checkpoints, the last at round {saved[-1]}")
+    time.sleep(1.0)
+    job.start_coordinator(["--resume", str(ckpt)])
+    back = [1] if lose_worker else [1, 2]
+    if lose_worker:
+        job.wait_for(lambda: any(j.get("event") == "resumed" for j in jsonl(job.coord_log)), 30, "the resume")
+        job.wait_round(killed_at + 100)
+        job.start_worker(2)
+    job.finish()
+    for i, p in job.procs.items():
+        if p.returncode != 0:
+            fail(f"worker {i} exited {p.returncode}: " + (job.tmp / f"worker-{i}.err").read_text()[-400:])
+    resumed = [j for j in jsonl(job.coord_log) if j.get("event") == "resumed"]
+    if len(resumed) != 1 or not saved[-1] + 1 <= resumed[0]["iteration"] <= killed_at + 1 \
+            or resumed[0]["workers_back"] != back:
+        fail(f"the coordinator did not resume from its last checkpoint with workers {back}: {resumed}, "
+             f"checkpoints {saved[-3:]}, killed after round {killed_at}")
+    err = (job.tmp / "coordinator.err").read_text()
+    if "1 svm problem(s) solved before the checkpoint; the next resumes from its multipliers" not in err:
+        fail("the resumed coordinator did not take the first problem from the checkpoint: " + err[-600:])
+    if lose_worker and "moved back to worker 2" not in err.split("resuming at round")[-1]:
+        fail("worker 2's rows did not move back to it after it rejoined the resumed coordinator")
+    probs, svs = ref
+    got = job.summary()["problems"]
+    worst = max(abs(g["obj"] - p["obj"]) / abs(p["obj"]) for g, p in zip(got, probs))
+    first = abs(got[0]["obj"] - probs[0]["obj"]) / abs(probs[0]["obj"])
+    if len(got) != len(probs) or worst > 1e-4 or first > 1e-6:
+        fail(f"objectives {worst:.2e} relative off single-node, problem 1 (from the checkpoint) {first:.2e}")
+    agree = predictions_agree(a, tmp, data, job.model)
+    print(f"resumed at round {resumed[0]['iteration']}; objectives within {worst:.1e} of single-node; "
+          f"{agree * 100:.2f}% of the training set predicted alike")
+    if agree < 0.999:
+        fail("the resumed model predicts differently from single-node's")
+
+
+def scenario_svm_coordinator_restart_worker_lost(a, tmp):
+    scenario_svm_coordinator_restart(a, tmp, lose_worker=True)
+
+
+def predictions_agree(a, tmp, data, model):
+    single = str(Path(tmp) / "single.model")
+    out = []
+    for m in (single, model):
+        pred = str(Path(tmp) / (Path(m).name + ".pred"))
+        r = subprocess.run([a.accel, "svm-predict", data, m, pred], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            fail("svm-predict failed: " + r.stderr)
+        out.append(Path(pred).read_text().split())
+    return sum(x == y for x, y in zip(*out)) / len(out[0])
 
 
 def scenario_svm_intruder(a, tmp):

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "accel/error.hpp"
 #include "checkpoint.hpp"
+#include "svm/svm_wire.hpp"
 
 namespace fs = std::filesystem;
 using namespace accel::cluster;
@@ -30,6 +32,7 @@ Checkpoint sample() {
   c.round = 17;
   c.state.resize(4096);
   for (std::size_t i = 0; i < c.state.size(); ++i) c.state[i] = static_cast<std::byte>(i * 13);
+  c.job_state = {std::byte{7}, std::byte{8}, std::byte{9}};
   c.begin = {0, 300, 550, 800};
   c.loads = {300, 250, 250, 200};
   c.members = {{0, 1, 3}, {2}, {}};
@@ -143,3 +146,38 @@ TEST(CheckpointFingerprint, SeesSizeHeadAndTail) {
 }
 
 }  // namespace
+
+// The distributed SVM's part of a checkpoint: every solved problem's
+// multipliers and statistics come back exactly; bytes that are not a
+// solution list are refused.
+TEST(SvmSolved, RoundTripsExactly) {
+  std::vector<accel::BinarySolution> solved(2);
+  solved[0].alpha = {0, 0.5, 1, 0.25};
+  solved[0].stats.class_a = 3, solved[0].stats.class_b = -1, solved[0].stats.iterations = 1234;
+  solved[0].stats.obj = -17.5, solved[0].stats.rho = 0.125, solved[0].stats.shrink = "multi2";
+  solved[0].stats.kernel_values = std::int64_t{1} << 40;
+  solved[1].alpha = {1e-300, 2};
+  solved[1].stats.reconstructions = 4, solved[1].stats.r = 0.5;
+  const auto back = svm_wire::decode_solved(svm_wire::encode_solved(solved), 8);
+  ASSERT_EQ(back.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(back[k].alpha, solved[k].alpha);
+    const auto &a = back[k].stats, &b = solved[k].stats;
+    EXPECT_EQ(std::tie(a.class_a, a.class_b, a.iterations, a.kernel_values, a.reconstructions, a.shrink),
+              std::tie(b.class_a, b.class_b, b.iterations, b.kernel_values, b.reconstructions, b.shrink));
+    EXPECT_EQ(std::tie(a.obj, a.rho, a.r), std::tie(b.obj, b.rho, b.r));
+  }
+  EXPECT_TRUE(svm_wire::decode_solved(svm_wire::encode_solved({}), 8).empty());
+}
+
+TEST(SvmSolved, ForeignBytesAreRefused) {
+  std::vector<accel::BinarySolution> solved(1);
+  solved[0].alpha = {0, 1, 2};
+  const auto good = svm_wire::encode_solved(solved);
+  EXPECT_THROW(svm_wire::decode_solved(good, 2), accel::InputError);  // more multipliers than the set has
+  auto truncated = good;
+  truncated.pop_back();
+  EXPECT_THROW(svm_wire::decode_solved(truncated, 8), accel::InputError);
+  solved[0].alpha[1] = std::nan("");
+  EXPECT_THROW(svm_wire::decode_solved(svm_wire::encode_solved(solved), 8), accel::InputError);
+}

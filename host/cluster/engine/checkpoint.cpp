@@ -17,7 +17,7 @@
 namespace accel::cluster {
 namespace {
 
-constexpr char kMagic[8] = {'A', 'C', 'C', 'C', 'K', 'P', 'T', '1'};
+constexpr char kMagic[8] = {'A', 'C', 'C', 'C', 'K', 'P', 'T', '2'};
 // Far above any real checkpoint (k x d centroids and a few vectors), far
 // below what a damaged length could make us allocate.
 constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 31;
@@ -35,7 +35,7 @@ std::uint32_t crc(std::span<const std::byte> b) {
 
 Bytes encode_checkpoint(const Checkpoint& c) {
   Out o;
-  o.b.reserve(256 + c.workload.size() + c.listen.size() + c.job_file.size() + c.params.size() + c.state.size() +
+  o.b.reserve(256 + c.workload.size() + c.listen.size() + c.job_file.size() + c.params.size() + c.state.size() + c.job_state.size() +
               8 * (c.begin.size() + c.loads.size()) +
               4 * (c.members.active.size() + c.members.inactive.size() + c.members.recovering.size()));
   o.put(c.job);
@@ -48,6 +48,7 @@ Bytes encode_checkpoint(const Checkpoint& c) {
   o.bytes(c.params);
   o.put(c.round);
   o.bytes(c.state);
+  o.bytes(c.job_state);
   o.array(c.begin);
   o.array(c.loads);
   o.array(c.members.active);
@@ -70,6 +71,7 @@ Checkpoint decode_checkpoint(std::span<const std::byte> b) {
   c.params = i.bytes(kMaxPayload);
   c.round = i.get<std::int64_t>();
   c.state = i.bytes(kMaxPayload);
+  c.job_state = i.bytes(kMaxPayload);
   c.begin = i.array<std::int64_t>(kMaxItems);
   c.loads = i.array<std::int64_t>(kMaxItems);
   c.members.active = i.array<std::uint32_t>(kMaxItems);

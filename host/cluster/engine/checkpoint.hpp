@@ -4,11 +4,15 @@
 // state of a distributed job so a failure costs the work since the last one).
 //
 // What the coordinator alone knows: the job token, the round it completed,
-// the shared state after it (k-means: the centroids), the partition map and
-// the membership. The workers keep their tasks and rows in memory (and in
-// their snapshots); after a resume each rejoins as a returning member, takes
-// the checkpoint's state and recomputes from the round after it, so the
-// job's result is the failure-free one.
+// the shared state after it (k-means: the centroids; SVM: the current dual
+// problem and its multipliers), the job's own state (SVM: the dual problems
+// already solved), the partition map and the membership. The workers keep
+// their tasks and rows in memory (and in their snapshots); after a resume
+// each rejoins as a returning member, takes the checkpoint's state and
+// recomputes from the round after it. k-means: the job's result is the
+// failure-free one. SVM: the problem in progress starts again from the
+// checkpoint's multipliers (a warm start), so its solution is the
+// failure-free one within the solver's stopping tolerance, not bit for bit.
 //
 // How often: Young's interval, sqrt(2 * C * MTBF) (J. W. Young, "A first
 // order approximation to the optimum checkpoint interval", CACM 1974), with
@@ -42,6 +46,7 @@ struct Checkpoint {
   Bytes params;                          // every task's parameters, as first sent
   std::int64_t round = 0;                // rounds completed; the state is after it
   Bytes state;                           // the coordinator partition's shared_state()
+  Bytes job_state;                       // the job's own (Job::saved(); SVM: the problems solved)
   std::vector<std::int64_t> begin, loads;
   Membership members;
   std::int64_t all_lost_at = 0;

@@ -134,9 +134,6 @@ class Coordinator {
 void Coordinator::listen() {
   if (N_ < 1) throw InputError("--workers must be at least 1");
   if (o_.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
-  if (checkpointing() && workload_.exchange() != Exchange::AllToAll)
-    throw InputError("--checkpoint-dir/--resume: the " + job_.workload() +
-                     " workload cannot resume a coordinator (its solver state lives in the coordinator's trainer)");
   if (checkpointing()) {
     std::error_code ec;
     std::filesystem::create_directories(o_.checkpoint_dir, ec);
@@ -153,7 +150,7 @@ void Coordinator::listen() {
   if (write_token_) {
     token_file_ = o_.job_file.empty() ? default_job_file(bound) : o_.job_file;
     write_job_file(token_file_, o_.job);
-    log::info("accel coordinator") << "a new job token is in " << token_file_;
+    log::info("accel coordinator") << (resume_ ? "the job token is again in " : "a new job token is in ") << token_file_;
   }
   log::info("accel coordinator") << "listening on " << ip << ":" << bound << " for " << N_ << " workers";
   log_.write({{"event", "listening"}, {"address", ip + ":" + std::to_string(bound)}});
@@ -404,6 +401,7 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
   c.params = params_;
   c.round = t;
   c.state = own_->shared_state();
+  c.job_state = job_.saved();
   c.begin = begin_;
   c.loads = loads_;
   c.members = membership();
@@ -450,6 +448,7 @@ void Coordinator::resume() {
   address_[0] = node_->net().worker_address();
   own_ = workload_.open(task_for(0), job_.data(begin_[0], begin_[0] + loads_[0]), local_);
   own_->adopt(c.state);
+  job_.restore(c.job_state, c.state);
   first_round_ = current_t_ = c.round + 1;
   rounds_done_ = c.round;  // a checkpoint of the last round: nothing left but to finish
   active_ = {0};

@@ -146,6 +146,15 @@ class Job {
   }
   // Central: the round's decision from the members' contributions.
   virtual Bytes decide(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions);
+  // Coordinator restart (checkpoint.hpp): the job's own state after a
+  // round, beyond the coordinator partition's shared_state() (SVM: the dual
+  // problems solved so far), taken between rounds; restore() gets both
+  // back before the first round of a resume. Throws InputError for bytes
+  // that are not this job's.
+  virtual Bytes saved() const { return {}; }
+  virtual void restore(std::span<const std::byte> saved, std::span<const std::byte> shared_state) {
+    (void)saved, (void)shared_state;
+  }
   // After the last round: outputs written, fields added to the summary, and
   // the one-line text summary returned. `state` is the coordinator
   // partition's shared_state().

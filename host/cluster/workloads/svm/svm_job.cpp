@@ -206,7 +206,7 @@ void SvmJob::train() {
   try {
     SvmParams p = o_.params;
     p.solver_hook = [this](const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
-      return svm_parallel::solve_parallel(pb, params, kr, times, *this);
+      return solve(pb, params, kr, times);
     };
     model_ = svm_train(data_, p, devices_, &report_);
   } catch (...) {
@@ -218,6 +218,46 @@ void SvmJob::train() {
     trained_ = true;
   }
   cv_.notify_all();
+}
+
+// One dual problem across the members; on a resume, a problem the
+// checkpoint holds is taken from it, and the one in progress starts from
+// its multipliers (SMO converges from any feasible point, so the solution
+// is the failure-free one within the stopping tolerance).
+BinarySolution SvmJob::solve(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
+  const std::size_t k = solved_.size();
+  const auto n = pb.y.size();
+  BinarySolution s;
+  if (k < restored_.size()) {
+    if (restored_[k].alpha.size() != n) throw InputError("the checkpoint's svm problems are not this training's");
+    s = restored_[k];
+  } else if (resume_alpha_) {
+    if (resume_alpha_->size() != n) throw InputError("the checkpoint's svm problem is not this training's");
+    DualProblem warm = pb;
+    warm.alpha0 = std::move(*resume_alpha_);
+    resume_alpha_.reset();
+    log::info("accel coordinator") << "svm problem " << k + 1 << " resumed from the checkpoint's multipliers";
+    s = svm_parallel::solve_parallel(warm, params, kr, times, *this);
+  } else {
+    s = svm_parallel::solve_parallel(pb, params, kr, times, *this);
+  }
+  std::lock_guard lock(mu_);
+  solved_.push_back(s);
+  return s;
+}
+
+Bytes SvmJob::saved() const {
+  std::lock_guard lock(mu_);
+  return svm_wire::encode_solved(solved_);
+}
+
+void SvmJob::restore(std::span<const std::byte> saved, std::span<const std::byte> shared_state) {
+  const std::int64_t max_vars = 2 * data_.x.rows + 2;
+  restored_ = svm_wire::decode_solved(saved, max_vars);
+  const svm_wire::Shared shared = svm_wire::decode_shared(shared_state, max_vars);
+  if (shared.start) resume_alpha_ = shared.alpha;
+  log::info("accel coordinator") << restored_.size() << " svm problem(s) solved before the checkpoint"
+                                 << (shared.start ? "; the next resumes from its multipliers" : "");
 }
 
 // Engine thread: the contributions answer the last decision (none before

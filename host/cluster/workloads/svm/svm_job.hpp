@@ -41,6 +41,11 @@ class SvmJob final : public Job, private svm_parallel::Director {
   void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) override;
   Bytes decide(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) override;
   std::string finish(std::span<const std::byte> state, nlohmann::json& summary) override;
+  // Coordinator restart: the problems solved so far; on a resume, svm_train
+  // runs again and takes those instead of solving them, and the problem in
+  // progress starts from the checkpoint's multipliers.
+  Bytes saved() const override;
+  void restore(std::span<const std::byte> saved, std::span<const std::byte> shared_state) override;
 
   const LabeledCsr& training_set() const { return data_; }
   const SvmModel& model() const { return model_; }
@@ -60,6 +65,7 @@ class SvmJob final : public Job, private svm_parallel::Director {
                     const std::vector<double>& caps, const std::vector<svm_parallel::Range>& home) const;
   std::map<std::uint32_t, svm_parallel::Report> move_rows(const std::vector<svm_parallel::Range>& before);
   void follow(const svm_parallel::Op& op);
+  BinarySolution solve(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times);
   void train();
 
   SvmJobOptions o_;
@@ -86,7 +92,7 @@ class SvmJob final : public Job, private svm_parallel::Director {
 
   // Between the engine's thread (decide) and the trainer thread (round):
   // one decision out, the next round's contributions back.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Bytes> decision_;
   std::optional<std::map<std::uint32_t, Bytes>> contributions_;
@@ -96,6 +102,11 @@ class SvmJob final : public Job, private svm_parallel::Director {
   SvmModel model_;
   SvmTrainReport report_;
   std::int64_t rounds_ = 0, moves_ = 0;
+  // Every dual problem solved, in svm_train's order (the trainer writes,
+  // saved() reads between rounds); on a resume, the checkpoint's, and the
+  // multipliers of the one it was solving.
+  std::vector<BinarySolution> solved_, restored_;
+  std::optional<std::vector<double>> resume_alpha_;
 };
 
 }  // namespace accel::cluster

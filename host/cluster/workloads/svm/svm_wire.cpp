@@ -1,5 +1,8 @@
 #include "svm_wire.hpp"
 
+#include <climits>
+#include <cmath>
+
 namespace accel::cluster::svm_wire {
 namespace {
 
@@ -299,6 +302,61 @@ Shared decode_shared(std::span<const std::byte> in, std::int64_t max_vars) {
   i.end();
   if (s.start && s.alpha.size() != s.start->problem.y.size()) throw InputError("svm state of inconsistent sizes");
   return s;
+}
+
+}  // namespace accel::cluster::svm_wire
+
+namespace accel::cluster::svm_wire {
+
+Bytes encode_solved(const std::vector<BinarySolution>& solved) {
+  Out o;
+  o.put<std::uint64_t>(solved.size());
+  for (const BinarySolution& s : solved) {
+    const BinaryStats& t = s.stats;
+    o.array(s.alpha);
+    for (const std::int64_t v : {std::int64_t{t.class_a}, std::int64_t{t.class_b}, t.iterations, t.n, t.n_sv, t.n_bsv,
+                                 t.rounds, t.ws_size, std::int64_t{t.reconstructions}, t.cache_hits, t.cache_misses,
+                                 t.prefetched, t.prefetch_used, t.min_active, t.kernel_values})
+      o.put(v);
+    o.put(t.obj);
+    o.put(t.rho);
+    o.put(t.r);
+    o.text(t.shrink);
+  }
+  return std::move(o.b);
+}
+
+std::vector<BinarySolution> decode_solved(std::span<const std::byte> in, std::int64_t max_vars) {
+  In i(in);
+  const auto n = i.get<std::uint64_t>();
+  if (n > (std::uint64_t{1} << 24)) throw InputError("svm state with " + std::to_string(n) + " problems");
+  std::vector<BinarySolution> out;
+  for (std::uint64_t k = 0; k < n; ++k) {
+    BinarySolution s;
+    BinaryStats& t = s.stats;
+    s.alpha = i.array<double>(static_cast<std::uint64_t>(max_vars));
+    std::int64_t v[15];
+    for (auto& x : v) x = i.get<std::int64_t>();
+    for (const std::int64_t x : {v[0], v[1], v[8]})
+      if (x < INT32_MIN || x > INT32_MAX) throw InputError("svm state with an impossible class or count");
+    t.class_a = static_cast<int>(v[0]);
+    t.class_b = static_cast<int>(v[1]);
+    t.reconstructions = static_cast<int>(v[8]);
+    t.iterations = v[2], t.n = v[3], t.n_sv = v[4], t.n_bsv = v[5], t.rounds = v[6], t.ws_size = v[7];
+    t.cache_hits = v[9], t.cache_misses = v[10], t.prefetched = v[11], t.prefetch_used = v[12];
+    t.min_active = v[13], t.kernel_values = v[14];
+    t.obj = i.get<double>();
+    t.rho = i.get<double>();
+    t.r = i.get<double>();
+    t.shrink = i.text(64);
+    for (const double a : s.alpha)
+      if (!std::isfinite(a)) throw InputError("svm state with a multiplier that is not finite");
+    if (!std::isfinite(t.rho) || !std::isfinite(t.obj) || !std::isfinite(t.r))
+      throw InputError("svm state with a solution that is not finite");
+    out.push_back(std::move(s));
+  }
+  i.end();
+  return out;
 }
 
 }  // namespace accel::cluster::svm_wire

@@ -44,4 +44,9 @@ struct Shared {
 Bytes encode_shared(const Shared& s);
 Shared decode_shared(std::span<const std::byte> in, std::int64_t max_vars);
 
+// The coordinator's own part of a checkpoint (Job::saved): every dual
+// problem solved so far, in the order svm_train solved them.
+Bytes encode_solved(const std::vector<BinarySolution>& solved);
+std::vector<BinarySolution> decode_solved(std::span<const std::byte> in, std::int64_t max_vars);
+
 }  // namespace accel::cluster::svm_wire
