@@ -1,9 +1,9 @@
 # Resolves ACCEL_WITH_<X> (ON/OFF/AUTO) into ACCEL_HAVE_<X>.
 # ON fails the configure when the toolkit is missing; AUTO quietly turns it off.
 
-function(_accel_check name found)
+function(_accel_check name found how)
   if(ACCEL_WITH_${name} STREQUAL "ON" AND NOT ${${found}})
-    message(FATAL_ERROR "ACCEL_WITH_${name}=ON but the toolkit was not found")
+    message(FATAL_ERROR "ACCEL_WITH_${name}=ON but ${how}")
   endif()
   if(ACCEL_WITH_${name} STREQUAL "OFF")
     set(ACCEL_HAVE_${name} OFF PARENT_SCOPE)
@@ -33,7 +33,7 @@ macro(accel_resolve_backends)
       endif()
     endif()
   endif()
-  _accel_check(CUDA _cuda_found)
+  _accel_check(CUDA _cuda_found "no CUDA toolkit was found (nvcc on PATH or at /usr/local/cuda/bin, and its headers and cudart)")
 
   # XRT: Debian's libxrt-dev or a /opt/xilinx/xrt install.
   find_path(XRT_INCLUDE_DIR xrt/xrt_device.h PATHS /usr/include/xrt /opt/xilinx/xrt/include)
@@ -42,14 +42,14 @@ macro(accel_resolve_backends)
   if(XRT_INCLUDE_DIR AND XRT_COREUTIL_LIBRARY)
     set(_xrt_found ON)
   endif()
-  _accel_check(XRT _xrt_found)
+  _accel_check(XRT _xrt_found "no XRT was found (xrt/xrt_device.h and libxrt_coreutil: apt-get install libxrt-dev, or /opt/xilinx/xrt)")
 
   pkg_check_modules(UCX IMPORTED_TARGET ucx)
   set(_ucx_found OFF)
   if(UCX_FOUND)
     set(_ucx_found ON)
   endif()
-  _accel_check(UCX _ucx_found)
+  _accel_check(UCX _ucx_found "no UCX was found by pkg-config (apt-get install libucx-dev)")
 
   message(STATUS "accel backends: CUDA=${ACCEL_HAVE_CUDA} XRT=${ACCEL_HAVE_XRT} UCX=${ACCEL_HAVE_UCX}")
 endmacro()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds into build/ (or $ACCEL_BUILD_DIR). Extra arguments go
-# to cmake. Quiet on success; on failure prints the end of the build log.
+# to cmake, after those in $ACCEL_CMAKE_ARGS. Quiet on success; on failure prints the end of the build log.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${ACCEL_BUILD_DIR:-$ROOT/build}"
@@ -10,7 +10,10 @@ LOG="$BUILD/build.log"
 # into it (pytest, numpy, torch), and the Python module is built for it.
 PY=()
 [ -x /usr/bin/python3 ] && PY=(-DPython_EXECUTABLE=/usr/bin/python3 -DPython3_EXECUTABLE=/usr/bin/python3)
-if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${PY[@]}" "$@" && cmake --build "$BUILD" -j"$(nproc)"; } >"$LOG" 2>&1; then
+# ACCEL_CMAKE_ARGS (CI: every backend required) come before the arguments,
+# which win where both set an option.
+read -r -a CI_ARGS <<<"${ACCEL_CMAKE_ARGS:-}"
+if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${PY[@]}" "${CI_ARGS[@]}" "$@" && cmake --build "$BUILD" -j"$(nproc)"; } >"$LOG" 2>&1; then
   grep -E "error|Error" "$LOG" | head -40 >&2 || true
   tail -20 "$LOG" >&2
   echo "build.sh: build failed (full log: $LOG)" >&2
