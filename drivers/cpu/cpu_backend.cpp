@@ -34,7 +34,6 @@ DeviceInfo probe() {
   info.type = "cpu";
   info.auto_priority = 10;
   info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
-  info.kmeans_bounds = true;
   hwloc_topology_t topo;
   int cores = 0, pus = 0;
   std::string model;
@@ -71,6 +70,16 @@ class CpuDevice final : public Device {
       std::visit([](const auto& a) { run(a); }, args);
     });
   }
+  // kmeans_assign keeps its pruning bounds (cpu::KMeansBoundsLayout); a
+  // zero header makes the first launch assign every row.
+  std::unique_ptr<Buffer> create_state(const KernelArgs& shape) override {
+    const auto* a = std::get_if<KMeansAssignArgs>(&shape);
+    if (a == nullptr || a->n < 1 || a->d < 1 || a->k < 1) return nullptr;
+    auto state = allocate(cpu::kmeans_bounds_layout(a->n, a->d, a->k).bytes);
+    const std::int64_t zero[8] = {};
+    state->write(zero, sizeof zero);
+    return state;
+  }
 
  private:
   template <class Args>
@@ -78,11 +87,14 @@ class CpuDevice final : public Device {
     throw_unsupported("cpu", a);
   }
   static void run(const KMeansAssignArgs& a) {
-    if (a.bounds) {  // its size is checked with the others (kernel_buffers.hpp)
+    if (a.state) {
+      if (a.state->size() < cpu::kmeans_bounds_layout(a.n, a.d, a.k).bytes)
+        throw DeviceError("cpu kmeans_assign: buffer 'state' was not made by create_state for n=" +
+                          std::to_string(a.n) + ", d=" + std::to_string(a.d) + ", k=" + std::to_string(a.k));
       return cpu::kmeans_assign_bounds(device_ptr<const float>(a.x), a.n, a.d, device_ptr<const float>(a.centroids),
                                        a.k, device_ptr<std::int32_t>(a.labels), device_ptr<double>(a.sums),
                                        device_ptr<std::int64_t>(a.counts), device_ptr<double>(a.inertia),
-                                       device_ptr<std::byte>(a.bounds));
+                                       device_ptr<std::byte>(a.state));
     }
     cpu::kmeans_assign(device_ptr<const float>(a.x), a.n, a.d, device_ptr<const float>(a.centroids), a.k,
                        device_ptr<std::int32_t>(a.labels), device_ptr<double>(a.sums),

@@ -23,8 +23,32 @@ void kmeans_assign_direct(const float* x, std::int64_t n, std::int64_t d, const 
 void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia, int layout = -1);
 
-// kmeans_assign with Yinyang bounds kept in `state` (KMeansAssignArgs::bounds,
-// layout accel::kmeans_bounds_layout): kmeans_assign_bounds.cpp.
+// Layout of the cpu's kmeans_assign state (KMeansAssignArgs::state), private
+// to this driver. Centroids are split into `groups` groups (k of one when
+// k <= d, as Elkan's algorithm keeps them; else about k/10, formed by
+// clustering the first launch's centroids); each row keeps its label, an
+// upper bound on the distance to its centroid and one lower bound per group
+// on the distance to every other centroid of that group. sums/counts are
+// the last launch's outputs, updated by the rows whose label changed.
+struct KMeansBoundsLayout {
+  std::int64_t groups = 1;
+  // Byte offsets from the start of the state.
+  std::size_t header = 0;     // int64[8]: magic, n, d, k, groups, 0...
+  std::size_t sumsq = 0;      // double[1]: sum of ||x||^2
+  std::size_t centroids = 0;  // float[k*d]: the previous launch's centroids
+  std::size_t sums = 0;       // double[k*d]
+  std::size_t counts = 0;     // int64[k]
+  std::size_t group_of = 0;   // int32[k]
+  std::size_t labels = 0;     // int32[n]
+  std::size_t upper = 0;      // float[n]
+  std::size_t lower = 0;      // float[n*groups]
+  std::size_t drift = 0;      // double[groups]: cumulative movement, for bounds stored relative to it
+  std::size_t bytes = 0;
+};
+KMeansBoundsLayout kmeans_bounds_layout(std::int64_t n, std::int64_t d, std::int64_t k);
+
+// kmeans_assign with Yinyang bounds kept in `state` (kmeans_bounds_layout's
+// bytes; a zero header starts over): kmeans_assign_bounds.cpp.
 void kmeans_assign_bounds(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                           std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia,
                           std::byte* state);

@@ -270,8 +270,6 @@ class CudaBackend final : public Backend {
         info.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
       else
         info.description += std::string(" (kernels unavailable: ") + no_image + ")";
-      info.max_k = 0;
-      info.max_d = 0;
       out.push_back(std::make_unique<CudaDevice>(i, std::move(info)));
     }
     if (out.empty()) why_ = "cuda: " + skipped;

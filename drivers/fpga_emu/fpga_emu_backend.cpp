@@ -18,6 +18,9 @@
 namespace accel {
 namespace {
 
+// The HLS kernel's on-chip arrays (kernels_hls/include/kmeans_assign.hpp).
+constexpr KernelLimits kLimits{KMEANS_MAX_K, KMEANS_MAX_D};
+
 class FpgaEmuDevice final : public Device {
  public:
   FpgaEmuDevice() {
@@ -29,10 +32,10 @@ class FpgaEmuDevice final : public Device {
     info_.memory_bytes = 0;  // host memory, no fixed card size
     info_.compute_units = 1;
     info_.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
-    info_.max_k = KMEANS_MAX_K;
-    info_.max_d = KMEANS_MAX_D;  // csr_kernel_rows' CSR_MAX_COLS is larger and checked per launch
+    info_.limits = describe(kLimits);  // csr_kernel_rows' CSR_MAX_COLS is larger and checked per launch
   }
   const DeviceInfo& info() const override { return info_; }
+  std::string cannot_run(const KernelArgs& shape) const override { return exceeds(shape, kLimits); }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
     return std::make_unique<HostBuffer>(bytes, /*shared_with_host=*/false, this);
   }

@@ -161,6 +161,9 @@ class XrtBuffer final : public Buffer {
   const void* owner_;
 };
 
+// The HLS kernel's on-chip arrays (kernels_hls/include/kmeans_assign.hpp).
+constexpr KernelLimits kLimits{KMEANS_MAX_K, KMEANS_MAX_D};
+
 class XrtDevice final : public Device {
  public:
   // `kernel` is empty when no bitstream could be loaded: the device is
@@ -174,6 +177,7 @@ class XrtDevice final : public Device {
         info_(std::move(info)) {}
 
   const DeviceInfo& info() const override { return info_; }
+  std::string cannot_run(const KernelArgs& shape) const override { return exceeds(shape, kLimits); }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
     return std::make_unique<XrtBuffer>(dev_, bytes, this);
   }
@@ -389,8 +393,7 @@ class XrtBackend final : public Backend {
         info.auto_priority = 20;
         info.description = name + " at " + bdf;
         info.compute_units = 1;
-        info.max_k = KMEANS_MAX_K;
-        info.max_d = KMEANS_MAX_D;
+        info.limits = describe(kLimits);
         std::optional<xrt::kernel> kernel, topk, csr_kernel;
         std::string why_not = manifest_error;
         if (manifest_error.empty()) {

@@ -31,7 +31,7 @@ int devices_main(const std::vector<std::string>& args) {
       j["devices"].push_back({{"name", i.name}, {"family", i.family}, {"kind", i.type},
                               {"on_host_cores", i.on_host_cores}, {"description", i.description},
                               {"memory_bytes", i.memory_bytes}, {"compute_units", i.compute_units},
-                              {"kernels", kernels}, {"max_k", i.max_k}, {"max_d", i.max_d}});
+                              {"kernels", kernels}, {"limits", i.limits}});
     }
     j["backends"] = nlohmann::json::array();
     for (const auto& r : reg.reports())
@@ -51,7 +51,7 @@ int devices_main(const std::vector<std::string>& args) {
     const std::string mem = i.memory_bytes ? std::to_string(i.memory_bytes >> 20) + " MiB" : "host";
     std::cout << std::setw(12) << i.name << std::setw(12) << i.type << std::setw(12) << mem
               << std::setw(7) << i.compute_units << kernels << "\n"
-              << std::string(43, ' ') << i.description << "\n";
+              << std::string(43, ' ') << i.description << (i.limits.empty() ? "" : "; " + i.limits) << "\n";
   }
   for (const auto& r : reg.reports())
     if (r.devices == 0) std::cout << "backend " << r.backend << ": no devices (" << r.why_none << ")\n";

@@ -13,32 +13,6 @@ std::string to_string(KernelId id) {
   return "unknown";
 }
 
-KMeansBoundsLayout kmeans_bounds_layout(std::int64_t n, std::int64_t d, std::int64_t k) {
-  KMeansBoundsLayout l;
-  // One centroid per group (Elkan's bounds, the tightest) while the bounds
-  // take no more memory than the rows (k <= d); otherwise the k/10 groups
-  // Ding et al. use.
-  l.groups = k <= d ? std::max<std::int64_t>(k, 1) : std::max<std::int64_t>((k + 9) / 10, 1);
-  std::size_t at = 0;
-  auto take = [&](std::size_t bytes) {
-    const std::size_t here = at;
-    at = (at + bytes + 63) / 64 * 64;  // every array cache-line aligned
-    return here;
-  };
-  l.header = take(8 * sizeof(std::int64_t));
-  l.sumsq = take(sizeof(double));
-  l.centroids = take(k * d * sizeof(float));
-  l.sums = take(k * d * sizeof(double));
-  l.counts = take(k * sizeof(std::int64_t));
-  l.group_of = take(k * sizeof(std::int32_t));
-  l.labels = take(n * sizeof(std::int32_t));
-  l.upper = take(n * sizeof(float));
-  l.lower = take(n * l.groups * sizeof(float));
-  l.drift = take(l.groups * sizeof(double));
-  l.bytes = at;
-  return l;
-}
-
 std::string check_histogram_args(const TopKHistogramArgs& a, std::int64_t max_bins) {
   if (a.n < 0) return "n < 0";
   if (a.bins < 1 || (max_bins > 0 && a.bins > max_bins))

@@ -32,7 +32,7 @@ std::vector<BufferArg> args_of(const KMeansAssignArgs& a) {
                               {"sums", a.sums, bytes_of(k, "k x d", kd, 8)},
                               {"counts", a.counts, bytes_of(k, "k", a.k, 8)},
                               {"inertia", a.inertia, 8}};
-  if (a.bounds) v.push_back({"bounds", a.bounds, kmeans_bounds_bytes(a.n, a.d, a.k)});
+  if (a.state) v.push_back({"state", a.state, 0});  // its size is the device's to check: only it knows the layout
   return v;
 }
 
@@ -76,6 +76,21 @@ void check_buffers(const std::string& device, const KernelArgs& args, const std:
       throw DeviceError(where + ": buffer '" + b.name + "' holds " + std::to_string(b.buffer->size()) +
                         " bytes, needs " + std::to_string(b.bytes));
   }
+}
+
+std::string exceeds(const KernelArgs& shape, const KernelLimits& l) {
+  const auto* a = std::get_if<KMeansAssignArgs>(&shape);
+  if (a == nullptr || ((l.kmeans_k == 0 || a->k <= l.kmeans_k) && (l.kmeans_d == 0 || a->d <= l.kmeans_d))) return {};
+  return "kmeans_assign with k=" + std::to_string(a->k) + ", d=" + std::to_string(a->d) + " exceeds " + describe(l);
+}
+
+std::string describe(const KernelLimits& l) {
+  if (l.kmeans_k == 0 && l.kmeans_d == 0) return {};
+  std::string out = "kmeans_assign:";
+  if (l.kmeans_k) out += " k <= " + std::to_string(l.kmeans_k);
+  if (l.kmeans_k && l.kmeans_d) out += ",";
+  if (l.kmeans_d) out += " d <= " + std::to_string(l.kmeans_d);
+  return out;
 }
 
 }  // namespace accel

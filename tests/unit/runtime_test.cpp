@@ -7,6 +7,7 @@
 #include "accel/perf_model.hpp"
 #include "accel/registry.hpp"
 #include "accel/work_queue.hpp"
+#include "kmeans_assign.hpp"  // kernels_hls: KMEANS_MAX_K
 
 namespace accel {
 namespace {
@@ -77,7 +78,12 @@ TEST(FpgaEmu, BuffersAreNotHostVisible) {
 TEST(FpgaEmu, RejectsShapesBeyondItsOnChipBuffers) {
   const Registry reg = Registry::discover_all();
   auto* emu = reg.select("fpga-emu", KernelId::KMeansAssign)[0];
-  const std::int64_t k = emu->info().max_k + 1, d = 1, n = 1;
+  const std::int64_t k = KMEANS_MAX_K + 1, d = 1, n = 1;
+  EXPECT_EQ(emu->cannot_run(KMeansAssignArgs{.n = n, .d = d, .k = k - 1}), "");
+  const std::string why = emu->cannot_run(KMeansAssignArgs{.n = n, .d = d, .k = k});
+  EXPECT_NE(why.find("k <= " + std::to_string(KMEANS_MAX_K)), std::string::npos) << why;
+  EXPECT_NE(emu->info().limits.find("k <= " + std::to_string(KMEANS_MAX_K)), std::string::npos);
+  // A launch beyond them fails on the device too.
   auto x = emu->allocate(4), c = emu->allocate(k * 4), l = emu->allocate(4), s = emu->allocate(k * 8),
        cnt = emu->allocate(k * 8), in = emu->allocate(8);
   auto ev = emu->launch(KMeansAssignArgs{x.get(), c.get(), l.get(), s.get(), cnt.get(), in.get(), n, d, k});

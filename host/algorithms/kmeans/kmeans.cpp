@@ -18,7 +18,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 struct Shard {
   Device* dev = nullptr;
   std::int64_t begin = 0, rows = 0;
-  std::unique_ptr<Buffer> x, centroids, labels, sums, counts, inertia, bounds;
+  std::unique_ptr<Buffer> x, centroids, labels, sums, counts, inertia, state;
 };
 
 ShapeKey key_of(const Device* dev, std::int64_t d, std::int64_t k) {
@@ -48,13 +48,13 @@ struct PartialAssigner::Impl {
       if (count > 0) s.x->write(src, count * d * sizeof(float));
     }
     s.labels = s.dev->allocate(std::max<std::size_t>(count * sizeof(std::int32_t), 1));
-    if (use_bounds && s.dev->info().kmeans_bounds && count > 0) {
-      // New rows, new bounds: a zero header makes the next launch start over.
-      s.bounds = s.dev->allocate(kmeans_bounds_bytes(count, d, k));
-      const std::int64_t zero[8] = {};
-      s.bounds->write(zero, sizeof zero);
-    } else {
-      s.bounds.reset();
+    // New rows, a new state (nullptr where the device keeps none): the
+    // next launch starts over.
+    s.state.reset();
+    if (use_bounds && count > 0) {
+      KMeansAssignArgs shape;
+      shape.n = count, shape.d = d, shape.k = k;
+      s.state = s.dev->create_state(shape);
     }
     if (!s.centroids) {
       s.centroids = s.dev->allocate(k * d * sizeof(float));
@@ -121,7 +121,7 @@ PartialStep PartialAssigner::step(const std::vector<float>& c) {
     auto& s = I.shards[i];
     if (s.rows == 0) continue;
     events[i] = s.dev->launch(KMeansAssignArgs{s.x.get(), s.centroids.get(), s.labels.get(), s.sums.get(),
-                                               s.counts.get(), s.inertia.get(), s.rows, d, k, s.bounds.get()});
+                                               s.counts.get(), s.inertia.get(), s.rows, d, k, s.state.get()});
   }
   for (auto& e : events) e.wait();
   t.compute_seconds += since(t0);
@@ -198,13 +198,15 @@ bool kmeans_uses_bounds(const std::string& algorithm, std::int64_t d) {
 std::vector<Device*> kmeans_capable(const std::vector<Device*>& candidates, std::int64_t k, std::int64_t d) {
   std::vector<Device*> out;
   std::string why;
+  KMeansAssignArgs shape;
+  shape.d = d, shape.k = k;
   for (Device* dev : candidates) {
-    const auto& info = dev->info();
-    if ((info.max_k == 0 || k <= info.max_k) && (info.max_d == 0 || d <= info.max_d)) out.push_back(dev);
-    else why += " " + info.name + " (k <= " + std::to_string(info.max_k) + ", d <= " + std::to_string(info.max_d) + ")";
+    const std::string no = dev->cannot_run(shape);
+    if (no.empty()) out.push_back(dev);
+    else why += (why.empty() ? " " : "; ") + dev->info().name + ": " + no;
   }
   if (out.empty())
-    throw InputError("k=" + std::to_string(k) + ", d=" + std::to_string(d) + " exceeds the kernel bounds of" + why);
+    throw InputError("k=" + std::to_string(k) + ", d=" + std::to_string(d) + " runs on none of the devices:" + why);
   return out;
 }
 

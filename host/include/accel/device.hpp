@@ -31,12 +31,10 @@ struct DeviceInfo {
   std::size_t memory_bytes = 0;
   int compute_units = 0;
   std::vector<KernelId> kernels;
-  // Largest problem the device's kernels accept (on-chip buffers bound them on
-  // FPGAs); 0 means unbounded.
-  std::int64_t max_k = 0;
-  std::int64_t max_d = 0;
-  // kmeans_assign honours KMeansAssignArgs::bounds (skips rows it proves unchanged).
-  bool kmeans_bounds = false;
+  // The shapes its kernels refuse, for people (on-chip buffers bound them on
+  // FPGAs): e.g. "kmeans_assign: k <= 256, d <= 1024"; empty: none.
+  // Programs ask cannot_run().
+  std::string limits;
 };
 
 // Device memory. Backends whose memory the host can address directly return a
@@ -82,6 +80,19 @@ class Device {
   virtual std::unique_ptr<Buffer> wrap_host(void* /*ptr*/, std::size_t /*bytes*/) { return nullptr; }
   // Enqueues the kernel; launches on one device run in order.
   virtual Event launch(const KernelArgs& args) = 0;
+  // Why this device cannot run a launch of this shape (only the sizes in
+  // `shape` are read); empty when it can.
+  virtual std::string cannot_run(const KernelArgs& shape) const {
+    (void)shape;
+    return {};
+  }
+  // Private state a kernel keeps between launches over the same data, for
+  // launches of this shape (only its sizes are read), in the device's own
+  // layout (KMeansAssignArgs::state); nullptr where the device keeps none.
+  virtual std::unique_ptr<Buffer> create_state(const KernelArgs& shape) {
+    (void)shape;
+    return nullptr;
+  }
 
   bool supports(KernelId id) const;
 };

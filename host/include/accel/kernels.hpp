@@ -27,43 +27,17 @@ struct KMeansAssignArgs {
   Buffer* counts = nullptr;   // int64[k]
   Buffer* inertia = nullptr;  // double[1]
   std::int64_t n = 0, d = 0, k = 0;
-  // Optional, for devices whose info().kmeans_bounds is set: the caller's
-  // pruning state for these n rows, kmeans_bounds_bytes(n, d, k) bytes kept
-  // between launches (layout below). The first launch (or one whose state
-  // does not match n, d, k) assigns every row and records Yinyang bounds
-  // (Ding et al., ICML 2015); later launches with new centroids skip every
-  // row whose bounds prove its nearest centroid unchanged. The outputs are
-  // those of a full launch (up to float ties). x must not change between
-  // launches that share a state; zero the first 8 bytes to discard it.
-  Buffer* bounds = nullptr;
+  // Optional: the device's private state for launches over these rows,
+  // made by Device::create_state() for this shape and kept by the caller
+  // between launches, in a layout only the device knows. The cpu keeps
+  // Yinyang bounds there (Ding et al., "Yinyang K-Means", ICML 2015): its
+  // first launch assigns every row and records them; later launches with
+  // new centroids skip every row whose bounds prove its nearest centroid
+  // unchanged. The outputs are those of a full launch (up to float ties).
+  // x must not change between launches that share a state; a new state
+  // starts over.
+  Buffer* state = nullptr;
 };
-
-// Layout of the kmeans_assign pruning state. Centroids are split into
-// `groups` groups (k of one when k <= d, as Elkan's algorithm keeps them;
-// else about k/10, formed by clustering the first launch's centroids); each row keeps its label, an upper bound on the distance to
-// its centroid and one lower bound per group on the distance to every other
-// centroid of that group. sums/counts are the last launch's outputs, updated
-// by the rows whose label changed.
-struct KMeansBoundsLayout {
-  std::int64_t groups = 1;
-  // Byte offsets from the start of the state.
-  std::size_t header = 0;     // int64[8]: magic, n, d, k, groups, 0...
-  std::size_t sumsq = 0;      // double[1]: sum of ||x||^2
-  std::size_t centroids = 0;  // float[k*d]: the previous launch's centroids
-  std::size_t sums = 0;       // double[k*d]
-  std::size_t counts = 0;     // int64[k]
-  std::size_t group_of = 0;   // int32[k]
-  std::size_t labels = 0;     // int32[n]
-  std::size_t upper = 0;      // float[n]
-  std::size_t lower = 0;      // float[n*groups]
-  std::size_t drift = 0;      // double[groups]: cumulative movement, for bounds stored relative to it
-  std::size_t bytes = 0;
-};
-KMeansBoundsLayout kmeans_bounds_layout(std::int64_t n, std::int64_t d, std::int64_t k);
-inline std::size_t kmeans_bounds_bytes(std::int64_t n, std::int64_t d, std::int64_t k) {
-  return kmeans_bounds_layout(n, d, k).bytes;
-}
-
 
 // Kernel functions exactly as LIBSVM defines them.
 enum class KernelType { Linear = 0, Polynomial = 1, Rbf = 2, Sigmoid = 3 };
