@@ -64,11 +64,11 @@ class CpuDevice final : public Device {
   std::unique_ptr<Buffer> wrap_host(void* ptr, std::size_t bytes) override {
     return std::make_unique<HostBuffer>(ptr, bytes, this);
   }
-  Event launch(const KernelArgs& args) override {
+  Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
     return queue_.submit([this, args] {
       check_buffers(info_.name, args, [this](const Buffer& b) { return host_buffer_of(this, b); });
       std::visit([](const auto& a) { run(a); }, args);
-    });
+    }, std::move(after));
   }
   // kmeans_assign keeps its pruning bounds (cpu::KMeansBoundsLayout); a
   // zero header makes the first launch assign every row.

@@ -32,7 +32,9 @@ void check(cudaError_t e, const std::string& what) {
 
 class CudaBuffer final : public Buffer {
  public:
-  CudaBuffer(int ordinal, std::size_t bytes) : ordinal_(ordinal), bytes_(bytes) {
+  // copies: the device's copy thread, whose cudaMemcpy runs beside the
+  // launches' non-blocking stream.
+  CudaBuffer(int ordinal, std::size_t bytes, WorkQueue& copies) : ordinal_(ordinal), bytes_(bytes), copies_(copies) {
     check(cudaSetDevice(ordinal_), "cudaSetDevice");
     check(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
   }
@@ -58,6 +60,12 @@ class CudaBuffer final : public Buffer {
           "cudaMemcpy from device");
   }
 
+  Event write_async(const void* src, std::size_t bytes, std::size_t offset = 0) override {
+    return write_on(copies_, *this, src, bytes, offset);
+  }
+  Event read_async(void* dst, std::size_t bytes, std::size_t offset = 0) const override {
+    return read_on(copies_, *this, dst, bytes, offset);
+  }
   int ordinal() const { return ordinal_; }
   void* data() const { return ptr_; }
 
@@ -69,6 +77,7 @@ class CudaBuffer final : public Buffer {
   }
   int ordinal_;
   std::size_t bytes_;
+  WorkQueue& copies_;
   void* ptr_ = nullptr;
 };
 
@@ -78,6 +87,7 @@ class CudaDevice final : public Device {
       : ordinal_(ordinal), info_(std::move(info)), queue_(std::make_unique<WorkQueue>()) {}
   ~CudaDevice() override {
     queue_.reset();  // drain: nothing may still use the stream, handle or scratch
+    copies_.reset();
     if (cudaSetDevice(ordinal_) != cudaSuccess) return;
     if (scratch_) cudaFree(scratch_);
     if (dense_) cudaFree(dense_);
@@ -87,9 +97,9 @@ class CudaDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
-    return std::make_unique<CudaBuffer>(ordinal_, bytes);
+    return std::make_unique<CudaBuffer>(ordinal_, bytes, *copies_);
   }
-  Event launch(const KernelArgs& args) override {
+  Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
     return queue_->submit([this, args] {
       if (supports(kernel_of(args)))
         check_buffers(info_.name, args, [this](const Buffer& b) {
@@ -97,7 +107,7 @@ class CudaDevice final : public Device {
           return cb != nullptr && cb->ordinal() == ordinal_;
         });
       std::visit([this](const auto& a) { run(a); }, args);
-    });
+    }, std::move(after));
   }
 
  private:
@@ -226,6 +236,7 @@ class CudaDevice final : public Device {
   void* dense_ = nullptr;  // csr_kernel_rows' dense query row, kept all zero between launches
   std::size_t dense_bytes_ = 0;
   std::unique_ptr<WorkQueue> queue_;  // reset first in the destructor
+  std::unique_ptr<WorkQueue> copies_ = std::make_unique<WorkQueue>();  // the copy thread (Buffer::write_async)
 };
 
 class CudaBackend final : public Backend {

@@ -39,12 +39,12 @@ class FpgaEmuDevice final : public Device {
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
     return std::make_unique<HostBuffer>(bytes, /*shared_with_host=*/false, this);
   }
-  Event launch(const KernelArgs& args) override {
+  Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
     return queue_.submit([this, args] {
       if (supports(kernel_of(args)))
         check_buffers(info_.name, args, [this](const Buffer& b) { return host_buffer_of(this, b); });
       std::visit([](const auto& a) { run(a); }, args);
-    });
+    }, std::move(after));
   }
 
  private:

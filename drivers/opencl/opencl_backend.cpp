@@ -22,8 +22,11 @@ class OpenClDevice;
 
 class OpenClBuffer final : public Buffer {
  public:
-  OpenClBuffer(const OpenClDevice& owner, cl_context ctx, cl_command_queue q, std::size_t bytes)
-      : owner_(owner), queue_(q), bytes_(bytes) {
+  // q: the launches' queue (write/read wait behind them); copy_q and
+  // copies: the device's copy queue and the host thread that drives it.
+  OpenClBuffer(const OpenClDevice& owner, cl_context ctx, cl_command_queue q, cl_command_queue copy_q,
+               WorkQueue& copies, std::size_t bytes)
+      : owner_(owner), queue_(q), copy_queue_(copy_q), copies_(copies), bytes_(bytes) {
     cl_int err = CL_SUCCESS;
     // OpenCL refuses 0-byte buffers; a 1-byte one stands in.
     mem_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes == 0 ? 1 : bytes, nullptr, &err);
@@ -39,6 +42,23 @@ class OpenClBuffer final : public Buffer {
     check_range(bytes, offset, "read");
     if (bytes) check(clEnqueueReadBuffer(queue_, mem_, CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr), "read");
   }
+  // On a queue of their own, so they run beside the launches: the caller
+  // orders them (Device::launch's `after`, a read after its launch's Event).
+  // A bad range, like a failed copy, is the Event's error.
+  Event write_async(const void* src, std::size_t bytes, std::size_t offset) override {
+    return copies_.submit([this, src, bytes, offset] {
+      check_range(bytes, offset, "write");
+      if (bytes)
+        check(clEnqueueWriteBuffer(copy_queue_, mem_, CL_TRUE, offset, bytes, src, 0, nullptr, nullptr), "write");
+    });
+  }
+  Event read_async(void* dst, std::size_t bytes, std::size_t offset) const override {
+    return copies_.submit([this, dst, bytes, offset] {
+      check_range(bytes, offset, "read");
+      if (bytes)
+        check(clEnqueueReadBuffer(copy_queue_, mem_, CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr), "read");
+    });
+  }
   cl_mem mem() const { return mem_; }
   const OpenClDevice& owner() const { return owner_; }
 
@@ -49,7 +69,8 @@ class OpenClBuffer final : public Buffer {
                         std::to_string(offset) + " exceeds its " + std::to_string(bytes_) + " bytes");
   }
   const OpenClDevice& owner_;
-  cl_command_queue queue_;
+  cl_command_queue queue_, copy_queue_;
+  WorkQueue& copies_;
   cl_mem mem_ = nullptr;
   std::size_t bytes_;
 };
@@ -62,21 +83,25 @@ class OpenClDevice final : public Device {
     check(err, "clCreateContext");
     queue_ = clCreateCommandQueue(ctx_, dev_, 0, &err);
     check(err, "clCreateCommandQueue");
+    copy_queue_ = clCreateCommandQueue(ctx_, dev_, 0, &err);
+    check(err, "clCreateCommandQueue (copies)");
     info_ = describe(platform, dev_, index);
   }
   ~OpenClDevice() override {
-    queue_work_.reset();  // no launch outlives the queue it enqueues on
+    queue_work_.reset();  // no launch or copy outlives the queue it enqueues on
+    copy_work_.reset();
     programs_.clear();
     for (auto& s : scratch_)
       if (s.mem) clReleaseMemObject(s.mem);
     clReleaseCommandQueue(queue_);
+    clReleaseCommandQueue(copy_queue_);
     clReleaseContext(ctx_);
   }
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
-    return std::make_unique<OpenClBuffer>(*this, ctx_, queue_, bytes);
+    return std::make_unique<OpenClBuffer>(*this, ctx_, queue_, copy_queue_, *copy_work_, bytes);
   }
-  Event launch(const KernelArgs& args) override {
+  Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
     return queue_work_->submit([this, args] {
       if (supports(kernel_of(args)))
         check_buffers(info_.name, args, [this](const Buffer& b) {
@@ -84,7 +109,7 @@ class OpenClDevice final : public Device {
           return ob != nullptr && &ob->owner() == this;
         });
       std::visit([this](const auto& a) { run(a); }, args);
-    });
+    }, std::move(after));
   }
 
  private:
@@ -103,7 +128,8 @@ class OpenClDevice final : public Device {
   cl_kernel kernel(const char* source_name, const char* name) {
     return programs_.kernel(ctx_, dev_, info_.name, source_name, name);
   }
-  void enqueue(cl_kernel k, std::initializer_list<std::size_t> global, std::initializer_list<std::size_t> local = {}) {
+  void enqueue_kernel(cl_kernel k, std::initializer_list<std::size_t> global,
+                      std::initializer_list<std::size_t> local = {}) {
     std::size_t g[3] = {}, l[3] = {};
     std::size_t dims = 0;
     for (auto v : global) g[dims++] = v;
@@ -118,7 +144,7 @@ class OpenClDevice final : public Device {
 
   cl_device_id dev_;
   cl_context ctx_ = nullptr;
-  cl_command_queue queue_ = nullptr;
+  cl_command_queue queue_ = nullptr, copy_queue_ = nullptr;
   DeviceInfo info_;
   ProgramCache programs_;
   struct Scratch {
@@ -127,6 +153,7 @@ class OpenClDevice final : public Device {
   };
   std::vector<Scratch> scratch_{8};
   std::unique_ptr<WorkQueue> queue_work_ = std::make_unique<WorkQueue>();
+  std::unique_ptr<WorkQueue> copy_work_ = std::make_unique<WorkQueue>();
 };
 
 cl_mem OpenClDevice::scratch(int slot, std::size_t bytes) {
@@ -189,14 +216,14 @@ void OpenClDevice::run(const KMeansAssignArgs& a) {
   if (a.n > 0) {
     cl_kernel assign = kernel("kmeans_assign", "kmeans_assign");
     set_args(assign, x, c, nl, di, ki, labels, dist);
-    enqueue(assign, {n});
+    enqueue_kernel(assign, {n});
   }
   cl_kernel part = kernel("kmeans_assign", "kmeans_assign_sums");
   set_args(part, x, labels, dist, nl, di, ki, pl, part_sums, part_counts, part_inertia);
-  enqueue(part, {d, static_cast<std::size_t>(chunks)});
+  enqueue_kernel(part, {d, static_cast<std::size_t>(chunks)});
   cl_kernel reduce = kernel("kmeans_assign", "kmeans_assign_reduce");
   set_args(reduce, part_sums, part_counts, part_inertia, cl, di, ki, sums, counts, inertia);
-  enqueue(reduce, {k * d + k + 1});
+  enqueue_kernel(reduce, {k * d + k + 1});
   check(clFinish(queue_), "clFinish");
 }
 
@@ -214,7 +241,7 @@ void OpenClDevice::run(const CsrKernelRowsArgs& a) {
   const cl_int type = static_cast<cl_int>(a.type), degree = a.degree;
   const cl_double gamma = a.gamma, coef0 = a.coef0;
   set_args(k, row_ptr, col, val, sq, queries, active, out, ql, ml, type, gamma, coef0, degree);
-  enqueue(k, {m, q});
+  enqueue_kernel(k, {m, q});
   check(clFinish(queue_), "clFinish");
 }
 
@@ -244,7 +271,7 @@ void OpenClDevice::run(const TopKHistogramArgs& a) {
   const cl_int shift = a.shift, coll = collect ? 1 : 0;
   set_args(k, data, nl, lo, hi, shift, hist, outside, coll, cand, count, cap, per_item, group_moments);
   check(clSetKernelArg(k, 13, 3 * kLocal * sizeof(cl_double), nullptr), "clSetKernelArg(scratch)");
-  enqueue(k, {items}, {kLocal});
+  enqueue_kernel(k, {items}, {kLocal});
   // The groups' moments, added here in group order: a few doubles per group.
   std::vector<double> gm(groups * 3);
   check(clEnqueueReadBuffer(queue_, group_moments, CL_TRUE, 0, gm.size() * 8, gm.data(), 0, nullptr, nullptr),

@@ -83,8 +83,16 @@ enum CsrArg { kRowPtr = 0, kColIdx = 1, kValues = 2, kNorms = 3, kQueries = 4, k
 
 class XrtBuffer final : public Buffer {
  public:
-  XrtBuffer(xrt::device dev, std::size_t bytes, const void* owner)
-      : dev_(std::move(dev)), bytes_(bytes), staging_(bytes), owner_(owner) {}
+  // copies: the device's copy thread (write_async: memcpy and bo sync
+  // beside the launches).
+  XrtBuffer(xrt::device dev, std::size_t bytes, const void* owner, WorkQueue& copies)
+      : dev_(std::move(dev)), bytes_(bytes), staging_(bytes), owner_(owner), copies_(copies) {}
+  Event write_async(const void* src, std::size_t bytes, std::size_t offset = 0) override {
+    return write_on(copies_, *this, src, bytes, offset);
+  }
+  Event read_async(void* dst, std::size_t bytes, std::size_t offset = 0) const override {
+    return read_on(copies_, *this, dst, bytes, offset);
+  }
 
   std::size_t size() const override { return bytes_; }
   void write(const void* src, std::size_t bytes, std::size_t offset = 0) override {
@@ -159,6 +167,7 @@ class XrtBuffer final : public Buffer {
   xrt::memory_group group_ = 0;
   bool bound_ = false;
   const void* owner_;
+  WorkQueue& copies_;
 };
 
 // The HLS kernel's on-chip arrays (kernels_hls/include/kmeans_assign.hpp).
@@ -179,9 +188,9 @@ class XrtDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
   std::string cannot_run(const KernelArgs& shape) const override { return exceeds(shape, kLimits); }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
-    return std::make_unique<XrtBuffer>(dev_, bytes, this);
+    return std::make_unique<XrtBuffer>(dev_, bytes, this, copies_);
   }
-  Event launch(const KernelArgs& args) override {
+  Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
     return queue_.submit([this, args] {
       if (supports(kernel_of(args)))
         check_buffers(info_.name, args, [this](const Buffer& b) {
@@ -189,7 +198,7 @@ class XrtDevice final : public Device {
           return xb != nullptr && xb->owner() == this;
         });
       std::visit([this](const auto& a) { run(a); }, args);
-    });
+    }, std::move(after));
   }
 
  private:
@@ -291,7 +300,8 @@ class XrtDevice final : public Device {
   std::optional<xrt::kernel> topk_;    // when the xclbin holds topk_histogram
   std::optional<xrt::kernel> csr_kernel_;
   DeviceInfo info_;
-  WorkQueue queue_;  // declared last: destroyed (drained) before the handles above
+  WorkQueue copies_;  // the copy thread (Buffer::write_async)
+  WorkQueue queue_;   // declared last: destroyed (drained) before the handles above
 };
 
 struct ManifestEntry {

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <exception>
 
 #include "accel/device.hpp"
 
@@ -23,6 +24,26 @@ std::string check_histogram_args(const TopKHistogramArgs& a, std::int64_t max_bi
     return "range [lo, hi) >> shift needs more than " + std::to_string(a.bins) + " bins";
   if ((a.candidates == nullptr) != (a.candidate_count == nullptr) || a.capacity < 0)
     return "candidates and candidate_count go together, with capacity >= 0";
+  return {};
+}
+
+void wait_all(const std::vector<Event>& events) {
+  std::exception_ptr first;
+  for (const Event& e : events) try {
+      e.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  if (first) std::rethrow_exception(first);
+}
+
+Event Buffer::write_async(const void* src, std::size_t bytes, std::size_t offset) {
+  write(src, bytes, offset);
+  return {};
+}
+
+Event Buffer::read_async(void* dst, std::size_t bytes, std::size_t offset) const {
+  read(dst, bytes, offset);
   return {};
 }
 

@@ -1,5 +1,7 @@
 #include "accel/host_buffer.hpp"
 
+#include "accel/work_queue.hpp"
+
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -42,6 +44,20 @@ void HostBuffer::keep_derived(std::shared_ptr<const void> d) {
 void HostBuffer::read(void* dst, std::size_t bytes, std::size_t offset) const {
   check_range(bytes, offset, bytes_);
   if (bytes) std::memcpy(dst, static_cast<const char*>(data_) + offset, bytes);
+}
+
+// One copy thread for every host-memory device: a copy engine's part.
+static WorkQueue& host_copies() {
+  static WorkQueue q;
+  return q;
+}
+
+Event HostBuffer::write_async(const void* src, std::size_t bytes, std::size_t offset) {
+  return write_on(host_copies(), *this, src, bytes, offset);
+}
+
+Event HostBuffer::read_async(void* dst, std::size_t bytes, std::size_t offset) const {
+  return read_on(host_copies(), *this, dst, bytes, offset);
 }
 
 }  // namespace accel

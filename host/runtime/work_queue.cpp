@@ -15,9 +15,10 @@ WorkQueue::~WorkQueue() {
   worker_.join();
 }
 
-Event WorkQueue::submit(std::function<void()> fn) {
+Event WorkQueue::submit(std::function<void()> fn, std::vector<Event> after) {
   auto seconds = std::make_shared<double>(0.0);
-  std::packaged_task<void()> task([fn = std::move(fn), seconds] {
+  std::packaged_task<void()> task([fn = std::move(fn), after = std::move(after), seconds] {
+    for (const Event& e : after) e.wait();
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

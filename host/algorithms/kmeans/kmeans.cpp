@@ -19,6 +19,11 @@ struct Shard {
   Device* dev = nullptr;
   std::int64_t begin = 0, rows = 0;
   std::unique_ptr<Buffer> x, centroids, labels, sums, counts, inertia, state;
+  Event x_copied;  // the rows' copy to the device, which its next launch waits for
+  // The last launch's outputs, read back beside the other devices' launches.
+  std::vector<double> sums_out;
+  std::vector<std::int64_t> counts_out;
+  double inertia_out = 0;
 };
 
 ShapeKey key_of(const Device* dev, std::int64_t d, std::int64_t k) {
@@ -38,14 +43,18 @@ struct PartialAssigner::Impl {
   // (Re)binds a shard to rows [begin, begin + count); returns transfer seconds.
   double bind(Shard& s, std::int64_t begin, std::int64_t count) {
     const auto t0 = Clock::now();
+    s.x_copied.wait();  // the buffer it fills is about to be replaced
     s.begin = begin;
     s.rows = count;
     const std::size_t xbytes = std::max<std::size_t>(count * d * sizeof(float), 1);
     auto* src = const_cast<float*>(x + begin * d);  // kernels only read x
     s.x = s.dev->wrap_host(src, xbytes);
     if (!s.x) {
+      // Started here, waited for by the shard's next launch: the devices'
+      // copies run at once, and each device computes as soon as its own
+      // rows have arrived.
       s.x = s.dev->allocate(xbytes);
-      if (count > 0) s.x->write(src, count * d * sizeof(float));
+      if (count > 0) s.x_copied = s.x->write_async(src, count * d * sizeof(float));
     }
     s.labels = s.dev->allocate(std::max<std::size_t>(count * sizeof(std::int32_t), 1));
     // New rows, a new state (nullptr where the device keeps none): the
@@ -102,7 +111,14 @@ PartialAssigner::PartialAssigner(const float* rows, std::int64_t n, std::int64_t
   I.bind_all();
 }
 
-PartialAssigner::~PartialAssigner() = default;
+PartialAssigner::~PartialAssigner() {
+  // No copy may still write into a buffer about to be freed; its error, if
+  // any, has no one left to tell.
+  for (auto& s : impl_->shards) try {
+      s.x_copied.wait();
+    } catch (const std::exception&) {
+    }
+}
 
 PartialStep PartialAssigner::step(const std::vector<float>& c) {
   auto& I = *impl_;
@@ -110,36 +126,41 @@ PartialStep PartialAssigner::step(const std::vector<float>& c) {
   PartialStep t;
   t.sums.assign(k * d, 0.0);
   t.counts.assign(k, 0);
+  // Each device's centroids copy, and its launch after it (and after its
+  // rows', the first time): one device's copies run while another computes.
   auto t0 = Clock::now();
-  for (auto& s : I.shards)
-    if (s.rows > 0) s.centroids->write(c.data(), c.size() * sizeof(float));
-  t.transfer_seconds += since(t0);
-
-  t0 = Clock::now();
   std::vector<Event> events(I.shards.size());
   for (std::size_t i = 0; i < I.shards.size(); ++i) {
     auto& s = I.shards[i];
     if (s.rows == 0) continue;
+    std::vector<Event> after = {s.centroids->write_async(c.data(), c.size() * sizeof(float)), s.x_copied};
+    s.x_copied = {};
     events[i] = s.dev->launch(KMeansAssignArgs{s.x.get(), s.centroids.get(), s.labels.get(), s.sums.get(),
-                                               s.counts.get(), s.inertia.get(), s.rows, d, k, s.state.get()});
+                                               s.counts.get(), s.inertia.get(), s.rows, d, k, s.state.get()},
+                              std::move(after));
   }
-  for (auto& e : events) e.wait();
-  t.compute_seconds += since(t0);
-
-  t0 = Clock::now();
-  std::vector<double> sums(k * d);
-  std::vector<std::int64_t> counts(k);
+  // Each device's outputs read as soon as its launch is done, while the
+  // others still compute.
+  std::vector<Event> reads;
   for (std::size_t i = 0; i < I.shards.size(); ++i) {
     auto& s = I.shards[i];
     if (s.rows == 0) continue;
+    events[i].wait();
     I.model.record(key_of(s.dev, d, k), s.rows, events[i].seconds());
-    s.sums->read(sums.data(), sums.size() * sizeof(double));
-    s.counts->read(counts.data(), counts.size() * sizeof(std::int64_t));
-    double inertia = 0;
-    s.inertia->read(&inertia, sizeof inertia);
-    for (std::size_t j = 0; j < sums.size(); ++j) t.sums[j] += sums[j];
-    for (std::int64_t j = 0; j < k; ++j) t.counts[j] += counts[j];
-    t.inertia += inertia;
+    s.sums_out.resize(k * d);
+    s.counts_out.resize(k);
+    reads.push_back(s.sums->read_async(s.sums_out.data(), s.sums_out.size() * sizeof(double)));
+    reads.push_back(s.counts->read_async(s.counts_out.data(), s.counts_out.size() * sizeof(std::int64_t)));
+    reads.push_back(s.inertia->read_async(&s.inertia_out, sizeof(double)));
+  }
+  t.compute_seconds += since(t0);
+  t0 = Clock::now();
+  wait_all(reads);
+  for (const auto& s : I.shards) {
+    if (s.rows == 0) continue;
+    for (std::size_t j = 0; j < t.sums.size(); ++j) t.sums[j] += s.sums_out[j];
+    for (std::int64_t j = 0; j < k; ++j) t.counts[j] += s.counts_out[j];
+    t.inertia += s.inertia_out;
   }
   t.transfer_seconds += since(t0);
   return t;
@@ -157,8 +178,10 @@ double PartialAssigner::rebalance() {
 std::vector<std::int64_t> PartialAssigner::rows_per_device() const { return impl_->rows; }
 
 void PartialAssigner::labels(std::int32_t* out) const {
+  std::vector<Event> reads;  // every device's at once
   for (const auto& s : impl_->shards)
-    if (s.rows > 0) s.labels->read(out + s.begin, s.rows * sizeof(std::int32_t));
+    if (s.rows > 0) reads.push_back(s.labels->read_async(out + s.begin, s.rows * sizeof(std::int32_t)));
+  wait_all(reads);
 }
 
 std::vector<std::string> PartialAssigner::device_names() const {

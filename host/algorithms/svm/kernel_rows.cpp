@@ -230,12 +230,14 @@ struct KernelRows::Impl {
         a.active = held.back().get();
         held.push_back(s.dev->wrap_host(dst, nq * md * sizeof(float)));
         a.out = held.back().get();
-      } else {
+      }
+      std::vector<Event> copies;  // on each device's copy queue: one device's copy runs beside another's launch
+      if (!s.host) {
         a.queries = ensure<std::int32_t>(s, s.queries, s.queries_cap, nq);
-        a.queries->write(q, nq * sizeof(std::int32_t));
+        copies.push_back(a.queries->write_async(q, nq * sizeof(std::int32_t)));
         a.active = ensure<std::int32_t>(s, s.targets, s.targets_cap, md);
         if (version < 0 || version != s.targets_version || s.targets_src != t + off[d] || s.targets_len != md) {
-          a.active->write(t + off[d], md * sizeof(std::int32_t));
+          copies.push_back(a.active->write_async(t + off[d], md * sizeof(std::int32_t)));
           s.targets_version = version;
           s.targets_src = t + off[d];
           s.targets_len = md;
@@ -243,19 +245,32 @@ struct KernelRows::Impl {
         a.out = ensure<float>(s, s.out, s.out_cap, nq * md);
       }
       t0[d] = clock_type::now();
-      events[d] = s.dev->launch(a);
+      events[d] = s.dev->launch(a, std::move(copies));
     }
+    // Each device's output read as soon as its launch is done, beside the
+    // others' launches.
+    std::vector<Event> reads;
+    std::exception_ptr failed;
     for (std::size_t d = 0; d < devs.size(); ++d) {
       Dev& s = devs[d];
       const std::int64_t md = off[d + 1] - off[d];
       if (md == 0) continue;
-      events[d].wait();
+      try {
+        events[d].wait();
+      } catch (...) {
+        if (!failed) failed = std::current_exception();
+        continue;
+      }
       const double sec = std::max(1e-9, std::chrono::duration<double>(clock_type::now() - t0[d]).count());
-      float* dst = single ? out : parts[d].data();
-      if (!s.host) s.out->read(dst, nq * md * sizeof(float));
       const double r = double(md) * nq / sec;
       s.rate = s.rate == 0 ? r : 0.8 * s.rate + 0.2 * r;
-      if (!single)
+      if (!s.host) reads.push_back(s.out->read_async(single ? out : parts[d].data(), nq * md * sizeof(float)));
+    }
+    wait_all(reads);
+    if (failed) std::rethrow_exception(failed);
+    for (std::size_t d = 0; d < devs.size() && !single; ++d) {
+      const std::int64_t md = off[d + 1] - off[d];
+      if (md > 0)
         for (std::int64_t a = 0; a < nq; ++a)
           std::memcpy(out + a * m + off[d], parts[d].data() + a * md, md * sizeof(float));
     }

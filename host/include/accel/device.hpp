@@ -37,18 +37,7 @@ struct DeviceInfo {
   std::string limits;
 };
 
-// Device memory. Backends whose memory the host can address directly return a
-// pointer from host_ptr(); the others return nullptr and need write()/read().
-class Buffer {
- public:
-  virtual ~Buffer() = default;
-  virtual std::size_t size() const = 0;
-  virtual void write(const void* src, std::size_t bytes, std::size_t offset = 0) = 0;
-  virtual void read(void* dst, std::size_t bytes, std::size_t offset = 0) const = 0;
-  virtual void* host_ptr() { return nullptr; }
-};
-
-// Completion of an asynchronous launch. wait() rethrows the device's error;
+// Completion of an asynchronous launch or copy. wait() rethrows the device's error;
 // seconds() is how long the device spent on it (valid after wait()), like
 // cudaEventElapsedTime, so the performance model sees device time even when
 // several devices run at once.
@@ -70,6 +59,30 @@ class Event {
   std::shared_ptr<const double> seconds_;
 };
 
+// Waits for every event, then rethrows the first error among them (none is
+// left running into memory the caller may free while unwinding).
+void wait_all(const std::vector<Event>& events);
+
+// Device memory. Backends whose memory the host can address directly return a
+// pointer from host_ptr(); the others return nullptr and need write()/read().
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual std::size_t size() const = 0;
+  virtual void write(const void* src, std::size_t bytes, std::size_t offset = 0) = 0;
+  virtual void read(void* dst, std::size_t bytes, std::size_t offset = 0) const = 0;
+  virtual void* host_ptr() { return nullptr; }
+  // Asynchronous copies, beside the device's launches: they start now on
+  // the device's copy queue (a CUDA stream, an OpenCL queue of their own,
+  // a host thread) and the Event completes when the bytes have arrived.
+  // src / dst must stay alive and unchanged until then. A launch that reads
+  // what a copy writes names the copy's Event in Device::launch's `after`;
+  // a read of a launch's output starts after that launch's Event. The
+  // defaults copy at once and return a completed Event.
+  virtual Event write_async(const void* src, std::size_t bytes, std::size_t offset = 0);
+  virtual Event read_async(void* dst, std::size_t bytes, std::size_t offset = 0) const;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -78,8 +91,9 @@ class Device {
   // A buffer over host memory the caller keeps alive, without a copy, for
   // devices that share host memory; nullptr where the device cannot.
   virtual std::unique_ptr<Buffer> wrap_host(void* /*ptr*/, std::size_t /*bytes*/) { return nullptr; }
-  // Enqueues the kernel; launches on one device run in order.
-  virtual Event launch(const KernelArgs& args) = 0;
+  // Enqueues the kernel; launches on one device run in order, each after
+  // the events in `after` (the copies that fill its inputs) complete.
+  Event launch(const KernelArgs& args, std::vector<Event> after = {}) { return enqueue(args, std::move(after)); }
   // Why this device cannot run a launch of this shape (only the sizes in
   // `shape` are read); empty when it can.
   virtual std::string cannot_run(const KernelArgs& shape) const {
@@ -95,6 +109,12 @@ class Device {
   }
 
   bool supports(KernelId id) const;
+
+ protected:
+  // The backend's launch: the kernel runs after every event in `after`
+  // (waited on its queue, so launches stay in order), and an error of one
+  // of them is the launch's error.
+  virtual Event enqueue(const KernelArgs& args, std::vector<Event> after) = 0;
 };
 
 class Backend {

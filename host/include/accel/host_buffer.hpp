@@ -23,6 +23,9 @@ class HostBuffer final : public Buffer {
   std::size_t size() const override { return bytes_; }
   void write(const void* src, std::size_t bytes, std::size_t offset = 0) override;
   void read(void* dst, std::size_t bytes, std::size_t offset = 0) const override;
+  // On the host's copy thread (one per process), beside the launches.
+  Event write_async(const void* src, std::size_t bytes, std::size_t offset = 0) override;
+  Event read_async(void* dst, std::size_t bytes, std::size_t offset = 0) const override;
   void* host_ptr() override { return shared_ ? data_ : nullptr; }
 
   // The driver's own view, whether or not the host may see it.

@@ -8,6 +8,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "accel/device.hpp"
 
@@ -20,8 +21,10 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  // Runs fn after everything submitted before it; the Event rethrows what fn throws.
-  Event submit(std::function<void()> fn);
+  // Runs fn after everything submitted before it and after the events in
+  // `after` (waited on the queue's thread); the Event rethrows what fn or
+  // one of them throws, and its seconds() are fn's alone.
+  Event submit(std::function<void()> fn, std::vector<Event> after = {});
 
  private:
   void run();
@@ -31,5 +34,15 @@ class WorkQueue {
   bool stop_ = false;
   std::thread worker_;
 };
+
+// Buffer::write_async / read_async for buffers whose write and read block
+// the caller: the same copy run on `copies`, a device's copy thread, beside
+// its launch queue. A bad range or a failed copy is rethrown by the Event.
+inline Event write_on(WorkQueue& copies, Buffer& b, const void* src, std::size_t bytes, std::size_t offset) {
+  return copies.submit([&b, src, bytes, offset] { b.write(src, bytes, offset); });
+}
+inline Event read_on(WorkQueue& copies, const Buffer& b, void* dst, std::size_t bytes, std::size_t offset) {
+  return copies.submit([&b, dst, bytes, offset] { b.read(dst, bytes, offset); });
+}
 
 }  // namespace accel
