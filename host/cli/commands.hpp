@@ -9,6 +9,7 @@ namespace accel::cli {
 int devices_main(const std::vector<std::string>& args);
 int kmeans_main(const std::vector<std::string>& args);
 int calibrate_main(const std::vector<std::string>& args);
+int bench_kernels_main(const std::vector<std::string>& args);
 int topk_main(const std::vector<std::string>& args);
 int coordinator_main(const std::vector<std::string>& args);
 int worker_main(const std::vector<std::string>& args);

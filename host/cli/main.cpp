@@ -21,10 +21,11 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
     {"devices", {accel::cli::devices_main, "list the devices and the backends that found none"}},
     {"kmeans", {accel::cli::kmeans_main, "k-means clustering (Lloyd) on one node's devices"}},
     {"calibrate", {accel::cli::calibrate_main, "measure this machine's sgemm rate and read bandwidth"}},
+    {"bench-kernels", {accel::cli::bench_kernels_main, "each kernel's rate on every device beside the cpu's"}},
     {"topk", {accel::cli::topk_main, "top-k magnitude threshold for gradient sparsification"}},
 #if ACCEL_HAVE_UCX
-    {"coordinator", {accel::cli::coordinator_main, "distributed k-means: the coordinator (also computes)"}},
-    {"worker", {accel::cli::worker_main, "distributed k-means: a worker"}},
+    {"coordinator", {accel::cli::coordinator_main, "a distributed job (kmeans, svm-train): the coordinator (also computes)"}},
+    {"worker", {accel::cli::worker_main, "a distributed job's worker (kmeans, svm-train, sparse allreduce)"}},
     {"sparse-allreduce", {accel::cli::sparse_allreduce_main, "one member of a sparse allreduce group (check, measure)"}},
 #endif
     {"svm-train", {accel::cli::svm_train_main, "C-SVC training (SMO, adaptive shrinking), LIBSVM's options and model"}},

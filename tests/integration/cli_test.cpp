@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <set>
@@ -203,6 +204,32 @@ TEST_F(Cli, TopKSyntheticJsonAndOutput) {
     else if (std::string(m) == "sample") EXPECT_TRUE(selected >= k / 2 && selected <= 2 * k) << m << ": " << selected;
     else EXPECT_TRUE(selected >= k && selected <= k + k / 2) << m << ": " << selected;
   }
+}
+
+// bench-kernels runs each kernel on every device and compares its outputs
+// with the cpu's: in the quick shapes every device must agree with it.
+TEST_F(Cli, BenchKernelsEveryDeviceAgreesWithTheCpu) {
+  const Proc r = accel("bench-kernels --quick --repeats 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, int> devices;
+  for (const auto& line : j["results"]) {
+    const std::string what = line["kernel"].get<std::string>() + " on " + line["device"].get<std::string>();
+    ++devices[line["kernel"].get<std::string>()];
+    EXPECT_GT(line["rate"].get<double>(), 0) << what;
+    const auto& c = line["against_cpu"];
+    if (c.contains("labels_differ")) {
+      EXPECT_LE(c["labels_differ"].get<std::int64_t>(), 2) << what;  // float near-ties only
+    } else if (c.contains("max_abs_difference")) {
+      EXPECT_LE(c["max_abs_difference"].get<double>(), 1e-5) << what;
+    } else {
+      EXPECT_EQ(c["bins_differ"].get<std::int64_t>(), 0) << what;
+    }
+  }
+  for (const char* k : {"kmeans_assign", "csr_kernel_rows", "topk_histogram"})
+    EXPECT_GE(devices[k], 2) << k << ": the cpu and fpga-emu at least";
+  EXPECT_EQ(accel("bench-kernels --repeats 0").code, 2);
+  EXPECT_EQ(accel("bench-kernels --quick --device nosuch").code, 2);
 }
 
 TEST_F(Cli, TopKInputNonFinite) {
