@@ -86,6 +86,9 @@ class OpenClDevice final : public Device {
     copy_queue_ = clCreateCommandQueue(ctx_, dev_, 0, &err);
     check(err, "clCreateCommandQueue (copies)");
     info_ = describe(platform, dev_, index);
+    cl_ulong local = 0;
+    check(clGetDeviceInfo(dev_, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, nullptr), "local memory size");
+    local_bytes_ = static_cast<std::size_t>(local);
   }
   ~OpenClDevice() override {
     queue_work_.reset();  // no launch or copy outlives the queue it enqueues on
@@ -146,6 +149,7 @@ class OpenClDevice final : public Device {
   cl_context ctx_ = nullptr;
   cl_command_queue queue_ = nullptr, copy_queue_ = nullptr;
   DeviceInfo info_;
+  std::size_t local_bytes_ = 0;  // CL_DEVICE_LOCAL_MEM_SIZE
   ProgramCache programs_;
   struct Scratch {
     cl_mem mem = nullptr;
@@ -193,6 +197,10 @@ DeviceInfo OpenClDevice::describe(cl_platform_id platform, cl_device_id dev, int
 
 // Chunks of rows for the sums: enough to keep the device busy, few enough
 // that their partial sums stay within 64 MiB.
+constexpr std::size_t kKMeansRows = 4;   // KMEANS_ROWS in kmeans_assign.cl
+constexpr std::size_t kQueryTile = 16;   // QUERY_TILE in csr_kernel_rows.cl
+constexpr std::size_t kTileGroup = 64;   // TILE_GROUP
+
 std::int64_t sum_chunks(std::int64_t n, std::int64_t d, std::int64_t k) {
   const std::int64_t by_rows = std::max<std::int64_t>(1, (n + 1023) / 1024);
   const std::int64_t by_memory = std::max<std::int64_t>(1, (std::int64_t{64} << 20) / (k * d * 8 + k * 8 + 8));
@@ -214,9 +222,13 @@ void OpenClDevice::run(const KMeansAssignArgs& a) {
   const cl_int di = static_cast<cl_int>(a.d), ki = static_cast<cl_int>(a.k);
   const cl_long nl = a.n, pl = per_chunk, cl = chunks;
   if (a.n > 0) {
+    cl_mem norms = scratch(4, k * 4);
+    cl_kernel nk = kernel("kmeans_assign", "kmeans_centroid_norms");
+    set_args(nk, c, di, ki, norms);
+    enqueue_kernel(nk, {k});
     cl_kernel assign = kernel("kmeans_assign", "kmeans_assign");
-    set_args(assign, x, c, nl, di, ki, labels, dist);
-    enqueue_kernel(assign, {n});
+    set_args(assign, x, c, norms, nl, di, ki, labels, dist);
+    enqueue_kernel(assign, {(n + kKMeansRows - 1) / kKMeansRows});
   }
   cl_kernel part = kernel("kmeans_assign", "kmeans_assign_sums");
   set_args(part, x, labels, dist, nl, di, ki, pl, part_sums, part_counts, part_inertia);
@@ -236,12 +248,23 @@ void OpenClDevice::run(const CsrKernelRowsArgs& a) {
   cl_mem queries = mem_of(a.queries), active = mem_of(a.active);
   cl_mem out = mem_of(a.out);
   if (q == 0 || m == 0) return;
-  cl_kernel k = kernel("csr_kernel_rows", "csr_kernel_rows");
   const cl_long ql = a.q, ml = a.m;
   const cl_int type = static_cast<cl_int>(a.type), degree = a.degree;
   const cl_double gamma = a.gamma, coef0 = a.coef0;
-  set_args(k, row_ptr, col, val, sq, queries, active, out, ql, ml, type, gamma, coef0, degree);
-  enqueue_kernel(k, {m, q});
+  const std::size_t tile_bytes = static_cast<std::size_t>(std::max<std::int64_t>(a.cols, 1)) * kQueryTile * 4;
+  if (a.cols <= INT32_MAX / static_cast<std::int64_t>(kQueryTile) && tile_bytes <= local_bytes_) {
+    // The queries' rows in local memory: no merge.
+    cl_kernel k = kernel("csr_kernel_rows", "csr_kernel_rows_tiled");
+    const cl_int cols = static_cast<cl_int>(a.cols);
+    set_args(k, row_ptr, col, val, sq, queries, active, out, ql, ml, cols, type, gamma, coef0, degree);
+    check(clSetKernelArg(k, 14, tile_bytes, nullptr), "clSetKernelArg (local tile)");
+    enqueue_kernel(k, {(m + kTileGroup - 1) / kTileGroup * kTileGroup, (q + kQueryTile - 1) / kQueryTile},
+                   {kTileGroup, 1});
+  } else {
+    cl_kernel k = kernel("csr_kernel_rows", "csr_kernel_rows");
+    set_args(k, row_ptr, col, val, sq, queries, active, out, ql, ml, type, gamma, coef0, degree);
+    enqueue_kernel(k, {m, q});
+  }
   check(clFinish(queue_), "clFinish");
 }
 
@@ -254,24 +277,36 @@ void OpenClDevice::run(const TopKHistogramArgs& a) {
   const bool collect = a.candidates != nullptr;
   cl_mem cand = collect ? mem_of(a.candidates) : nullptr;
   cl_mem count = collect ? mem_of(a.candidate_count) : nullptr;
-  // Contiguous slices of at least 4096 values; groups of 64 work-items.
-  constexpr std::size_t kLocal = 64;
-  const std::size_t items = std::max<std::size_t>(kLocal, (n + 4095) / 4096 / kLocal * kLocal + kLocal);
+  // CPU devices: a private histogram per work-item (topk_histogram_private),
+  // in slices of about 1M values, a few per compute unit; others: global
+  // atomics, contiguous slices of at least 4096 values, groups of 64.
+  const bool own = info_.type == "cpu" && bins <= (local_bytes_ / 4) && bins <= INT32_MAX &&
+                   n / std::max<std::size_t>(1, 4 * static_cast<std::size_t>(info_.compute_units)) < (1ull << 32);
+  const std::size_t local = own ? 1 : 64;
+  const std::size_t items = own ? std::max<std::size_t>(4 * static_cast<std::size_t>(std::max(1, info_.compute_units)),
+                                                        (n + (1 << 20) - 1) >> 20)
+                                : std::max<std::size_t>(local, (n + 4095) / 4096 / local * local + local);
   const cl_long per_item = static_cast<cl_long>((n + items - 1) / items);
-  const std::size_t groups = items / kLocal;
+  const std::size_t groups = items / local;
   cl_mem group_moments = scratch(4, groups * 3 * 8);
   if (!collect) cand = count = scratch(5, 8);  // unused by the kernel, but set
   const cl_ulong zero = 0;
   check(clEnqueueFillBuffer(queue_, hist, &zero, 8, 0, bins * 8, 0, nullptr, nullptr), "fill hist");
   check(clEnqueueFillBuffer(queue_, outside, &zero, 8, 0, 24, 0, nullptr, nullptr), "fill outside");
   check(clEnqueueFillBuffer(queue_, count, &zero, 8, 0, 8, 0, nullptr, nullptr), "fill count");
-  cl_kernel k = kernel("topk_histogram", "topk_histogram");
+  cl_kernel k = kernel("topk_histogram", own ? "topk_histogram_private" : "topk_histogram");
   const cl_long nl = a.n, cap = a.capacity;
   const cl_uint lo = a.lo, hi = a.hi;
   const cl_int shift = a.shift, coll = collect ? 1 : 0;
   set_args(k, data, nl, lo, hi, shift, hist, outside, coll, cand, count, cap, per_item, group_moments);
-  check(clSetKernelArg(k, 13, 3 * kLocal * sizeof(cl_double), nullptr), "clSetKernelArg(scratch)");
-  enqueue_kernel(k, {items}, {kLocal});
+  if (own) {
+    check(clSetKernelArg(k, 13, bins * sizeof(cl_uint), nullptr), "clSetKernelArg(own histogram)");
+    const cl_int nb = static_cast<cl_int>(bins);
+    check(clSetKernelArg(k, 14, sizeof nb, &nb), "clSetKernelArg(bins)");
+  } else {
+    check(clSetKernelArg(k, 13, 3 * local * sizeof(cl_double), nullptr), "clSetKernelArg(scratch)");
+  }
+  enqueue_kernel(k, {items}, {local});
   // The groups' moments, added here in group order: a few doubles per group.
   std::vector<double> gm(groups * 3);
   check(clEnqueueReadBuffer(queue_, group_moments, CL_TRUE, 0, gm.size() * 8, gm.data(), 0, nullptr, nullptr),
