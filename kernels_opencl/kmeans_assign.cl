@@ -2,11 +2,11 @@
 // three kernels the driver enqueues in order. No atomics and a fixed
 // summation order, so a launch's sums are the same on every run:
 //   kmeans_centroid_norms ||c_k||^2;
-//   kmeans_assign         one work-item per KMEANS_ROWS rows: their nearest
-//                         centroids (||c||^2 - 2 x.c in float, 16-lane
-//                         vectors, ties to the lower index; the cpu's sgemm
-//                         path scores the same way) and the distance to it
-//                         again in double;
+//   kmeans_assign         one work-item per KMEANS_ROWS rows, centroids two
+//                         at a time: their nearest centroids (||c||^2 - 2 x.c
+//                         in float, 16-lane vectors, ties to the lower index;
+//                         the cpu's sgemm path scores the same way) and the
+//                         distance to it again in double;
 //   kmeans_assign_sums    one work-item per (chunk of rows, dimension): the
 //                         chunk's per-cluster sums of that dimension, and for
 //                         dimension 0 the chunk's counts and inertia;
@@ -47,6 +47,31 @@ void scores(__global const float* x, int rows, int d, __global const float* ck, 
   }
 }
 
+// scores() for two centroids at once: each row vector loaded serves both.
+void scores2(__global const float* x, int rows, int d, __global const float* c0, __global const float* c1,
+             float n0, float n1, float* out0, float* out1) {
+  float16 a0[KMEANS_ROWS], a1[KMEANS_ROWS];
+  for (int r = 0; r < KMEANS_ROWS; ++r) a0[r] = a1[r] = (float16)(0.0f);
+  int j = 0;
+  for (; j + 16 <= d; j += 16) {
+    const float16 v0 = vload16(0, c0 + j), v1 = vload16(0, c1 + j);
+    for (int r = 0; r < rows; ++r) {
+      const float16 xv = vload16(0, x + (long)r * d + j);
+      a0[r] = fma(xv, v0, a0[r]);
+      a1[r] = fma(xv, v1, a1[r]);
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    float s0 = hsum16(a0[r]), s1 = hsum16(a1[r]);
+    for (int jj = j; jj < d; ++jj) {
+      s0 += x[(long)r * d + jj] * c0[jj];
+      s1 += x[(long)r * d + jj] * c1[jj];
+    }
+    out0[r] = n0 - 2.0f * s0;
+    out1[r] = n1 - 2.0f * s1;
+  }
+}
+
 // ||c_k||^2 for every centroid, once per launch.
 __kernel void kmeans_centroid_norms(__global const float* c, int d, int k, __global float* norms) {
   const int kk = get_global_id(0);
@@ -68,10 +93,25 @@ __kernel void kmeans_assign(__global const float* x, __global const float* c, __
     best[r] = INFINITY;
     arg[r] = 0;
   }
-  for (int kk = 0; kk < k; ++kk) {
+  float s1[KMEANS_ROWS];
+  int kk = 0;
+  for (; kk + 2 <= k; kk += 2) {
+    scores2(xi, rows, d, c + (long)kk * d, c + (long)(kk + 1) * d, norms[kk], norms[kk + 1], s, s1);
+    for (int r = 0; r < rows; ++r) {
+      if (s[r] < best[r]) {  // ties to the lower index
+        best[r] = s[r];
+        arg[r] = kk;
+      }
+      if (s1[r] < best[r]) {
+        best[r] = s1[r];
+        arg[r] = kk + 1;
+      }
+    }
+  }
+  for (; kk < k; ++kk) {
     scores(xi, rows, d, c + (long)kk * d, norms[kk], s);
     for (int r = 0; r < rows; ++r)
-      if (s[r] < best[r]) {  // ties to the lower index
+      if (s[r] < best[r]) {
         best[r] = s[r];
         arg[r] = kk;
       }
