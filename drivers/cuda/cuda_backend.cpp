@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -30,11 +31,36 @@ void check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) throw DeviceError(what + ": " + cudaGetErrorString(e));
 }
 
+// A device's copy engine: a non-blocking stream of its own, beside the
+// launches' stream, driven by a host thread that waits for each copy (an
+// Event is a host future).
+class CudaCopies {
+ public:
+  explicit CudaCopies(int ordinal) : ordinal_(ordinal) {}
+  ~CudaCopies() {
+    queue_.reset();  // drained before its stream goes
+    if (stream_ && cudaSetDevice(ordinal_) == cudaSuccess) cudaStreamDestroy(stream_);
+  }
+  // Runs fn(stream) on the copy thread, then waits for the stream.
+  Event submit(std::function<void(cudaStream_t)> fn, const char* what) {
+    return queue_->submit([this, fn = std::move(fn), what] {
+      check(cudaSetDevice(ordinal_), "cudaSetDevice");
+      if (stream_ == nullptr) check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "copy stream");
+      fn(stream_);
+      check(cudaStreamSynchronize(stream_), what);
+    });
+  }
+
+ private:
+  int ordinal_;
+  cudaStream_t stream_ = nullptr;  // made on the copy thread at its first copy
+  std::unique_ptr<WorkQueue> queue_ = std::make_unique<WorkQueue>();
+};
+
 class CudaBuffer final : public Buffer {
  public:
-  // copies: the device's copy thread, whose cudaMemcpy runs beside the
-  // launches' non-blocking stream.
-  CudaBuffer(int ordinal, std::size_t bytes, WorkQueue& copies) : ordinal_(ordinal), bytes_(bytes), copies_(copies) {
+  // copies: the device's copy engine (write_async, read_async).
+  CudaBuffer(int ordinal, std::size_t bytes, CudaCopies& copies) : ordinal_(ordinal), bytes_(bytes), copies_(copies) {
     check(cudaSetDevice(ordinal_), "cudaSetDevice");
     check(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
   }
@@ -60,11 +86,27 @@ class CudaBuffer final : public Buffer {
           "cudaMemcpy from device");
   }
 
+  // cudaMemcpyAsync on the copy stream; from pageable host memory the
+  // driver stages it, and the launches' stream runs on meanwhile.
   Event write_async(const void* src, std::size_t bytes, std::size_t offset = 0) override {
-    return write_on(copies_, *this, src, bytes, offset);
+    return copies_.submit(
+        [this, src, bytes, offset](cudaStream_t s) {
+          check_range(bytes, offset);
+          if (bytes)
+            check(cudaMemcpyAsync(static_cast<char*>(ptr_) + offset, src, bytes, cudaMemcpyHostToDevice, s),
+                  "cudaMemcpyAsync to device");
+        },
+        "copy to device");
   }
   Event read_async(void* dst, std::size_t bytes, std::size_t offset = 0) const override {
-    return read_on(copies_, *this, dst, bytes, offset);
+    return copies_.submit(
+        [this, dst, bytes, offset](cudaStream_t s) {
+          check_range(bytes, offset);
+          if (bytes)
+            check(cudaMemcpyAsync(dst, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost, s),
+                  "cudaMemcpyAsync from device");
+        },
+        "copy from device");
   }
   int ordinal() const { return ordinal_; }
   void* data() const { return ptr_; }
@@ -77,14 +119,15 @@ class CudaBuffer final : public Buffer {
   }
   int ordinal_;
   std::size_t bytes_;
-  WorkQueue& copies_;
+  CudaCopies& copies_;
   void* ptr_ = nullptr;
 };
 
 class CudaDevice final : public Device {
  public:
   CudaDevice(int ordinal, DeviceInfo info)
-      : ordinal_(ordinal), info_(std::move(info)), queue_(std::make_unique<WorkQueue>()) {}
+      : ordinal_(ordinal), info_(std::move(info)), queue_(std::make_unique<WorkQueue>()),
+        copies_(std::make_unique<CudaCopies>(ordinal)) {}
   ~CudaDevice() override {
     queue_.reset();  // drain: nothing may still use the stream, handle or scratch
     copies_.reset();
@@ -236,7 +279,7 @@ class CudaDevice final : public Device {
   void* dense_ = nullptr;  // csr_kernel_rows' dense query row, kept all zero between launches
   std::size_t dense_bytes_ = 0;
   std::unique_ptr<WorkQueue> queue_;  // reset first in the destructor
-  std::unique_ptr<WorkQueue> copies_ = std::make_unique<WorkQueue>();  // the copy thread (Buffer::write_async)
+  std::unique_ptr<CudaCopies> copies_;  // the copy engine (Buffer::write_async)
 };
 
 class CudaBackend final : public Backend {
