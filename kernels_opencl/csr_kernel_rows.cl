@@ -38,7 +38,7 @@ double powi(double base, int times) {
 double kernel_value(double dot, double nu, double nv, int type, double gamma, double coef0, int degree) {
   if (type == 0) return dot;
   if (type == 1) return powi(gamma * dot + coef0, degree);
-  if (type == 2) return exp(-gamma * (nu + nv - 2.0 * dot));
+  if (type == 2) return exp(-gamma * max(0.0, nu + nv - 2.0 * dot));  // as the cpu: rounding never makes it > 1
   return tanh(gamma * dot + coef0);
 }
 
