@@ -1,5 +1,5 @@
 // kmeans_assign in OpenCL C (contract in host/include/accel/kernels.hpp), as
-// three kernels the driver enqueues in order. No atomics and a fixed
+// four kernels the driver enqueues in order. No atomics and a fixed
 // summation order, so a launch's sums are the same on every run:
 //   kmeans_centroid_norms ||c_k||^2;
 //   kmeans_assign         one work-item per KMEANS_ROWS rows, centroids two
@@ -26,29 +26,14 @@ float hsum16(float16 v) {
   return c.x + c.y;
 }
 
-// Scores of rows x[0..rows) (stride d) against centroid ck: ||c||^2 - 2 x.c,
-// the squared distance less ||x||^2, which is the same for every centroid
-// (one multiply-add per value instead of a subtraction and one). The dot
+// Scores of rows x[0..rows) (stride d) against centroids c0 and c1:
+// ||c||^2 - 2 x.c, the squared distance less ||x||^2, which is the same for
+// every centroid (one multiply-add per value instead of a subtraction and
+// one). Two centroids at once: each row vector loaded serves both. The dot
 // products run in 16 lanes of explicit vectors, then the tail: a CPU
 // runtime (PoCL) keeps each work-item's loop in SIMD registers instead of
 // gathering across work-items.
-void scores(__global const float* x, int rows, int d, __global const float* ck, float ck2, float* out) {
-  float16 acc[KMEANS_ROWS];
-  for (int r = 0; r < KMEANS_ROWS; ++r) acc[r] = (float16)(0.0f);
-  int j = 0;
-  for (; j + 16 <= d; j += 16) {
-    const float16 cv = vload16(0, ck + j);
-    for (int r = 0; r < rows; ++r) acc[r] = fma(vload16(0, x + (long)r * d + j), cv, acc[r]);
-  }
-  for (int r = 0; r < rows; ++r) {
-    float s = hsum16(acc[r]);
-    for (int jj = j; jj < d; ++jj) s += x[(long)r * d + jj] * ck[jj];
-    out[r] = ck2 - 2.0f * s;
-  }
-}
-
-// scores() for two centroids at once: each row vector loaded serves both.
-void scores2(__global const float* x, int rows, int d, __global const float* c0, __global const float* c1,
+void scores(__global const float* x, int rows, int d, __global const float* c0, __global const float* c1,
              float n0, float n1, float* out0, float* out1) {
   float16 a0[KMEANS_ROWS], a1[KMEANS_ROWS];
   for (int r = 0; r < KMEANS_ROWS; ++r) a0[r] = a1[r] = (float16)(0.0f);
@@ -87,34 +72,25 @@ __kernel void kmeans_assign(__global const float* x, __global const float* c, __
   if (i0 >= n) return;
   const int rows = (int)min((long)KMEANS_ROWS, n - i0);
   __global const float* xi = x + i0 * d;
-  float best[KMEANS_ROWS], s[KMEANS_ROWS];
+  float best[KMEANS_ROWS], s[KMEANS_ROWS], s1[KMEANS_ROWS];
   int arg[KMEANS_ROWS];
   for (int r = 0; r < KMEANS_ROWS; ++r) {
     best[r] = INFINITY;
     arg[r] = 0;
   }
-  float s1[KMEANS_ROWS];
-  int kk = 0;
-  for (; kk + 2 <= k; kk += 2) {
-    scores2(xi, rows, d, c + (long)kk * d, c + (long)(kk + 1) * d, norms[kk], norms[kk + 1], s, s1);
+  for (int kk = 0; kk < k; kk += 2) {
+    const int k1 = min(kk + 1, k - 1);  // an odd k's last centroid: scored twice, counted once
+    scores(xi, rows, d, c + (long)kk * d, c + (long)k1 * d, norms[kk], norms[k1], s, s1);
     for (int r = 0; r < rows; ++r) {
       if (s[r] < best[r]) {  // ties to the lower index
         best[r] = s[r];
         arg[r] = kk;
       }
-      if (s1[r] < best[r]) {
+      if (k1 > kk && s1[r] < best[r]) {
         best[r] = s1[r];
-        arg[r] = kk + 1;
+        arg[r] = k1;
       }
     }
-  }
-  for (; kk < k; ++kk) {
-    scores(xi, rows, d, c + (long)kk * d, norms[kk], s);
-    for (int r = 0; r < rows; ++r)
-      if (s[r] < best[r]) {
-        best[r] = s[r];
-        arg[r] = kk;
-      }
   }
   for (int r = 0; r < rows; ++r) {
     labels[i0 + r] = arg[r];
