@@ -562,13 +562,11 @@ def scenario_nothing_lost_drop(a, tmp):
 
 
 def scenario_rebalance(a, tmp):
-    # Coordinator on core 0, one worker on core 1, one thread each; from
-    # iteration 20 a busy process shares core 1 and the worker runs at about
-    # half speed. It must lose rows to the coordinator (Algorithm 1 of the USTC system-information management
-    # framework paper on
-    # the measured rates) and the iterations must get faster again. Printed:
-    # how close the iterations come to the ideal split's, estimated from
-    # each side's measured rate (rows / computing seconds) before and after.
+    # Coordinator on core 0, one worker on core 1, one thread each; from iteration 20 a busy process
+    # shares core 1 and the worker runs at about half speed. It must lose rows to the coordinator
+    # (Algorithm 1 of the USTC system-information management framework paper on the measured rates)
+    # and the iterations must get faster again. Printed: how close the iterations come to the ideal
+    # split's, estimated from each side's measured rate (rows / computing seconds) before and after.
     if os.cpu_count() < 2 or not shutil.which("taskset"):
         skip("needs 2 cores and taskset")
     data = str(Path(tmp) / "x.npy")

@@ -1,7 +1,6 @@
-// The coordinator: joins the workers, partitions the rows by measured speed
-// (Algorithm 1 of the USTC system-information management framework paper), distributes tasks and data, runs the
-// rounds with
-// its own partition as a member, and ends the job. One method per phase.
+// The coordinator: joins the workers, partitions the rows by measured speed (Algorithm 1 of the
+// USTC system-information management framework paper), distributes tasks and data, runs the rounds
+// with its own partition as a member, and ends the job. One method per phase.
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -114,6 +113,7 @@ class Coordinator {
   std::vector<std::int64_t> kept_;  // rows each worker computes now (its partition's first ones; the coordinator the rest)
   RateCollector rates_;
   DriftPolicy drift_;  // 20% over the mean for 3 rounds
+  SwingDamper swings_;
   std::vector<std::pair<std::uint32_t, std::int64_t>> pending_trims_;
   std::unique_ptr<Partition> own_;
   std::set<std::uint32_t> active_, inactive_, recovering_, resynced_, taken_over_;
@@ -252,9 +252,8 @@ void Coordinator::on_join_message(const Received& r) {
   }
 }
 
-// Partition sizes follow measured capability (Algorithm 1 of the USTC system-information management framework
-// paper,
-// starting from the uniform split the seed uses).
+// Partition sizes follow measured capability (Algorithm 1 of the USTC system-information management
+// framework paper, starting from the uniform split the seed uses).
 void Coordinator::partition() {
   params_ = job_.params();
   const std::int64_t n = job_.units();
@@ -617,12 +616,11 @@ void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::in
   log_.write({{"event", "resplit"}, {"iteration", t + 1}, {"kept", kept_}});
 }
 
-// the USTC system-information management framework paper: each member's measured rate (rows per second of its work
-// this
-// round); when the slowest runs 20% over the mean for 3 rounds (DriftPolicy),
-// Algorithm 1 on the rates gives the new split. Rows move only between a
-// worker and the coordinator, which holds every row: a worker keeps up to
-// its partition, the coordinator computes the rest of it.
+// the USTC system-information management framework paper: each member's measured rate (rows per
+// second of its work this round); when the slowest runs 20% over the mean for 3 rounds
+// (DriftPolicy), Algorithm 1 on the rates gives the new split. Rows move only between a worker and
+// the coordinator, which holds every row: a worker keeps up to its partition, the coordinator
+// computes the rest of it.
 void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t) {
   if (!o_.move_lost_rows) return;
   std::map<std::uint32_t, double> seconds;
@@ -640,12 +638,15 @@ void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std:
     loads.push_back(id == 0 ? own_->rows() : kept_[id]);
     caps.push_back(*rates_.rate(id));
   }
-  const auto target = rebalance(loads, caps, 0.05);
+  const auto target = swings_.damp(ids, loads, rebalance(loads, caps, 0.05));
+  bool trims = false;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] == 0) continue;
     const std::int64_t keep = std::clamp<std::int64_t>(target[i], 0, loads_[ids[i]]);
     if (keep != kept_[ids[i]]) pending_trims_.emplace_back(ids[i], keep);
+    trims = trims || keep != kept_[ids[i]];
   }
+  if (trims) swings_.moved(ids, loads, target);
   log_.write({{"event", "drift"}, {"iteration", t}, {"ids", ids}, {"rows_per_s", caps}, {"target", target}});
 }
 

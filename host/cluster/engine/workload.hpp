@@ -43,9 +43,8 @@ struct RoundOutcome {
   nlohmann::json log = nlohmann::json::object();    // fields added to this round's log line
 };
 
-// A node's devices for a job: the spec (--device), the process's registry,
-// and the per-device rates measured so far (the processor of the USTC system-information management framework
-// paper of
+// A node's devices for a job: the spec (--device), the process's registry, and the per-device rates
+// measured so far (the processor of the USTC system-information management framework paper of
 // measured speed), shared between the probe and the partition it sizes.
 struct Local {
   const Registry& registry;

@@ -54,11 +54,10 @@ struct KMeansResult {
   std::vector<std::string> devices;
 };
 
-// One node's half of a Lloyd iteration: its rows split across its devices
-// in proportion to measured throughput (Algorithm 1 of the USTC system-information management framework paper when
-// the
-// measurements drift), partial sums added on the host. kmeans() runs one; a
-// distributed job runs one per node and sums the nodes' partials.
+// One node's half of a Lloyd iteration: its rows split across its devices in proportion to measured
+// throughput (Algorithm 1 of the USTC system-information management framework paper when the
+// measurements drift), partial sums added on the host. kmeans() runs one; a distributed job runs
+// one per node and sums the nodes' partials.
 struct PartialStep {
   std::vector<double> sums;          // k x d
   std::vector<std::int64_t> counts;  // k
@@ -100,9 +99,8 @@ double update_centroids(const std::vector<double>& sums, std::vector<std::int64_
 // Initial centroids by opts.init. Throws InputError for a bad file or shape.
 Matrix kmeans_init(const Matrix& x, const KMeansOptions& opts);
 
-// Runs Lloyd iterations on `devices`, splitting rows in proportion to the
-// throughput `model` measures (Algorithm 1 of the USTC system-information management framework paper when it
-// drifts).
+// Runs Lloyd iterations on `devices`, splitting rows in proportion to the throughput `model`
+// measures (Algorithm 1 of the USTC system-information management framework paper when it drifts).
 // on_iteration, when set, sees every iteration as it ends.
 KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions& opts,
                     const std::vector<Device*>& devices, PerfModel& model,

@@ -1,7 +1,6 @@
-// Measured throughput per (device, kernel, problem shape), kept apart from the
-// policy that uses it (StarPU's history model; the collectors of the USTC system-information management framework
-// paper and
-// processors).
+// Measured throughput per (device, kernel, problem shape), kept apart from the policy that uses it
+// (StarPU's history model; the collectors of the USTC system-information management framework paper
+// and processors).
 #pragma once
 
 #include <cstdint>
@@ -35,12 +34,11 @@ class PerfModel {
   std::map<ShapeKey, double> rate_;
 };
 
-// Algorithm 1 of the USTC system-information management framework paper: from the current loads and each unit's
-// measured
-// capability, compute target loads proportional to capability, split units
-// into over-loaded H, under-loaded L and balanced E (within `tolerance` of
-// target, as a fraction), and move min(excess, deficit) from one H to one L
-// until H or L is empty. Returns the new loads; their sum equals the old sum.
+// Algorithm 1 of the USTC system-information management framework paper: from the current loads and
+// each unit's measured capability, compute target loads proportional to capability, split units
+// into over-loaded H, under-loaded L and balanced E (within `tolerance` of target, as a fraction),
+// and move min(excess, deficit) from one H to one L until H or L is empty. Returns the new loads;
+// their sum equals the old sum.
 std::vector<std::int64_t> rebalance(const std::vector<std::int64_t>& loads,
                                     const std::vector<double>& capability,
                                     double tolerance = 0.02);

@@ -172,18 +172,15 @@ class KMeansWorkload final : public Workload {
  public:
   Exchange exchange() const override { return Exchange::AllToAll; }
 
-  // Rows per second of this node's devices for the job's shape (the USTC system-information management framework
-  // paper's
-  // processor of measured speed): one assignment step on synthetic rows, on
-  // each device alone, summed. Measuring them together would split the
-  // probe evenly and let the slowest device set the node's rate (an
-  // fpga-emu beside the cpu made a worker look 20x slower than it is). The
-  // per-device rates land in local.model, so the job's first split among
-  // them follows them too. The probe is on every job's critical path, so it
-  // is kept short: the rows come from a multiplicative hash (normal deviates
-  // cost 56 ms of a 200 ms probe at d = 784), and the warm-up step
-  // (allocations, thread pools, the cpu's sgemm layout choice) runs on a
-  // prefix of them.
+  // Rows per second of this node's devices for the job's shape (the USTC system-information
+  // management framework paper's processor of measured speed): one assignment step on synthetic
+  // rows, on each device alone, summed. Measuring them together would split the probe evenly and
+  // let the slowest device set the node's rate (an fpga-emu beside the cpu made a worker look 20x
+  // slower than it is). The per-device rates land in local.model, so the job's first split among
+  // them follows them too. The probe is on every job's critical path, so it is kept short: the rows
+  // come from a multiplicative hash (normal deviates cost 56 ms of a 200 ms probe at d = 784), and
+  // the warm-up step (allocations, thread pools, the cpu's sgemm layout choice) runs on a prefix of
+  // them.
   double measure(std::span<const std::byte> probe, Local& local) const override {
     In in(probe);
     const auto d = in.get<std::int64_t>(), k = in.get<std::int64_t>();

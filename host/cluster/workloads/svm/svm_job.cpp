@@ -330,10 +330,9 @@ bool SvmJob::reassign(const std::map<std::uint32_t, Report>& reports) {
   return changed;
 }
 
-// Each member's kernel-rows time of a Rows round feeds its rate (the USTC system-information management framework
-// paper's
-// collector); a drift of the split against them (DriftPolicy) schedules a
-// re-split, made after the next step.
+// Each member's kernel-rows time of a Rows round feeds its rate (the USTC system-information
+// management framework paper's collector); a drift of the split against them (DriftPolicy)
+// schedules a re-split, made after the next step.
 void SvmJob::measure(const std::map<std::uint32_t, Report>& reports) {
   std::map<std::uint32_t, double> seconds;
   for (const auto& [id, r] : reports)
@@ -348,9 +347,8 @@ void SvmJob::measure(const std::map<std::uint32_t, Report>& reports) {
   if (!seconds.empty() && drift_.drifted(seconds)) resplit_due_ = true;  // only rounds that computed rows count
 }
 
-// Algorithm 1 of the USTC system-information management framework paper over the reporting members' measured
-// rates; the new
-// split is every member's home from now on, in contiguous ranges by id.
+// Algorithm 1 of the USTC system-information management framework paper over the reporting members'
+// measured rates; the new split is every member's home from now on, in contiguous ranges by id.
 void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
   resplit_due_ = false;
   std::vector<std::uint32_t> ids;
@@ -377,7 +375,7 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
   }
   if (std::accumulate(loads.begin(), loads.end(), std::int64_t{0}) != data_.x.rows)
     throw std::logic_error("svm: a re-split over members that do not own every row");
-  const std::vector<std::int64_t> next = rebalance(loads, caps, 0.05);
+  const std::vector<std::int64_t> next = swings_.damp(ids, loads, rebalance(loads, caps, 0.05));
   if (next == loads) return;
   std::vector<Range> home;
   std::int64_t at = 0;
@@ -388,6 +386,7 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
   if (!worth_moving(ids, active, caps, home)) return;
   home_ = std::move(home);
   owners_ = home_;
+  swings_.moved(ids, loads, next);
   ++resplits_;
   drift_.settle(5);  // Rows rounds
   {
@@ -413,7 +412,10 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
 // cold kernel caches: the last move's measured time, at first two rounds
 // of the current split. The saving counts over as many rounds again as the
 // problem has run. Moves of a few rows in a balanced split, which the
-// noise of a shared machine asks for, cost more than they save.
+// noise of a shared machine asks for, cost more than they save; and a
+// saving the rates put under 10% of a round is within their noise (a
+// member on a shared core runs its rounds at one speed or half of it), so
+// it is not made: such moves re-split a job 10 times in 200 rounds.
 bool SvmJob::worth_moving(const std::vector<std::uint32_t>& ids, const std::vector<std::int64_t>& active,
                           const std::vector<double>& caps, const std::vector<Range>& home) const {
   double now = 0, then = 0;
@@ -432,7 +434,7 @@ bool SvmJob::worth_moving(const std::vector<std::uint32_t>& ids, const std::vect
     then = std::max(then, static_cast<double>(changed ? next : active[i]) / caps[i]);
   }
   const double cost = move_seconds_ > 0 ? move_seconds_ : 2 * now;
-  return (now - then) * static_cast<double>(steps_) > cost;
+  return then < 0.9 * now && (now - then) * static_cast<double>(steps_) > cost;
 }
 
 // The owner of training-set row r under `owners` (none: 0, the coordinator).

@@ -82,6 +82,7 @@ class SvmJob final : public Job, private svm_parallel::Director {
   // Drift at 20% over the mean for 3 rounds: a round waits for its
   // slowest member.
   DriftPolicy drift_;
+  SwingDamper swings_;
   bool resplit_due_ = false;
   // The current problem, as far as a re-split's price goes (follow()).
   std::int64_t steps_ = 0;
