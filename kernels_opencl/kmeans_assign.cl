@@ -2,8 +2,8 @@
 // four kernels the driver enqueues in order. No atomics and a fixed
 // summation order, so a launch's sums are the same on every run:
 //   kmeans_centroid_norms ||c_k||^2;
-//   kmeans_assign         one work-item per KMEANS_ROWS rows, centroids two
-//                         at a time: their nearest centroids (||c||^2 - 2 x.c
+//   kmeans_assign         one work-item per KMEANS_ROWS rows, KMEANS_CENTS
+//                         centroids at a time: their nearest centroids (||c||^2 - 2 x.c
 //                         in float, 16-lane vectors, ties to the lower index;
 //                         the cpu's sgemm path scores the same way) and the
 //                         distance to it again in double;
@@ -16,8 +16,12 @@
 
 // Rows per work-item in kmeans_assign: each centroid vector loaded once
 // serves them all (the centroids are re-read for every row group, so this
-// divides that traffic by KMEANS_ROWS).
+// divides that traffic by KMEANS_ROWS); centroids per pass: each row
+// vector loaded serves them all. 4 x 4 16-lane accumulators, 4 centroid
+// vectors and a row take 21 of AVX-512's 32 vector registers (8 x 2, 8 x 3
+// and 6 x 4 ran at the same rate on PoCL).
 #define KMEANS_ROWS 4
+#define KMEANS_CENTS 4
 
 float hsum16(float16 v) {
   const float8 a = v.lo + v.hi;
@@ -26,34 +30,51 @@ float hsum16(float16 v) {
   return c.x + c.y;
 }
 
-// Scores of rows x[0..rows) (stride d) against centroids c0 and c1:
-// ||c||^2 - 2 x.c, the squared distance less ||x||^2, which is the same for
-// every centroid (one multiply-add per value instead of a subtraction and
-// one). Two centroids at once: each row vector loaded serves both. The dot
-// products run in 16 lanes of explicit vectors, then the tail: a CPU
-// runtime (PoCL) keeps each work-item's loop in SIMD registers instead of
-// gathering across work-items.
-void scores(__global const float* x, int rows, int d, __global const float* c0, __global const float* c1,
-             float n0, float n1, float* out0, float* out1) {
-  float16 a0[KMEANS_ROWS], a1[KMEANS_ROWS];
-  for (int r = 0; r < KMEANS_ROWS; ++r) a0[r] = a1[r] = (float16)(0.0f);
+// Scores of the rows at x (stride d; a group of fewer than KMEANS_ROWS
+// rows, the last, repeats its last row: `rows`) against KMEANS_CENTS
+// centroids from c (stride d; `cents` of them real, the rest repeat the
+// last): ||c||^2 - 2 x.c, the squared distance less ||x||^2, which is the
+// same for every centroid (one multiply-add per value instead of a
+// subtraction and one). The dot products run in 16 lanes of explicit
+// vectors, then the tail: a CPU runtime (PoCL) keeps each work-item's loop
+// in SIMD registers instead of gathering across work-items. The loops over
+// rows and centroids have constant trip counts, so the accumulators are
+// registers (with `rows` as the bound they lived on the stack, a load and
+// a store per multiply-add).
+void scores(__global const float* x, int rows, int d, __global const float* c, int cents,
+            __global const float* norms, float out[KMEANS_CENTS][KMEANS_ROWS]) {
+  __global const float* xr[KMEANS_ROWS];
+  __global const float* cr[KMEANS_CENTS];
+#pragma unroll
+  for (int r = 0; r < KMEANS_ROWS; ++r) xr[r] = x + (long)min(r, rows - 1) * d;
+#pragma unroll
+  for (int t = 0; t < KMEANS_CENTS; ++t) cr[t] = c + (long)min(t, cents - 1) * d;
+  float16 acc[KMEANS_CENTS][KMEANS_ROWS];
+#pragma unroll
+  for (int t = 0; t < KMEANS_CENTS; ++t)
+#pragma unroll
+    for (int r = 0; r < KMEANS_ROWS; ++r) acc[t][r] = (float16)(0.0f);
   int j = 0;
   for (; j + 16 <= d; j += 16) {
-    const float16 v0 = vload16(0, c0 + j), v1 = vload16(0, c1 + j);
-    for (int r = 0; r < rows; ++r) {
-      const float16 xv = vload16(0, x + (long)r * d + j);
-      a0[r] = fma(xv, v0, a0[r]);
-      a1[r] = fma(xv, v1, a1[r]);
+    float16 cv[KMEANS_CENTS];
+#pragma unroll
+    for (int t = 0; t < KMEANS_CENTS; ++t) cv[t] = vload16(0, cr[t] + j);
+#pragma unroll
+    for (int r = 0; r < KMEANS_ROWS; ++r) {
+      const float16 xv = vload16(0, xr[r] + j);
+#pragma unroll
+      for (int t = 0; t < KMEANS_CENTS; ++t) acc[t][r] = fma(xv, cv[t], acc[t][r]);
     }
   }
-  for (int r = 0; r < rows; ++r) {
-    float s0 = hsum16(a0[r]), s1 = hsum16(a1[r]);
-    for (int jj = j; jj < d; ++jj) {
-      s0 += x[(long)r * d + jj] * c0[jj];
-      s1 += x[(long)r * d + jj] * c1[jj];
+#pragma unroll
+  for (int t = 0; t < KMEANS_CENTS; ++t) {
+    const float n = norms[min(t, cents - 1)];
+#pragma unroll
+    for (int r = 0; r < KMEANS_ROWS; ++r) {
+      float s = hsum16(acc[t][r]);
+      for (int jj = j; jj < d; ++jj) s += xr[r][jj] * cr[t][jj];
+      out[t][r] = n - 2.0f * s;
     }
-    out0[r] = n0 - 2.0f * s0;
-    out1[r] = n1 - 2.0f * s1;
   }
 }
 
@@ -72,25 +93,24 @@ __kernel void kmeans_assign(__global const float* x, __global const float* c, __
   if (i0 >= n) return;
   const int rows = (int)min((long)KMEANS_ROWS, n - i0);
   __global const float* xi = x + i0 * d;
-  float best[KMEANS_ROWS], s[KMEANS_ROWS], s1[KMEANS_ROWS];
+  float best[KMEANS_ROWS], s[KMEANS_CENTS][KMEANS_ROWS];
   int arg[KMEANS_ROWS];
+#pragma unroll
   for (int r = 0; r < KMEANS_ROWS; ++r) {
     best[r] = INFINITY;
     arg[r] = 0;
   }
-  for (int kk = 0; kk < k; kk += 2) {
-    const int k1 = min(kk + 1, k - 1);  // an odd k's last centroid: scored twice, counted once
-    scores(xi, rows, d, c + (long)kk * d, c + (long)k1 * d, norms[kk], norms[k1], s, s1);
-    for (int r = 0; r < rows; ++r) {
-      if (s[r] < best[r]) {  // ties to the lower index
-        best[r] = s[r];
-        arg[r] = kk;
-      }
-      if (k1 > kk && s1[r] < best[r]) {
-        best[r] = s1[r];
-        arg[r] = k1;
-      }
-    }
+  for (int kk = 0; kk < k; kk += KMEANS_CENTS) {
+    const int cents = min(KMEANS_CENTS, k - kk);  // the last pass may score its last centroid again: counted once
+    scores(xi, rows, d, c + (long)kk * d, cents, norms + kk, s);
+#pragma unroll
+    for (int t = 0; t < KMEANS_CENTS; ++t)
+#pragma unroll
+      for (int r = 0; r < KMEANS_ROWS; ++r)
+        if (t < cents && s[t][r] < best[r]) {  // in index order: ties to the lower index
+          best[r] = s[t][r];
+          arg[r] = kk + t;
+        }
   }
   for (int r = 0; r < rows; ++r) {
     labels[i0 + r] = arg[r];

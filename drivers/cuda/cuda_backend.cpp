@@ -1,8 +1,11 @@
 // The CUDA backend: one device per GPU the CUDA runtime reports. Buffers are
 // cudaMalloc'd (the host reaches them only through write/read); launches run
 // kernels_cuda/ on one stream per device. Each launch is a WorkQueue task
-// that enqueues the kernels and waits for the stream, so launches on a device
-// run in order and the Event carries the CUDA error, if any, as DeviceError.
+// that enqueues the kernels and records a CUDA event after them, without
+// waiting: the next launch is enqueued while this one runs, so the GPU
+// does not idle between launches. A second thread waits for each event in
+// order; the launch's Event is that wait, and carries the CUDA error, if
+// any, as DeviceError.
 //
 // Discovery asks the runtime only: with no driver (cudaErrorInsufficientDriver)
 // or no GPU (cudaErrorNoDevice) it reports zero devices and why.
@@ -130,6 +133,7 @@ class CudaDevice final : public Device {
         copies_(std::make_unique<CudaCopies>(ordinal)) {}
   ~CudaDevice() override {
     queue_.reset();  // drain: nothing may still use the stream, handle or scratch
+    waits_.reset();  // after the launches: each wait follows its launch
     copies_.reset();
     if (cudaSetDevice(ordinal_) != cudaSuccess) return;
     if (scratch_) cudaFree(scratch_);
@@ -143,14 +147,25 @@ class CudaDevice final : public Device {
     return std::make_unique<CudaBuffer>(ordinal_, bytes, *copies_);
   }
   Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
-    return queue_->submit([this, args] {
+    auto done = std::make_shared<cudaEvent_t>(nullptr);  // recorded after the launch's kernels
+    Event queued = queue_->submit([this, args, done] {
       if (supports(kernel_of(args)))
         check_buffers(info_.name, args, [this](const Buffer& b) {
           auto* cb = dynamic_cast<const CudaBuffer*>(&b);
           return cb != nullptr && cb->ordinal() == ordinal_;
         });
       std::visit([this](const auto& a) { run(a); }, args);
+      check(cudaEventCreateWithFlags(done.get(), cudaEventDisableTiming), info_.name + ": cudaEventCreate");
+      check(cudaEventRecord(*done, stream_), info_.name + ": cudaEventRecord");
     }, std::move(after));
+    // Waited on the waiter's thread (a failed launch rethrows from `queued`
+    // and records nothing).
+    return waits_->submit([this, done] {
+      check(cudaSetDevice(ordinal_), "cudaSetDevice");
+      const cudaError_t e = cudaEventSynchronize(*done);
+      cudaEventDestroy(*done);
+      check(e, info_.name + ": launch");
+    }, {std::move(queued)});
   }
 
  private:
@@ -176,7 +191,9 @@ class CudaDevice final : public Device {
     ensure_context(where);
     const std::size_t need = cuda::kmeans_assign_scratch_bytes(a.n, a.d, a.k);
     if (need > scratch_bytes_) {
-      if (scratch_) cudaFree(scratch_);  // earlier launches have finished (synchronised below)
+      // Earlier launches may still use it: they finish first.
+      check(cudaStreamSynchronize(stream_), where + ": waiting to grow the scratch");
+      if (scratch_) cudaFree(scratch_);
       scratch_ = nullptr;
       scratch_bytes_ = 0;
       check(cudaMalloc(&scratch_, need), where + ": cudaMalloc of " + std::to_string(need) + " scratch bytes");
@@ -187,7 +204,6 @@ class CudaDevice final : public Device {
             static_cast<std::int32_t*>(labels), static_cast<double*>(sums), static_cast<std::int64_t*>(counts),
             static_cast<double*>(inertia), scratch_, scratch_bytes_, blas_, stream_))
       throw DeviceError(where + ": " + err);
-    check(cudaStreamSynchronize(stream_), where);
   }
 
   void run(const TopKHistogramArgs& a) {
@@ -207,7 +223,6 @@ class CudaDevice final : public Device {
             static_cast<unsigned long long*>(outside), static_cast<long long*>(cand),
             static_cast<unsigned long long*>(count), a.capacity, stream_))
       throw DeviceError(where + ": " + err);
-    check(cudaStreamSynchronize(stream_), where);
   }
 
   void run(const CsrKernelRowsArgs& a) {
@@ -226,7 +241,8 @@ class CudaDevice final : public Device {
     if (stream_ == nullptr) check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), where + ": stream");
     const std::size_t need = cuda::csr_kernel_rows_scratch_bytes(a.cols);
     if (need > dense_bytes_) {
-      if (dense_) cudaFree(dense_);  // earlier launches have finished (synchronised below)
+      check(cudaStreamSynchronize(stream_), where + ": waiting to grow the scratch");  // earlier launches use it
+      if (dense_) cudaFree(dense_);
       dense_ = nullptr;
       dense_bytes_ = 0;
       check(cudaMalloc(&dense_, need), where + ": cudaMalloc of " + std::to_string(need) + " scratch bytes");
@@ -241,7 +257,6 @@ class CudaDevice final : public Device {
             static_cast<int>(a.type), a.gamma, a.coef0, a.degree, static_cast<float*>(out),
             static_cast<double*>(dense_), dense_bytes_, stream_))
       throw DeviceError(where + ": " + err);
-    check(cudaStreamSynchronize(stream_), where);
   }
 
   // The device pointer of one of this device's buffers, at least `bytes` long.
@@ -279,6 +294,7 @@ class CudaDevice final : public Device {
   void* dense_ = nullptr;  // csr_kernel_rows' dense query row, kept all zero between launches
   std::size_t dense_bytes_ = 0;
   std::unique_ptr<WorkQueue> queue_;  // reset first in the destructor
+  std::unique_ptr<WorkQueue> waits_ = std::make_unique<WorkQueue>();  // each launch's end, in order
   std::unique_ptr<CudaCopies> copies_;  // the copy engine (Buffer::write_async)
 };
 

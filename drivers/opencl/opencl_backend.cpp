@@ -3,6 +3,9 @@
 // Device memory is the device's (explicit write/read); the three kernels
 // are kernels_opencl/*.cl, built at first use per device and kept by the
 // source's hash (program_cache.hpp); launches run in order on one queue.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <variant>
 
 #include "accel/error.hpp"
@@ -19,6 +22,13 @@ namespace {
 using namespace opencl;
 
 class OpenClDevice;
+const std::string& owner_name(const OpenClDevice& d);  // its name, for messages
+
+std::string mib(std::uint64_t bytes) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return b;
+}
 
 class OpenClBuffer final : public Buffer {
  public:
@@ -30,7 +40,7 @@ class OpenClBuffer final : public Buffer {
     cl_int err = CL_SUCCESS;
     // OpenCL refuses 0-byte buffers; a 1-byte one stands in.
     mem_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes == 0 ? 1 : bytes, nullptr, &err);
-    check(err, "clCreateBuffer(" + std::to_string(bytes) + " bytes)");
+    check(err, owner_name(owner) + ": a buffer of " + std::to_string(bytes) + " bytes");
   }
   ~OpenClBuffer() override { clReleaseMemObject(mem_); }
   std::size_t size() const override { return bytes_; }
@@ -89,6 +99,9 @@ class OpenClDevice final : public Device {
     cl_ulong local = 0;
     check(clGetDeviceInfo(dev_, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, nullptr), "local memory size");
     local_bytes_ = static_cast<std::size_t>(local);
+    cl_ulong alloc = 0;
+    check(clGetDeviceInfo(dev_, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof alloc, &alloc, nullptr), "largest allocation");
+    max_alloc_ = static_cast<std::size_t>(alloc);
   }
   ~OpenClDevice() override {
     queue_work_.reset();  // no launch or copy outlives the queue it enqueues on
@@ -102,6 +115,12 @@ class OpenClDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
+    // Said before the runtime is asked: some answer a buffer too large for
+    // the device only at its first use, or not at all.
+    if (bytes > max_alloc_ || bytes > info_.memory_bytes)
+      throw DeviceError(info_.name + ": not enough device memory for a buffer of " + mib(bytes) +
+                        " (it allocates at most " + mib(std::min<std::uint64_t>(max_alloc_, info_.memory_bytes)) +
+                        " at once)");
     return std::make_unique<OpenClBuffer>(*this, ctx_, queue_, copy_queue_, *copy_work_, bytes);
   }
   Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
@@ -150,6 +169,7 @@ class OpenClDevice final : public Device {
   cl_command_queue queue_ = nullptr, copy_queue_ = nullptr;
   DeviceInfo info_;
   std::size_t local_bytes_ = 0;  // CL_DEVICE_LOCAL_MEM_SIZE
+  std::size_t max_alloc_ = 0;    // CL_DEVICE_MAX_MEM_ALLOC_SIZE
   ProgramCache programs_;
   struct Scratch {
     cl_mem mem = nullptr;
@@ -159,6 +179,8 @@ class OpenClDevice final : public Device {
   std::unique_ptr<WorkQueue> queue_work_ = std::make_unique<WorkQueue>();
   std::unique_ptr<WorkQueue> copy_work_ = std::make_unique<WorkQueue>();
 };
+
+const std::string& owner_name(const OpenClDevice& d) { return d.info().name; }
 
 cl_mem OpenClDevice::scratch(int slot, std::size_t bytes) {
   Scratch& s = scratch_.at(static_cast<std::size_t>(slot));
@@ -256,8 +278,9 @@ void OpenClDevice::run(const CsrKernelRowsArgs& a) {
     // The queries' rows in local memory: no merge.
     cl_kernel k = kernel("csr_kernel_rows", "csr_kernel_rows_tiled");
     const cl_int cols = static_cast<cl_int>(a.cols);
-    set_args(k, row_ptr, col, val, sq, queries, active, out, ql, ml, cols, type, gamma, coef0, degree);
-    check(clSetKernelArg(k, 14, tile_bytes, nullptr), "clSetKernelArg (local tile)");
+    const cl_int exact = a.exact ? 1 : 0;
+    set_args(k, row_ptr, col, val, sq, queries, active, out, ql, ml, cols, type, gamma, coef0, degree, exact);
+    check(clSetKernelArg(k, 15, tile_bytes, nullptr), "clSetKernelArg (local tile)");
     enqueue_kernel(k, {(m + kTileGroup - 1) / kTileGroup * kTileGroup, (q + kQueryTile - 1) / kQueryTile},
                    {kTileGroup, 1});
   } else {
@@ -329,9 +352,10 @@ class OpenClBackend final : public Backend {
     cl_uint np = 0;
     const cl_int err = clGetPlatformIDs(0, nullptr, &np);
     if (err != CL_SUCCESS || np == 0) {
+      const char* vendors = std::getenv("OCL_ICD_VENDORS");
       why_ = err == CL_SUCCESS || err == CL_PLATFORM_NOT_FOUND_KHR
-                 ? "no OpenCL platform (the ICD loader found no vendor in /etc/OpenCL/vendors; e.g. apt-get install "
-                   "pocl-opencl-icd)"
+                 ? std::string("no OpenCL platform (the ICD loader found no vendor in ") +
+                       (vendors ? vendors : "/etc/OpenCL/vendors") + "; e.g. apt-get install pocl-opencl-icd)"
                  : "clGetPlatformIDs failed: " + error_name(err);
       return out;
     }

@@ -55,7 +55,7 @@ CsrMatrix make_matrix(const Case& c) {
 
 std::vector<float> run_device(Device& dev, const CsrMatrix& x, const std::vector<double>& norms,
                               const std::vector<std::int32_t>& queries, const std::vector<std::int32_t>& active,
-                              KernelType type, double gamma, double coef0, int degree) {
+                              KernelType type, double gamma, double coef0, int degree, bool exact) {
   auto upload = [&dev](const auto& v) {
     auto b = dev.allocate(std::max<std::size_t>(1, v.size() * sizeof(v[0])));
     b->write(v.data(), v.size() * sizeof(v[0]));
@@ -82,6 +82,7 @@ std::vector<float> run_device(Device& dev, const CsrMatrix& x, const std::vector
   a.gamma = gamma;
   a.coef0 = coef0;
   a.degree = degree;
+  a.exact = exact;
   dev.launch(a).wait();
   std::vector<float> out(outn);
   ob->read(out.data(), outn * sizeof(float));
@@ -136,8 +137,9 @@ TEST_P(CsrKernelRowsConformance, EveryDeviceMatchesReference) {
     int ran = 0;
     for (const auto& dev : reg.devices()) {
       if (!dev->supports(KernelId::CsrKernelRows)) continue;
-      expect_close(run_device(*dev, x, norms, queries, active, k.type, k.gamma, k.coef0, k.degree), want,
-                   dev->info().name);
+      for (const bool exact : {false, true})  // float sums on some paths (sgemm, OpenCL's tiles), double on all
+        expect_close(run_device(*dev, x, norms, queries, active, k.type, k.gamma, k.coef0, k.degree, exact), want,
+                     dev->info().name + (exact ? " exact" : ""));
       ++ran;
     }
     EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "accel/error.hpp"
 #include "accel/registry.hpp"
@@ -274,6 +275,57 @@ TEST(SvmSolver, FpgaEmuAndSplitAcrossDevicesGiveTheSameAnswer) {
     EXPECT_NEAR(got.stats.obj, want.stats.obj, 1e-6 * std::abs(want.stats.obj));
     EXPECT_NEAR(got.stats.rho, want.stats.rho, prm.eps / 10);
     EXPECT_EQ(got.stats.n_sv, want.stats.n_sv);
+  }
+}
+
+// Requests of more rows than one launch takes (256) run as several; where
+// a device copies (fpga-emu, OpenCL), the next launch runs while the last
+// one's rows are read back and stored, from buffers of its own. Every row
+// must be the reference's, on every device and split, with variables mapped
+// to rows (epsilon-SVR's two per sample) or not, over a shrunk active set,
+// and again in a second request whose launches swap buffers.
+TEST(KernelRows, RequestsOfSeveralLaunchesOnEveryDevice) {
+  static const Registry reg = Registry::discover_all();
+  const Problem p = make_problem(700, 9);
+  const SvmParams prm = params("none", WorkingSet::FirstOrder, 0);  // no cache: every request computes
+  std::vector<std::int32_t> active;
+  for (std::int32_t i = 0; i < 700; i += (i % 5 == 0 ? 2 : 1)) active.push_back(i);
+  for (const std::string spec : {"cpu", "fpga-emu", "opencl", "cpu,fpga-emu", "fpga-emu,opencl"}) {
+    const auto devs = reg.select(spec, KernelId::CsrKernelRows);
+    if (devs.empty()) continue;  // no OpenCL platform: the others still run
+    for (const bool mapped : {false, true}) {
+      SCOPED_TRACE(spec + (mapped ? " mapped" : ""));
+      std::vector<std::int32_t> row_of;
+      if (mapped)
+        for (std::int32_t i = 0; i < 1400; ++i) row_of.push_back(i % 700);
+      KernelRows kr(p.x, prm, devs, row_of);
+      kr.set_held_calls(1);
+      const std::int32_t vars = mapped ? 1400 : 700;
+      std::vector<std::int32_t> vactive = active;
+      if (mapped)
+        for (std::int32_t i : active) vactive.push_back(i + 700);
+      kr.set_active(vactive);
+      std::vector<std::int32_t> rows_of_active;
+      for (std::int32_t v : vactive) rows_of_active.push_back(v % 700);
+      std::set<std::int32_t> asked;
+      for (int request = 0; request < 2; ++request) {
+        std::vector<std::int32_t> queries;
+        for (std::int32_t a = 0; a < 600; ++a) queries.push_back((a * 3 + request) % vars);
+        std::sort(queries.begin(), queries.end());
+        queries.erase(std::unique(queries.begin(), queries.end()), queries.end());
+        asked.insert(queries.begin(), queries.end());
+        const auto got = kr.rows(queries);
+        std::vector<std::int32_t> qrows;
+        for (std::int32_t q : queries) qrows.push_back(q % 700);
+        const auto want = ref::csr_kernel_rows(p.x, qrows, rows_of_active, prm.kernel, prm.gamma, prm.coef0, prm.degree);
+        for (std::size_t a = 0; a < queries.size(); ++a)
+          for (std::size_t b = 0; b < vactive.size(); ++b)
+            ASSERT_NEAR(got[a][b], want[a * vactive.size() + b], 1e-5) << "request " << request << " query " << a;
+      }
+      // The first request is 3 launches; the second computes only the rows
+      // the first did not (the first's are still held).
+      EXPECT_EQ(kr.computed(), static_cast<std::int64_t>(asked.size() * vactive.size()));
+    }
   }
 }
 

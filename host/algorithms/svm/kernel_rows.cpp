@@ -84,21 +84,41 @@ double kernel_of_dot(const SvmParams& p, double dot, double su, double sv) {
 }  // namespace
 
 struct KernelRows::Impl {
-  struct Dev {
-    Device* dev;
-    bool host = false;  // shares host memory: wrap_host instead of copies
-    std::unique_ptr<Buffer> row_ptr, col_idx, values, norms;
+  // A device's buffers for one launch in flight. Two per device: the next
+  // batch's copies and launch go ahead while the last batch's rows are read
+  // back and stored (each its own buffers: a device's copies run beside
+  // its launches, so a shared one would change under a running launch).
+  struct Slot {
     std::unique_ptr<Buffer> targets, queries, out;
     std::size_t targets_cap = 0, queries_cap = 0, out_cap = 0;
     const std::int32_t* targets_src = nullptr;  // what `targets` holds (device copy), to skip re-uploads
     std::int64_t targets_len = -1, targets_version = -1;
+  };
+  struct Dev {
+    Device* dev;
+    bool host = false;  // shares host memory: wrap_host instead of copies
+    std::unique_ptr<Buffer> row_ptr, col_idx, values, norms;
+    Slot slots[2];
     double rate = 0;  // target rows x queries per second, smoothed
+  };
+  // The host's side of a launch in flight, until finish().
+  struct Flight {
+    std::int64_t nq = 0, m = 0;
+    float* out = nullptr;
+    std::vector<std::int64_t> off;  // each device's targets [off[d], off[d+1])
+    std::vector<Event> events;
+    std::vector<clock_type::time_point> t0;
+    std::vector<std::vector<float>> parts;      // each device's rows, when there are several
+    std::vector<std::unique_ptr<Buffer>> held;  // wrapped host buffers alive until the waits
   };
 
   const CsrMatrix& x;
   SvmParams p;
   std::vector<std::int32_t> row_of;  // variable -> row of x; empty: the identity
-  std::vector<std::int32_t> mapped_q, mapped_t;
+  // Per slot: the queries and the mapped targets of its launch, alive until
+  // its copies are done; and the rows computed, read back.
+  std::vector<std::int32_t> slot_q[2], slot_t[2];
+  std::vector<float> slot_out[2];
   std::vector<double> norms;
   std::vector<Dev> devs;
   using Cover = std::shared_ptr<const std::vector<std::int32_t>>;  // sorted sample indices
@@ -127,7 +147,6 @@ struct KernelRows::Impl {
   std::vector<std::int32_t> entry_of;  // row -> entry or -1
   std::list<std::int32_t> lru;         // front: most recently used
   std::vector<RowValues> spare;  // storage of evicted rows, reused
-  std::vector<float> tmp;
 
   Impl(const CsrMatrix& m, const SvmParams& params, const std::vector<Device*>& devices, std::vector<std::int32_t> rows)
       : x(m), p(params), row_of(std::move(rows)), norms(m.sq_norms()) {
@@ -182,97 +201,185 @@ struct KernelRows::Impl {
   // target list that does not change between calls with the same version.
   void launch(const std::int32_t* q, std::int64_t nq, const std::int32_t* t, std::int64_t m, float* out,
               std::int64_t version) {
-    if (nq == 0 || m == 0) return;
+    Flight f = start(q, nq, t, m, out, version, 0);
+    finish(f, 0);
+  }
+
+  // Copies and launches on every device, split by measured rate, using
+  // slot `slot`'s buffers; finish() waits and gathers the rows into out.
+  // The queries are copied (slot_q); t and out stay the caller's until then.
+  Flight start(const std::int32_t* q, std::int64_t nq, const std::int32_t* t, std::int64_t m, float* out,
+               std::int64_t version, int slot) {
+    Flight f;
+    f.nq = nq;
+    f.m = m;
+    f.out = out;
+    if (nq == 0 || m == 0) return f;
     computed += nq * m;
+    auto& qs = slot_q[slot];
+    qs.assign(q, q + nq);
     if (!row_of.empty()) {  // variables -> rows of x
-      mapped_q.resize(nq);
-      mapped_t.resize(m);
-      for (std::int64_t a = 0; a < nq; ++a) mapped_q[a] = row_of[q[a]];
-      for (std::int64_t b = 0; b < m; ++b) mapped_t[b] = row_of[t[b]];
-      q = mapped_q.data();
-      t = mapped_t.data();
+      auto& ts = slot_t[slot];
+      ts.resize(m);
+      for (auto& v : qs) v = row_of[v];
+      for (std::int64_t b = 0; b < m; ++b) ts[b] = row_of[t[b]];
+      t = ts.data();
       version = -1;  // the mapped list lives in one buffer whatever its contents
     }
-    const auto off = split(m);
-    std::vector<Event> events(devs.size());
-    std::vector<std::unique_ptr<Buffer>> held;  // wrapped host buffers alive until the waits
-    std::vector<std::vector<float>> parts(devs.size());
-    const bool single = devs.size() == 1;
-    std::vector<clock_type::time_point> t0(devs.size());
-    for (std::size_t d = 0; d < devs.size(); ++d) {
-      Dev& s = devs[d];
-      const std::int64_t md = off[d + 1] - off[d];
-      if (md == 0) continue;
-      CsrKernelRowsArgs a;
-      a.row_ptr = s.row_ptr.get();
-      a.col_idx = s.col_idx.get();
-      a.values = s.values.get();
-      a.sq_norms = s.norms.get();
-      a.n = x.rows;
-      a.nnz = x.nnz();
-      a.cols = std::max<std::int64_t>(1, x.cols);
-      a.q = nq;
-      a.m = md;
-      a.type = p.kernel;
-      a.gamma = p.gamma;
-      a.coef0 = p.coef0;
-      a.degree = p.degree;
-      a.exact = exact;
-      float* dst = out;
-      if (!single) {
-        parts[d].resize(nq * md);
-        dst = parts[d].data();
+    q = qs.data();
+    f.off = split(m);
+    f.events.resize(devs.size());
+    f.parts.resize(devs.size());
+    f.t0.resize(devs.size());
+    try {
+      for (std::size_t d = 0; d < devs.size(); ++d) {
+        const std::int64_t md = f.off[d + 1] - f.off[d];
+        if (md > 0) f.events[d] = start_on(d, f, q, t + f.off[d], md, version, slot);
       }
-      if (s.host) {
-        held.push_back(s.dev->wrap_host(const_cast<std::int32_t*>(q), nq * sizeof(std::int32_t)));
-        a.queries = held.back().get();
-        held.push_back(s.dev->wrap_host(const_cast<std::int32_t*>(t + off[d]), md * sizeof(std::int32_t)));
-        a.active = held.back().get();
-        held.push_back(s.dev->wrap_host(dst, nq * md * sizeof(float)));
-        a.out = held.back().get();
-      }
-      std::vector<Event> copies;  // on each device's copy queue: one device's copy runs beside another's launch
-      if (!s.host) {
-        a.queries = ensure<std::int32_t>(s, s.queries, s.queries_cap, nq);
-        copies.push_back(a.queries->write_async(q, nq * sizeof(std::int32_t)));
-        a.active = ensure<std::int32_t>(s, s.targets, s.targets_cap, md);
-        if (version < 0 || version != s.targets_version || s.targets_src != t + off[d] || s.targets_len != md) {
-          copies.push_back(a.active->write_async(t + off[d], md * sizeof(std::int32_t)));
-          s.targets_version = version;
-          s.targets_src = t + off[d];
-          s.targets_len = md;
-        }
-        a.out = ensure<float>(s, s.out, s.out_cap, nq * md);
-      }
-      t0[d] = clock_type::now();
-      events[d] = s.dev->launch(a, std::move(copies));
+    } catch (...) {
+      drain(f);
+      throw;
     }
-    // Each device's output read as soon as its launch is done, beside the
-    // others' launches.
+    return f;
+  }
+
+  // Waits for a flight's launches, whatever they throw: on an error
+  // elsewhere, before the memory they write into goes.
+  static void drain(const Flight& f) {
+    for (const Event& e : f.events) {
+      try {
+        e.wait();
+      } catch (...) {
+      }
+    }
+  }
+
+  // Device d's share of a launch: md targets from t.
+  Event start_on(std::size_t d, Flight& f, const std::int32_t* q, const std::int32_t* t, std::int64_t md,
+                 std::int64_t version, int slot) {
+    Dev& s = devs[d];
+    Slot& sl = s.slots[slot];
+    const std::int64_t nq = f.nq;
+    CsrKernelRowsArgs a;
+    a.row_ptr = s.row_ptr.get();
+    a.col_idx = s.col_idx.get();
+    a.values = s.values.get();
+    a.sq_norms = s.norms.get();
+    a.n = x.rows;
+    a.nnz = x.nnz();
+    a.cols = std::max<std::int64_t>(1, x.cols);
+    a.q = nq;
+    a.m = md;
+    a.type = p.kernel;
+    a.gamma = p.gamma;
+    a.coef0 = p.coef0;
+    a.degree = p.degree;
+    a.exact = exact;
+    float* dst = f.out;
+    if (devs.size() > 1) {
+      f.parts[d].resize(nq * md);
+      dst = f.parts[d].data();
+    }
+    std::vector<Event> copies;  // on each device's copy queue: one device's copy runs beside another's launch
+    if (s.host) {
+      f.held.push_back(s.dev->wrap_host(const_cast<std::int32_t*>(q), nq * sizeof(std::int32_t)));
+      a.queries = f.held.back().get();
+      f.held.push_back(s.dev->wrap_host(const_cast<std::int32_t*>(t), md * sizeof(std::int32_t)));
+      a.active = f.held.back().get();
+      f.held.push_back(s.dev->wrap_host(dst, nq * md * sizeof(float)));
+      a.out = f.held.back().get();
+    } else {
+      a.queries = ensure<std::int32_t>(s, sl.queries, sl.queries_cap, nq);
+      copies.push_back(a.queries->write_async(q, nq * sizeof(std::int32_t)));
+      a.active = ensure<std::int32_t>(s, sl.targets, sl.targets_cap, md);
+      if (version < 0 || version != sl.targets_version || sl.targets_src != t || sl.targets_len != md) {
+        copies.push_back(a.active->write_async(t, md * sizeof(std::int32_t)));
+        sl.targets_version = version;
+        sl.targets_src = t;
+        sl.targets_len = md;
+      }
+      a.out = ensure<float>(s, sl.out, sl.out_cap, nq * md);
+    }
+    f.t0[d] = clock_type::now();
+    return s.dev->launch(a, std::move(copies));
+  }
+
+  // Waits for a launch: each device's rows are read as soon as its launch
+  // is done, beside the others' launches, then gathered into f.out.
+  void finish(Flight& f, int slot) {
+    if (f.off.empty()) return;  // nothing launched
     std::vector<Event> reads;
     std::exception_ptr failed;
     for (std::size_t d = 0; d < devs.size(); ++d) {
       Dev& s = devs[d];
-      const std::int64_t md = off[d + 1] - off[d];
+      const std::int64_t md = f.off[d + 1] - f.off[d];
       if (md == 0) continue;
       try {
-        events[d].wait();
+        f.events[d].wait();
       } catch (...) {
         if (!failed) failed = std::current_exception();
         continue;
       }
-      const double sec = std::max(1e-9, std::chrono::duration<double>(clock_type::now() - t0[d]).count());
-      const double r = double(md) * nq / sec;
+      const double sec = std::max(1e-9, std::chrono::duration<double>(clock_type::now() - f.t0[d]).count());
+      const double r = double(md) * f.nq / sec;
       s.rate = s.rate == 0 ? r : 0.8 * s.rate + 0.2 * r;
-      if (!s.host) reads.push_back(s.out->read_async(single ? out : parts[d].data(), nq * md * sizeof(float)));
+      float* dst = devs.size() == 1 ? f.out : f.parts[d].data();
+      if (!s.host) reads.push_back(s.slots[slot].out->read_async(dst, f.nq * md * sizeof(float)));
     }
     wait_all(reads);
+    f.held.clear();
     if (failed) std::rethrow_exception(failed);
-    for (std::size_t d = 0; d < devs.size() && !single; ++d) {
-      const std::int64_t md = off[d + 1] - off[d];
+    for (std::size_t d = 0; d < devs.size() && devs.size() > 1; ++d) {
+      const std::int64_t md = f.off[d + 1] - f.off[d];
       if (md > 0)
-        for (std::int64_t a = 0; a < nq; ++a)
-          std::memcpy(out + a * m + off[d], parts[d].data() + a * md, md * sizeof(float));
+        for (std::int64_t a = 0; a < f.nq; ++a)
+          std::memcpy(f.out + a * f.m + f.off[d], f.parts[d].data() + a * md, md * sizeof(float));
+    }
+  }
+
+  // The rows of new entries `fulls` over the active set `cur`, in launches
+  // of at most kLaunchQueries rows, so the staging buffer stays a fraction
+  // of the rows themselves. Where a device copies (no shared host memory),
+  // the next launch and its copies go ahead while a launch's rows are read
+  // back and stored; on host devices the store would only take cores from
+  // the launch.
+  void compute_fulls(const std::vector<std::int32_t>& fulls, const std::vector<std::int32_t>& cur) {
+    const std::int64_t m = static_cast<std::int64_t>(cur.size());
+    const bool overlap = std::any_of(devs.begin(), devs.end(), [](const Dev& d) { return !d.host; });
+    std::vector<std::int32_t> rows;
+    Flight flights[2];
+    std::size_t firsts[2] = {0, 0};  // each flight's first of fulls
+    bool flying[2] = {false, false};
+    const auto land = [&](int slot) {
+      flying[slot] = false;
+      finish(flights[slot], slot);
+      const std::size_t f0 = firsts[slot];
+      const float* got = slot_out[slot].data();
+      // First touch of the rows' storage: page faults, shared by threads.
+#pragma omp parallel for schedule(static) if (flights[slot].nq * m >= (1 << 18))
+      for (std::int64_t a = 0; a < flights[slot].nq; ++a)
+        std::memcpy(entries[fulls[f0 + a]].vals.data(), got + a * m, m * sizeof(float));
+    };
+    try {
+      int slot = 0;
+      for (std::size_t f0 = 0; f0 < fulls.size(); f0 += kLaunchQueries, slot = overlap ? 1 - slot : 0) {
+        const std::size_t nq = std::min<std::size_t>(kLaunchQueries, fulls.size() - f0);
+        rows.resize(nq);
+        for (std::size_t a = 0; a < nq; ++a) rows[a] = entries[fulls[f0 + a]].row;
+        slot_out[slot].resize(nq * m);
+        flights[slot] = start(rows.data(), static_cast<std::int64_t>(nq), cur.data(), m, slot_out[slot].data(),
+                              active_version, slot);
+        firsts[slot] = f0;
+        flying[slot] = true;
+        if (!overlap) land(slot);
+        else if (flying[1 - slot]) land(1 - slot);
+      }
+      for (int sl : {0, 1})
+        if (flying[sl]) land(sl);
+    } catch (...) {
+      for (int sl : {0, 1})
+        if (flying[sl]) drain(flights[sl]);
+      throw;
     }
   }
 
@@ -418,7 +525,6 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
   Impl& s = *impl_;
   ++s.call;
   const auto& cur = *s.active;
-  const std::int64_t m = static_cast<std::int64_t>(cur.size());
   std::vector<std::int32_t> fulls;                           // entries computed from scratch
   struct Group {
     std::vector<std::int32_t> missing;  // active samples the cover lacks
@@ -469,19 +575,7 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
       ++prefetched_;
     }
   }
-  // Computed in launches of at most kLaunchQueries rows, so the staging
-  // buffer stays a fraction of the rows themselves.
-  for (std::size_t f0 = 0; f0 < fulls.size(); f0 += kLaunchQueries) {
-    const std::int64_t nq = static_cast<std::int64_t>(std::min<std::size_t>(kLaunchQueries, fulls.size() - f0));
-    std::vector<std::int32_t> rows(nq);
-    for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[fulls[f0 + a]].row;
-    s.tmp.resize(nq * m);
-    s.launch(rows.data(), nq, cur.data(), m, s.tmp.data(), s.active_version);
-    // First touch of the rows' storage: page faults, shared by threads.
-#pragma omp parallel for schedule(static) if (nq * m >= (1 << 18))
-    for (std::int64_t a = 0; a < nq; ++a)
-      std::memcpy(s.entries[fulls[f0 + a]].vals.data(), s.tmp.data() + a * m, m * sizeof(float));
-  }
+  s.compute_fulls(fulls, cur);
   // Rows that cover part of the active set (samples came back since they
   // were computed): every row extending the same cover misses the same
   // samples, so each group is one launch over just those.
@@ -489,9 +583,10 @@ std::vector<const float*> KernelRows::rows(const std::vector<std::int32_t>& quer
     const std::int64_t nq = static_cast<std::int64_t>(g.entries.size()), mm = static_cast<std::int64_t>(g.missing.size());
     std::vector<std::int32_t> rows(nq);
     for (std::int64_t a = 0; a < nq; ++a) rows[a] = s.entries[g.entries[a]].row;
-    s.tmp.resize(nq * mm);
-    s.launch(rows.data(), nq, g.missing.data(), mm, s.tmp.data(), -1);
-    for (std::int64_t a = 0; a < nq; ++a) s.finish_partial(s.entries[g.entries[a]], g.missing, s.tmp.data() + a * mm);
+    auto& got = s.slot_out[0];
+    got.resize(nq * mm);
+    s.launch(rows.data(), nq, g.missing.data(), mm, got.data(), -1);
+    for (std::int64_t a = 0; a < nq; ++a) s.finish_partial(s.entries[g.entries[a]], g.missing, got.data() + a * mm);
   }
   s.enforce_budget();
   std::vector<const float*> out(queries.size());

@@ -59,10 +59,11 @@ struct CsrKernelRowsArgs {
   KernelType type = KernelType::Rbf;
   double gamma = 0, coef0 = 0;
   int degree = 3;
-  // Dot products accumulated in double on every path. Every backend does
-  // so except the cpu's many-query path, which otherwise runs sgemm (float
-  // products, twice dgemm's rate); prediction asks for it, so that labels
-  // match LIBSVM's to the last borderline row.
+  // Dot products accumulated in double on every path. Without it, the
+  // cpu's many-query path runs sgemm (float products, twice dgemm's rate)
+  // and OpenCL's tiled path sums in float; the other paths and backends
+  // sum in double either way. Prediction asks for it, so that labels match
+  // LIBSVM's to the last borderline row.
   bool exact = false;
 };
 
