@@ -1,5 +1,9 @@
 #include "program_cache.hpp"
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
 #include "opencl_kernels.hpp"
 
 namespace accel::opencl {
@@ -13,10 +17,46 @@ std::uint64_t source_hash(std::string_view text) {
   return h;
 }
 
+namespace {
+
+// kernels_opencl/<name>.cl as built in, or, with ACCEL_OPENCL_KERNELS=DIR,
+// as DIR/<name>.cl holds it now: a kernel edited there runs without a
+// rebuild (a changed text is a new program).
+std::string source_text(const std::string& device_name, const std::string& name) {
+  if (const char* dir = std::getenv("ACCEL_OPENCL_KERNELS"); dir != nullptr && *dir != '\0') {
+    const std::string path = std::string(dir) + "/" + name + ".cl";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw DeviceError(device_name + ": cannot read " + path + " (ACCEL_OPENCL_KERNELS)");
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  const std::string_view text = opencl_source(name);
+  if (text.empty()) throw DeviceError(device_name + ": no OpenCL source named " + name);
+  return std::string(text);
+}
+
+// The first `lines` non-empty lines of a build log, on one line.
+std::string first_lines(const std::string& log, int lines) {
+  std::string out;
+  std::size_t at = 0;
+  while (lines > 0 && at < log.size()) {
+    std::size_t end = log.find('\n', at);
+    if (end == std::string::npos) end = log.size();
+    std::string line = log.substr(at, end - at);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\0')) line.pop_back();
+    if (!line.empty()) {
+      out += (out.empty() ? "" : " | ") + line;
+      --lines;
+    }
+    at = end + 1;
+  }
+  return out.empty() ? "(no build log)" : out;
+}
+
+}  // namespace
+
 cl_kernel ProgramCache::kernel(cl_context ctx, cl_device_id dev, const std::string& device_name,
                                const std::string& source, const std::string& name) {
-  const std::string_view text = opencl_source(source);
-  if (text.empty()) throw DeviceError(device_name + ": no OpenCL source named " + source);
+  const std::string text = source_text(device_name, source);
   const std::uint64_t h = source_hash(text);
   std::lock_guard lock(mu_);
   if (auto k = kernels_.find({h, name}); k != kernels_.end()) return k->second;
@@ -34,7 +74,7 @@ cl_kernel ProgramCache::kernel(cl_context ctx, cl_device_id dev, const std::stri
       clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
       clReleaseProgram(prog);
       programs_.erase(h);
-      throw DeviceError(device_name + ": building kernels_opencl/" + source + ".cl failed: " + log);
+      throw DeviceError(device_name + ": building " + source + ".cl failed: " + first_lines(log, 3));
     }
     ++built_;
   }

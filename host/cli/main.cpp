@@ -84,6 +84,12 @@ int main(int argc, char** argv) {
   } catch (const boost::program_options::error& e) {
     accel::log::error("accel " + name) << e.what();
     return 2;
+  } catch (const accel::DeviceError& e) {
+    // The device the user chose cannot run this input (a shape beyond it,
+    // not enough memory, a kernel its compiler refuses): what() names the
+    // device and why.
+    accel::log::error("accel " + name) << e.what();
+    return 2;
   } catch (const std::exception& e) {
     accel::log::error("accel " + name) << "error: " << e.what();
     return 1;

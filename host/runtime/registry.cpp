@@ -88,10 +88,16 @@ std::vector<Device*> Registry::select(const std::string& spec, KernelId kernel) 
     }
   }
   if (out.empty()) {
-    std::string known;
+    std::string known, why;
     for (auto& d : devices_) known += (known.empty() ? "" : ", ") + d->info().name;
-    throw InputError("--device " + spec + ": no such device runs " + to_string(kernel) +
-                     " here (found: " + known + "; try `accel devices`)");
+    // A backend the spec names that found nothing says why (no platform,
+    // no driver): the likeliest answer to the user's question.
+    for (const auto& r : reports_)
+      if (r.devices == 0 && !r.why_none.empty() && (spec == r.backend || spec.rfind(r.backend + ":", 0) == 0 ||
+                                                    spec.find(r.backend) != std::string::npos))
+        why += "; " + r.why_none;
+    throw InputError("--device " + spec + ": no such device runs " + to_string(kernel) + " here (found: " + known +
+                     why + "; try `accel devices`)");
   }
   return out;
 }

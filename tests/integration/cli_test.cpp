@@ -51,8 +51,10 @@ class Cli : public ::testing::Test {
   }
   std::string path(const std::string& name) { return (dir_ / name).string(); }
   // A bad-input run: exit 2, one line on stderr containing `needle`, no outputs.
-  void expect_bad_input(const std::string& args, const std::string& needle) {
-    const Proc r = accel(args + " --output-centroids " + path("c.npy") + " --output-labels " + path("l.npy"));
+  // `env`: VAR=VALUE settings for the run.
+  void expect_bad_input(const std::string& args, const std::string& needle, const std::string& env = "") {
+    const Proc r = run((env.empty() ? "" : "env " + env + " ") + ACCEL_BIN + " " + args + " --output-centroids " +
+                       path("c.npy") + " --output-labels " + path("l.npy"));
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -110,6 +112,39 @@ TEST_F(Cli, BadInputsExitTwoWithoutOutputs) {
   expect_bad_input("kmeans --input " + file("ok2.csv", "1,2\n3,4\n") + " --k 1 --init bogus", "--init bogus");
   expect_bad_input("kmeans --input " + file("ok3.csv", "1,2\n3,4\n") + " --k 1 --max-iter 0", "--max-iter");
   expect_bad_input("kmeans --k 1", "input");
+}
+
+// OpenCL's bad cases are one line naming the device and why, and exit 2:
+// no platform at all (an ICD directory with no vendor in it), and a kernel
+// the device's compiler refuses (ACCEL_OPENCL_KERNELS points the backend at
+// a broken copy of kernels_opencl/: the log's first lines are in the line).
+// A device too small for a buffer is OpenClBackend.BuffersBeyondTheDevice.
+TEST_F(Cli, OpenClFailuresAreOneLineAndExitTwo) {
+  const std::string x = file("x.csv", "1,2\n3,4\n5,6\n7,8\n");
+  fs::create_directories(path("no_vendors"));
+  expect_bad_input("kmeans --input " + x + " --k 2 --device opencl", "no OpenCL platform",
+                   "OCL_ICD_VENDORS=" + path("no_vendors"));
+  const Proc devices = accel("devices --json");
+  if (devices.out.find("\"opencl:0\"") == std::string::npos)
+    GTEST_SKIP() << "no OpenCL device here: the build-error case needs one (PoCL's CPU device in CI)";
+  fs::create_directories(path("broken"));
+  std::ofstream(path("broken/kmeans_assign.cl")) << "__kernel void kmeans_assign(__global float* x) { x[0] = y; }\n";
+  // PoCL's compiler prints "1 error generated." itself: accel's own line is one.
+  const Proc r = run("env ACCEL_OPENCL_KERNELS=" + path("broken") + " " + ACCEL_BIN + " kmeans --input " + x +
+                     " --k 2 --device opencl:0 --output-centroids " + path("c.npy"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  std::istringstream lines(r.err);
+  int ours = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("accel", 0) == 0) {
+      ++ours;
+      EXPECT_NE(line.find("opencl:0: building kmeans_assign.cl failed: "), std::string::npos) << line;
+      EXPECT_NE(line.find("'y'"), std::string::npos) << "the log's first lines: " << line;
+    }
+  EXPECT_EQ(ours, 1) << r.err;
+  EXPECT_FALSE(fs::exists(path("c.npy")));
+  expect_bad_input("kmeans --input " + x + " --k 2 --device opencl:0", "cannot read",
+                   "ACCEL_OPENCL_KERNELS=" + path("nowhere"));
 }
 
 TEST_F(Cli, InitFileShapeIsChecked) {

@@ -75,3 +75,27 @@ TEST(OpenClBackend, ForeignOrShortBuffersAreDeviceErrors) {
 
 }  // namespace
 }  // namespace accel
+
+namespace accel {
+namespace {
+
+// A buffer beyond what the device allocates at once is refused up front,
+// naming the device and both sizes (the runtime might report it only at
+// first use).
+TEST(OpenClBackend, BuffersBeyondTheDeviceAreRefusedByName) {
+  const Registry reg = Registry::discover_all();
+  Device* d = first_opencl(reg);
+  if (d == nullptr) GTEST_SKIP() << "no OpenCL device here";
+  const std::size_t huge = static_cast<std::size_t>(d->info().memory_bytes) + (std::size_t{1} << 30);
+  try {
+    d->allocate(huge);
+    FAIL() << "a buffer of " << huge << " bytes was made";
+  } catch (const DeviceError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(d->info().name + ": not enough device memory", 0), 0u) << what;
+    EXPECT_NE(what.find("MiB"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace accel
