@@ -125,7 +125,9 @@ Run run_kmeans(Device& dev, const Inputs& in, int repeats) {
   auto x = upload(dev, in.x.data), c = upload(dev, in.cent);
   auto l = dev.allocate(n * 4), s = dev.allocate(k * d * 8), cnt = dev.allocate(k * 8), i = dev.allocate(8);
   const KMeansAssignArgs a{x.get(), c.get(), l.get(), s.get(), cnt.get(), i.get(), n, d, k};
-  Run r{median_seconds(dev, a, repeats), static_cast<double>(n)};
+  Run r;
+  r.seconds = median_seconds(dev, a, repeats);
+  r.units = static_cast<double>(n);
   r.labels = download<std::int32_t>(*l, n);
   r.counts = download<std::int64_t>(*cnt, k);
   return r;
@@ -141,7 +143,9 @@ Run run_csr(Device& dev, const Inputs& in, int repeats) {
   a.queries = q.get(), a.active = t.get(), a.out = out.get();
   a.n = in.csr.rows, a.nnz = in.csr.nnz(), a.q = nq, a.m = m, a.cols = in.csr.cols;
   a.type = KernelType::Rbf, a.gamma = 1.0 / static_cast<double>(in.csr.cols);
-  Run r{median_seconds(dev, a, repeats), static_cast<double>(nq * m)};
+  Run r;
+  r.seconds = median_seconds(dev, a, repeats);
+  r.units = static_cast<double>(nq * m);
   r.values = download<float>(*out, nq * m);
   return r;
 }
@@ -154,7 +158,9 @@ Run run_topk(Device& dev, const Inputs& in, int repeats) {
   TopKHistogramArgs a;
   a.data = x.get(), a.hist = h.get(), a.moments = mo.get(), a.outside = o.get();
   a.n = static_cast<std::int64_t>(in.grad.size()), a.shift = kShift, a.bins = bins;
-  Run r{median_seconds(dev, a, repeats), static_cast<double>(a.n)};
+  Run r;
+  r.seconds = median_seconds(dev, a, repeats);
+  r.units = static_cast<double>(a.n);
   r.hist = download<std::uint64_t>(*h, bins);
   return r;
 }
@@ -220,12 +226,7 @@ int bench_kernels_main(const std::vector<std::string>& args) {
       ("quick", "small shapes (2,000 images, 1M floats): a check that every device runs, not a benchmark")
       ("json", "print JSON");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
+  if (!parse_or_help(args, opts, vm)) return 0;
   if (repeats < 1) throw InputError("--repeats " + std::to_string(repeats) + ": must be at least 1");
   const Registry reg = Registry::discover_all();
   Device* cpu = reg.select("cpu", KernelId::KMeansAssign).at(0);

@@ -38,12 +38,7 @@ int calibrate_main(const std::vector<std::string>& args) {
       ("read-bytes", po::value(&read_bytes), "size of the streaming-read array (default 512 MiB); only the read is measured")
       ("json", "print JSON");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
+  if (!parse_or_help(args, opts, vm)) return 0;
   if (threads < 1 || repeats < 1 || read_bytes < 4) throw InputError("--threads, --repeats >= 1 and --read-bytes >= 4");
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);

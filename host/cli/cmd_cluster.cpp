@@ -108,12 +108,7 @@ int coordinator_main(const std::vector<std::string>& args) {
   engine_options(d, o);
   common_options(d, o);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(d).run(), vm);
-  if (vm.count("help")) {
-    std::cout << d;
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_or_help(args, d, vm)) return 0;
   launcher_workers(o, vm);
   o.pull = vm.count("pull") > 0;
   o.json = vm.count("json") > 0;
@@ -137,12 +132,7 @@ int worker_main(const std::vector<std::string>& args) {
        "ms to keep trying to reach a lost coordinator (one restarted with --resume); 0: try once, then exit 3");
   common_options(d, o);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(d).run(), vm);
-  if (vm.count("help")) {
-    std::cout << d;
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_or_help(args, d, vm)) return 0;
   if (!vm.count("id")) {
     const int rank = cluster::launcher_rank(-1);
     if (rank < 0) throw InputError("--id is required outside a launcher (mpirun and srun give the rank)");

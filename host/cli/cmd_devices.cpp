@@ -14,12 +14,7 @@ int devices_main(const std::vector<std::string>& args) {
   po::options_description opts("accel devices [--json]");
   opts.add_options()("help,h", "this help")("json", "print JSON instead of a table");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
+  if (!parse_or_help(args, opts, vm)) return 0;
   const Registry reg = Registry::discover_all();
   if (vm.count("json")) {
     nlohmann::json j;

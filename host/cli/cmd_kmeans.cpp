@@ -37,12 +37,7 @@ int kmeans_main(const std::vector<std::string>& args) {
       ("log-json", po::value(&log_json), "write one JSON line per iteration to this file")
       ("json", "print the summary as one JSON object");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_or_help(args, opts, vm)) return 0;
   if (ko.max_iter < 1) throw InputError("--max-iter " + std::to_string(ko.max_iter) + ": must be at least 1");
   if (!(ko.tol >= 0)) throw InputError("--tol " + std::to_string(ko.tol) + ": must be >= 0");
 

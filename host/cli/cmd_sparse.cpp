@@ -91,12 +91,7 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
       ("log-json", po::value(&o.log_json), "one JSON line per step")
       ("json", po::bool_switch(&json), "print the summary as JSON");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(d).run(), vm);
-  if (vm.count("help")) {
-    std::cout << d;
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_or_help(args, d, vm)) return 0;
   if (n < 1 || n > (std::uint64_t{1} << 32)) throw InputError("--n " + std::to_string(n) + ": must be in 1..2^32");
   if (!(ratio > 0 && ratio <= 1)) throw InputError("--ratio " + std::to_string(ratio) + ": must be in (0, 1]");
   if (steps < 1) throw InputError("--steps must be >= 1");

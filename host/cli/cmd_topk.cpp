@@ -72,12 +72,7 @@ int topk_main(const std::vector<std::string>& args) {
       ("output", po::value(&output), "write the selected indices (int64 .npy)")
       ("json", "print one JSON object");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_or_help(args, opts, vm)) return 0;
   if (input.empty() == dist.empty()) throw InputError("give exactly one of --input FILE.npy or --synthetic DIST");
   if (!dist.empty() && !vm.count("n")) throw InputError("--synthetic needs --n");
   if (repeat < 1) throw InputError("--repeat must be >= 1");
