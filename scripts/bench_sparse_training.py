@@ -101,7 +101,8 @@ def rank_main(a):
                                   timeout_ms=60000, keepalive_ms=120000)
         warmup = a.method.endswith("-warmup")
         state = SparseHookState(group, ratio=a.ratio, method=a.method.removesuffix("-warmup"),
-                                momentum=a.momentum_correction, masking=bool(a.masking), warmup=warmup)
+                                momentum=a.momentum_correction, masking=bool(a.masking), warmup=warmup,
+                                dense_below=a.dense_below)
         ddp.register_comm_hook(state, sparse_allreduce_hook)
     # The same optimizer for every method: SGD with momentum on the
     # exchanged (averaged) gradient. With --momentum-correction the sparse
@@ -185,7 +186,8 @@ def run_method(a, method, mbit, out_dir, port):
                "--master", f"{SUBNET}.11", "--iface", f"accel-tn{r}", "--gloo-port", str(port),
                "--accel-port", str(port + 1), "--epochs", str(a.epochs), "--train", str(a.train), "--test",
                str(a.test), "--batch", str(a.batch), "--ratio", str(a.ratio), "--lr", str(a.lr),
-               "--momentum-correction", str(a.momentum_correction), "--masking", str(a.masking), "--out", str(out)]
+               "--momentum-correction", str(a.momentum_correction), "--masking", str(a.masking),
+               "--dense-below", str(a.dense_below), "--out", str(out)]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     ok = True
     for r, p in enumerate(procs):
@@ -290,6 +292,8 @@ def main():
     p.add_argument("--momentum-correction", type=float, default=0.9,
                    help="accel methods: local momentum correction (0: the optimizer's momentum, as dense)")
     p.add_argument("--masking", type=int, default=1, help="accel methods: momentum-factor masking (1 or 0)")
+    p.add_argument("--dense-below", type=int, default=0,
+                   help="accel methods: layers of fewer elements are sent whole (0: every layer sparsified)")
     p.add_argument("--timeout", type=int, default=1800, help="per run, seconds")
     p.add_argument("--python", default="/usr/bin/python3", help="the ranks' interpreter (with torch)")
     # One rank (started by the orchestrator inside its namespace):

@@ -8,11 +8,12 @@ outside (0, 1], NaN/Inf under nonfinite="error", ...).
 """
 import numpy as _np
 
-from ._accel import InputError, Sparsifier as _Sparsifier, SparseGroup as _SparseGroup
+from ._accel import BucketSparsifier as _BucketSparsifier, InputError, Sparsifier as _Sparsifier
+from ._accel import SparseGroup as _SparseGroup
 from ._accel import SparseGroupOptions, TopKResult
 from ._accel import topk as _topk
 
-__all__ = ["topk", "Sparsifier", "SparseGroup", "TopKResult", "InputError", "as_float32_view"]
+__all__ = ["topk", "Sparsifier", "BucketSparsifier", "SparseGroup", "TopKResult", "InputError", "as_float32_view"]
 
 
 def as_float32_view(x, what="x"):
@@ -59,6 +60,40 @@ class Sparsifier:
     def step(self, gradient):
         """(indices int64, values float32) of this step's selection."""
         return self._s.step(as_float32_view(gradient, "gradient"))
+
+    def set_epoch(self, epoch):
+        self._s.set_epoch(int(epoch))
+
+    @property
+    def ratio(self):
+        return self._s.ratio
+
+    @property
+    def residual(self):
+        return self._s.residual
+
+    @property
+    def size(self):
+        return self._s.size
+
+
+class BucketSparsifier:
+    """The Sparsifier over a bucket of layers laid end to end (a DDP
+    bucket): one accumulation pass, a selection per layer, and the layers
+    under host_below values selected exactly on the host in one parallel
+    pass (one launch for the bucket's small layers, not one each). Layers
+    under dense_below values are sent whole and keep no residual (with
+    momentum they send their velocity: momentum SGD). step() returns
+    (indices uint32 into the bucket, ascending; values float32)."""
+
+    def __init__(self, sizes, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
+                 dense_below=0, host_below=1 << 16, nonfinite="error", device="cpu"):
+        self._s = _BucketSparsifier([int(n) for n in sizes], float(ratio), method, float(momentum), bool(masking),
+                                    bool(warmup), int(dense_below), int(host_below), nonfinite, device)
+        self.sizes = tuple(int(n) for n in sizes)
+
+    def step(self, bucket):
+        return self._s.step(as_float32_view(bucket, "bucket"))
 
     def set_epoch(self, epoch):
         self._s.set_epoch(int(epoch))

@@ -18,45 +18,49 @@ average divides by the members actually counted.
 import numpy as np
 import torch
 
-from . import Sparsifier
+from . import BucketSparsifier
 
 
 class SparseHookState:
     def __init__(self, group, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
-                 per_layer=True):
+                 per_layer=True, dense_below=0):
+        """One BucketSparsifier per DDP bucket: per-layer selection inside
+        the bucket, the small layers in one launch. dense_below: layers of
+        fewer values are sent whole every step (deep gradient compression,
+        Lin et al., 2018, leaves such tensors uncompressed: at 0.1% a
+        512-value bias would send one value a step). With momentum
+        correction they send their velocity, so they train as momentum SGD."""
+        if dense_below < 0:
+            raise ValueError(f"accel sparse hook: dense_below {dense_below} < 0")
         self.group = group
-        self.options = dict(ratio=ratio, method=method, momentum=momentum, masking=masking, warmup=warmup)
+        self.options = dict(ratio=ratio, method=method, momentum=momentum, masking=masking, warmup=warmup,
+                            dense_below=int(dense_below))
         self.per_layer = per_layer
         self.epoch = 0
         self.iteration = 0  # allreduce calls so far: the tag of the next
         self.bytes_sent = 0
         self.pairs_sent = 0
-        self._sparsifiers = {}  # (bucket index, layer sizes) -> [(offset, size, Sparsifier)]
+        self._sparsifiers = {}  # (bucket index, layer sizes) -> BucketSparsifier
 
     def set_epoch(self, epoch):
         """Warm-up (if on) follows the epoch: ratio 25%, 6.25%, ... down to `ratio`."""
         self.epoch = epoch
-        for layers in self._sparsifiers.values():
-            for _, _, s in layers:
-                s.set_epoch(epoch)
+        for s in self._sparsifiers.values():
+            s.set_epoch(epoch)
 
     def sparsifier_ratio(self):
         """This epoch's selection ratio (warm-up applied)."""
-        for layers in self._sparsifiers.values():
-            return layers[0][2].ratio
+        for s in self._sparsifiers.values():
+            return s.ratio
         return self.options["ratio"]
 
-    def layers(self, bucket):
+    def sparsifier(self, bucket):
         sizes = tuple(int(g.numel()) for g in bucket.gradients()) if self.per_layer else (int(bucket.buffer().numel()),)
         key = (bucket.index(), sizes)
         if key not in self._sparsifiers:  # DDP rebuilds its buckets after the first iteration
-            layers, offset = [], 0
-            for n in sizes:
-                s = Sparsifier(n, **self.options)
-                s.set_epoch(self.epoch)
-                layers.append((offset, n, s))
-                offset += n
-            self._sparsifiers[key] = layers
+            s = BucketSparsifier(sizes, **self.options)
+            s.set_epoch(self.epoch)
+            self._sparsifiers[key] = s
         return self._sparsifiers[key]
 
 
@@ -66,13 +70,7 @@ def sparse_allreduce_hook(state, bucket):
     if flat.dtype != torch.float32 or flat.device.type != "cpu":
         raise TypeError(f"accel sparse hook: bucket of {flat.dtype} on {flat.device}; expected float32 on the CPU")
     view = flat.numpy()  # the bucket's memory, no copy
-    idx_parts, val_parts = [], []
-    for offset, n, s in state.layers(bucket):
-        i, v = s.step(view[offset:offset + n])
-        idx_parts.append(i + offset)
-        val_parts.append(v)
-    idx = np.concatenate(idx_parts) if idx_parts else np.zeros(0, np.int64)
-    val = np.concatenate(val_parts) if val_parts else np.zeros(0, np.float32)
+    idx, val = state.sparsifier(bucket).step(view)
     result = state.group.allreduce(view.size, idx, val, tag=state.iteration)
     state.iteration += 1
     state.bytes_sent += result["bytes_sent"]

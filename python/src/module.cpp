@@ -110,6 +110,49 @@ class PySparsifier {
   std::unique_ptr<accel::Sparsifier> s_;
 };
 
+// The bucket form: one accumulation and one launch for the small layers.
+class PyBucketSparsifier {
+ public:
+  PyBucketSparsifier(std::vector<std::int64_t> sizes, double ratio, const std::string& method, double momentum,
+                     bool masking, bool warmup, std::int64_t dense_below, std::int64_t host_below,
+                     const std::string& nonfinite, const std::string& device)
+      : selector_(topk_device(device)) {
+    accel::BucketOptions o;
+    o.sparsifier.topk = topk_options(ratio, method, nonfinite);
+    o.sparsifier.momentum = momentum;
+    o.sparsifier.masking = masking;
+    o.sparsifier.warmup = warmup;
+    o.dense_below = dense_below;
+    o.host_below = host_below;
+    s_ = std::make_unique<accel::BucketSparsifier>(std::move(sizes), o, selector_);
+  }
+  // Indices as uint32 (the sparse allreduce's type; a bucket holds < 2^32).
+  py::tuple step(FloatArray g) {
+    if (g.size() != s_->size())
+      throw accel::InputError("bucket of " + std::to_string(g.size()) + " values for a sparsifier of " +
+                              std::to_string(s_->size()));
+    accel::SparseGradient out;
+    std::vector<std::uint32_t> idx;
+    {
+      py::gil_scoped_release release;
+      out = s_->step(g.data());
+      idx.assign(out.indices.begin(), out.indices.end());
+    }
+    return py::make_tuple(to_numpy(std::move(idx)), to_numpy(std::move(out.values)));
+  }
+  void set_epoch(int e) { s_->set_epoch(e); }
+  double ratio() const { return s_->ratio(); }
+  py::array_t<float> residual() const {
+    std::vector<float> r = s_->residual();
+    return to_numpy(std::move(r));
+  }
+  std::int64_t size() const { return s_->size(); }
+
+ private:
+  accel::TopKSelector selector_;
+  std::unique_ptr<accel::BucketSparsifier> s_;
+};
+
 py::dict allreduce(accel::SparseGroup& g, std::uint64_t n, py::array_t<std::uint32_t, py::array::c_style> idx,
                    FloatArray val, std::uint64_t tag) {
   accel::SparseSum s;
@@ -157,6 +200,18 @@ PYBIND11_MODULE(_accel, m) {
       .def_property_readonly("ratio", &PySparsifier::ratio)
       .def_property_readonly("residual", &PySparsifier::residual)
       .def_property_readonly("size", &PySparsifier::size);
+
+  py::class_<PyBucketSparsifier>(m, "BucketSparsifier")
+      .def(py::init<std::vector<std::int64_t>, double, const std::string&, double, bool, bool, std::int64_t,
+                    std::int64_t, const std::string&, const std::string&>(),
+           py::arg("sizes"), py::arg("ratio") = 0.001, py::arg("method") = "ldte-hist", py::arg("momentum") = 0.0,
+           py::arg("masking") = true, py::arg("warmup") = false, py::arg("dense_below") = 0,
+           py::arg("host_below") = std::int64_t{1} << 16, py::arg("nonfinite") = "error", py::arg("device") = "cpu")
+      .def("step", &PyBucketSparsifier::step, py::arg("bucket").noconvert())
+      .def("set_epoch", &PyBucketSparsifier::set_epoch)
+      .def_property_readonly("ratio", &PyBucketSparsifier::ratio)
+      .def_property_readonly("residual", &PyBucketSparsifier::residual)
+      .def_property_readonly("size", &PyBucketSparsifier::size);
 
   py::class_<accel::SparseGroupOptions>(m, "SparseGroupOptions")
       .def(py::init([] { return accel::sparse_group_options_from_env(); }))

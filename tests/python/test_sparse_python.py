@@ -89,6 +89,37 @@ def test_sparsifier_keeps_what_it_does_not_send():
         s.step(np.zeros(10, np.float32))
 
 
+def test_bucket_sparsifier_is_each_layers_sparsifier_in_one_call():
+    # Layers from 4 to 70000 values: the small ones are selected in one host
+    # pass, the large one by the device; each must pick what its own exact
+    # Sparsifier picks.
+    sizes = [70000, 4, 300, 9000, 33]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    bucket = accel.BucketSparsifier(sizes, ratio=0.01, method="exact", momentum=0.9)
+    alone = [accel.Sparsifier(n, ratio=0.01, method="exact", momentum=0.9) for n in sizes]
+    for step in range(4):
+        g = laplace(int(offsets[-1]), seed=20 + step)
+        idx, val = bucket.step(torch.from_numpy(g))
+        assert idx.dtype == np.uint32 and val.dtype == np.float32
+        want = [s.step(g[o:o + n]) for s, o, n in zip(alone, offsets, sizes)]
+        np.testing.assert_array_equal(idx, np.concatenate([i + o for (i, _), o in zip(want, offsets)]))
+        np.testing.assert_array_equal(val, np.concatenate([v for _, v in want]))
+    np.testing.assert_array_equal(bucket.residual, np.concatenate([s.residual for s in alone]))
+    with pytest.raises(ValueError, match="layer 2"):
+        g = laplace(int(offsets[-1]))
+        g[offsets[2] + 5] = np.nan
+        bucket.step(g)
+    with pytest.raises(ValueError, match="79337"):
+        bucket.step(np.zeros(10, np.float32))
+
+
+def test_bucket_sparsifier_sends_small_layers_whole():
+    b = accel.BucketSparsifier([5000, 10], ratio=0.001, dense_below=100)
+    idx, val = b.step(np.arange(1, 5011, dtype=np.float32))
+    np.testing.assert_array_equal(idx, np.arange(4995, 5010))
+    assert not b.residual[5000:].any()
+
+
 def test_group_of_one_and_bad_pairs():
     with accel.SparseGroup(rank=0, size=1) as g:
         r = g.allreduce(10, np.array([1, 4]), np.array([0.5, 2.0], np.float32), tag=3)

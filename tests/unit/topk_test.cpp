@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include "accel/error.hpp"
@@ -222,6 +224,99 @@ TEST(Sparsifier, WarmupSchedule) {
     sp.set_epoch(e);
     EXPECT_DOUBLE_EQ(sp.ratio(), want[e]) << e;
   }
+}
+
+// A bucket of layers from 3 to 30000 values; host_below 4096 sends the two
+// large ones through the device's selector, the rest through the host pass.
+const std::vector<std::int64_t> kLayers = {30000, 3, 512, 9000, 40, 5000};
+
+TEST(BucketSparsifier, EachLayerSelectsWhatItsOwnSparsifierWould) {
+  TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
+  BucketOptions bo;
+  bo.sparsifier.topk.ratio = 0.01;
+  bo.sparsifier.topk.method = TopKMethod::Exact;
+  bo.sparsifier.momentum = 0.9;
+  bo.host_below = 4096;
+  BucketSparsifier bucket(kLayers, bo, sel);
+  std::vector<std::unique_ptr<Sparsifier>> alone;
+  for (auto n : kLayers) alone.push_back(std::make_unique<Sparsifier>(n, bo.sparsifier, sel));
+  const auto& off = bucket.offsets();
+  for (int step = 0; step < 5; ++step) {
+    const auto g = laplace(bucket.size(), 40 + step);
+    const auto got = bucket.step(g.data());
+    std::vector<std::int64_t> want_i;
+    std::vector<float> want_v;
+    for (std::size_t l = 0; l < kLayers.size(); ++l) {
+      const auto one = alone[l]->step(g.data() + off[l]);
+      for (std::size_t j = 0; j < one.indices.size(); ++j) {
+        want_i.push_back(one.indices[j] + off[l]);
+        want_v.push_back(one.values[j]);
+      }
+    }
+    EXPECT_EQ(got.indices, want_i) << "step " << step;
+    EXPECT_EQ(got.values, want_v) << "step " << step;
+  }
+  for (std::size_t l = 0; l < kLayers.size(); ++l)
+    for (std::int64_t i = 0; i < kLayers[l]; ++i) ASSERT_EQ(bucket.residual()[off[l] + i], alone[l]->residual()[i]);
+}
+
+TEST(BucketSparsifier, WholeLayersAreMomentumSgdAndKeepNoResidual) {
+  TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
+  BucketOptions bo;
+  bo.sparsifier.topk.ratio = 0.001;
+  bo.sparsifier.topk.method = TopKMethod::LdteHist;
+  bo.sparsifier.momentum = 0.5;
+  bo.dense_below = 600;  // layers of 3, 512 and 40 values are whole
+  BucketSparsifier bucket(kLayers, bo, sel);
+  const auto& off = bucket.offsets();
+  std::vector<float> velocity(bucket.size(), 0.0f);
+  for (int step = 0; step < 4; ++step) {
+    const auto g = laplace(bucket.size(), 70 + step);
+    const auto got = bucket.step(g.data());
+    for (std::int64_t i = 0; i < bucket.size(); ++i) velocity[i] = 0.5f * velocity[i] + g[i];
+    for (std::size_t l : {1, 2, 4}) {
+      // Every value of the layer, in order, and it is the velocity.
+      const auto first = std::lower_bound(got.indices.begin(), got.indices.end(), off[l]) - got.indices.begin();
+      for (std::int64_t i = 0; i < kLayers[l]; ++i) {
+        ASSERT_EQ(got.indices[first + i], off[l] + i);
+        ASSERT_FLOAT_EQ(got.values[first + i], velocity[off[l] + i]) << "layer " << l << " value " << i;
+        ASSERT_EQ(bucket.residual()[off[l] + i], 0.0f);
+      }
+    }
+    // A sparsified layer sends about its ratio (k <= |S| <= 1.5 k).
+    const auto in_first = std::lower_bound(got.indices.begin(), got.indices.end(), off[1]) - got.indices.begin();
+    EXPECT_GE(in_first, 30);
+    EXPECT_LE(in_first, 45);
+  }
+}
+
+TEST(BucketSparsifier, BadInputNamesTheLayer) {
+  TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
+  BucketOptions bo;
+  bo.host_below = 4096;
+  EXPECT_THROW(BucketSparsifier({}, bo, sel), InputError);
+  EXPECT_THROW(BucketSparsifier({10, 0}, bo, sel), InputError);
+  BucketOptions bad = bo;
+  bad.sparsifier.topk.ratio = 0;
+  EXPECT_THROW(BucketSparsifier({10}, bad, sel), InputError);
+  for (std::size_t l : {2, 5}) {  // a host-selected layer, then a device-selected one
+    BucketSparsifier bucket(kLayers, bo, sel);
+    auto g = laplace(bucket.size(), 9);
+    g[bucket.offsets()[l] + 7] = std::numeric_limits<float>::quiet_NaN();
+    try {
+      bucket.step(g.data());
+      ADD_FAILURE() << "no error for a NaN in layer " << l;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("layer " + std::to_string(l)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("[7]"), std::string::npos) << e.what();
+    }
+  }
+  bo.sparsifier.topk.nonfinite = NonFinitePolicy::Exclude;
+  BucketSparsifier bucket(kLayers, bo, sel);
+  auto g = laplace(bucket.size(), 9);
+  g[bucket.offsets()[2] + 7] = std::numeric_limits<float>::infinity();
+  const auto got = bucket.step(g.data());
+  EXPECT_FALSE(std::binary_search(got.indices.begin(), got.indices.end(), bucket.offsets()[2] + 7));
 }
 
 }  // namespace

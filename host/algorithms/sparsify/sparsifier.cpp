@@ -12,12 +12,14 @@ Sparsifier::Sparsifier(std::int64_t n, const SparsifierOptions& opts, TopKSelect
     throw InputError("momentum " + std::to_string(opts.momentum) + ": must be within [0, 1)");
 }
 
-double Sparsifier::ratio() const {
-  if (!opts_.warmup) return opts_.topk.ratio;
-  // the warm-up of Chen et al. 2021: 25%, 6.25%, 1.5625%, 0.4%, ... (a factor 4 per
-  // epoch) until the target ratio is reached.
-  return std::max(opts_.topk.ratio, 0.25 * std::pow(0.25, epoch_));
+double sparsifier_ratio(const SparsifierOptions& opts, int epoch) {
+  if (!opts.warmup) return opts.topk.ratio;
+  // the warm-up of Chen et al. 2021 (after deep gradient compression, Lin
+  // et al. 2018).
+  return std::max(opts.topk.ratio, 0.25 * std::pow(0.25, epoch));
 }
+
+double Sparsifier::ratio() const { return sparsifier_ratio(opts_, epoch_); }
 
 SparseGradient Sparsifier::step(const float* g) {
   const std::int64_t n = static_cast<std::int64_t>(residual_.size());

@@ -92,6 +92,10 @@ struct SparseGradient {
   TopKResult stats;
 };
 
+// This epoch's selection ratio: topk.ratio, or with warm-up 25%, 6.25%,
+// 1.5625%, ... (a factor 4 per epoch) until topk.ratio is reached.
+double sparsifier_ratio(const SparsifierOptions& opts, int epoch);
+
 class Sparsifier {
  public:
   Sparsifier(std::int64_t n, const SparsifierOptions& opts, TopKSelector& selector);
@@ -103,6 +107,48 @@ class Sparsifier {
  private:
   SparsifierOptions opts_;
   TopKSelector& selector_;
+  std::vector<float> residual_, velocity_;
+  int epoch_ = 0;
+};
+
+// The Sparsifier over one gradient bucket of many layers (a PyTorch DDP
+// bucket): one accumulation pass over the whole bucket, then a selection
+// per layer (the seed selects per layer). Layers below `host_below` values
+// are all selected exactly on the host in one parallel pass: one launch for
+// the bucket's small layers instead of one each, whose fixed cost (a
+// histogram of 8160 bins, a work-queue round trip) is many times a small
+// layer's selection. An exact selection satisfies every method's contract
+// (k <= |S| <= upper k). Larger layers go to the selector's device, one
+// launch each. Layers below `dense_below` values are sent whole every step
+// and keep no residual: deep gradient compression (Lin et al., 2018) leaves
+// such tensors (biases, small convolutions) uncompressed, since at 0.1% a
+// 512-value bias would send one value a step. With momentum correction a
+// whole layer sends its velocity U <- m U + G, so it trains as momentum SGD.
+struct BucketOptions {
+  SparsifierOptions sparsifier;
+  std::int64_t dense_below = 0;
+  std::int64_t host_below = std::int64_t{1} << 16;
+};
+
+class BucketSparsifier {
+ public:
+  // InputError for an empty bucket, a layer of no values, or bad options.
+  BucketSparsifier(std::vector<std::int64_t> layer_sizes, const BucketOptions& opts, TopKSelector& selector);
+  void set_epoch(int epoch) { epoch_ = epoch; }
+  double ratio() const;
+  // The bucket's selection: indices into the bucket (ascending), values.
+  // NaN/Inf follow the options' policy; an error names the layer and index.
+  SparseGradient step(const float* bucket);
+  const std::vector<float>& residual() const { return residual_; }
+  std::int64_t size() const { return static_cast<std::int64_t>(residual_.size()); }
+  const std::vector<std::int64_t>& offsets() const { return offsets_; }  // layer starts, then the size
+
+ private:
+  void accumulate(const float* g);
+  void select_small(std::vector<std::vector<std::int64_t>>& picked, const TopKOptions& t) const;
+  BucketOptions opts_;
+  TopKSelector& selector_;
+  std::vector<std::int64_t> offsets_;
   std::vector<float> residual_, velocity_;
   int epoch_ = 0;
 };
