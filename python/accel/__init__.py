@@ -81,16 +81,17 @@ class BucketSparsifier:
     """The Sparsifier over a bucket of layers laid end to end (a DDP
     bucket): one accumulation pass, a selection per layer, and the layers
     under host_below values selected exactly on the host in one parallel
-    pass (one launch for the bucket's small layers, not one each). Layers
+    pass (exactly, whatever the method; host_below=0 sends every layer to
+    the device with the chosen method), not one launch each. Layers
     under dense_below values are sent whole and keep no residual (with
     momentum they send their velocity: momentum SGD). step() returns
     (indices uint32 into the bucket, ascending; values float32)."""
 
     def __init__(self, sizes, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
                  dense_below=0, host_below=1 << 16, nonfinite="error", device="cpu"):
-        self._s = _BucketSparsifier([int(n) for n in sizes], float(ratio), method, float(momentum), bool(masking),
-                                    bool(warmup), int(dense_below), int(host_below), nonfinite, device)
         self.sizes = tuple(int(n) for n in sizes)
+        self._s = _BucketSparsifier(list(self.sizes), float(ratio), method, float(momentum), bool(masking),
+                                    bool(warmup), int(dense_below), int(host_below), nonfinite, device)
 
     def step(self, bucket):
         return self._s.step(as_float32_view(bucket, "bucket"))

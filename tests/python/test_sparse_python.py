@@ -105,7 +105,7 @@ def test_bucket_sparsifier_is_each_layers_sparsifier_in_one_call():
         np.testing.assert_array_equal(idx, np.concatenate([i + o for (i, _), o in zip(want, offsets)]))
         np.testing.assert_array_equal(val, np.concatenate([v for _, v in want]))
     np.testing.assert_array_equal(bucket.residual, np.concatenate([s.residual for s in alone]))
-    with pytest.raises(ValueError, match="layer 2"):
+    with pytest.raises(ValueError, match=r"layer 2 \(bucket offset 70004\): its value 5 is NaN"):
         g = laplace(int(offsets[-1]))
         g[offsets[2] + 5] = np.nan
         bucket.step(g)

@@ -230,13 +230,17 @@ TEST(Sparsifier, WarmupSchedule) {
 // large ones through the device's selector, the rest through the host pass.
 const std::vector<std::int64_t> kLayers = {30000, 3, 512, 9000, 40, 5000};
 
-TEST(BucketSparsifier, EachLayerSelectsWhatItsOwnSparsifierWould) {
+// exact with the small layers on the host, or ldte-hist with every layer
+// on the device (host_below 0).
+class BucketLayers : public ::testing::TestWithParam<TopKMethod> {};
+
+TEST_P(BucketLayers, EachLayerSelectsWhatItsOwnSparsifierWould) {
   TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
   BucketOptions bo;
   bo.sparsifier.topk.ratio = 0.01;
-  bo.sparsifier.topk.method = TopKMethod::Exact;
+  bo.sparsifier.topk.method = GetParam();
   bo.sparsifier.momentum = 0.9;
-  bo.host_below = 4096;
+  bo.host_below = GetParam() == TopKMethod::Exact ? 4096 : 0;
   BucketSparsifier bucket(kLayers, bo, sel);
   std::vector<std::unique_ptr<Sparsifier>> alone;
   for (auto n : kLayers) alone.push_back(std::make_unique<Sparsifier>(n, bo.sparsifier, sel));
@@ -260,6 +264,9 @@ TEST(BucketSparsifier, EachLayerSelectsWhatItsOwnSparsifierWould) {
     for (std::int64_t i = 0; i < kLayers[l]; ++i) ASSERT_EQ(bucket.residual()[off[l] + i], alone[l]->residual()[i]);
 }
 
+INSTANTIATE_TEST_SUITE_P(BucketSparsifier, BucketLayers, ::testing::Values(TopKMethod::Exact, TopKMethod::LdteHist),
+                         [](const auto& info) { return info.param == TopKMethod::Exact ? "exact" : "ldte_hist"; });
+
 TEST(BucketSparsifier, WholeLayersAreMomentumSgdAndKeepNoResidual) {
   TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);
   BucketOptions bo;
@@ -277,6 +284,7 @@ TEST(BucketSparsifier, WholeLayersAreMomentumSgdAndKeepNoResidual) {
     for (std::size_t l : {1, 2, 4}) {
       // Every value of the layer, in order, and it is the velocity.
       const auto first = std::lower_bound(got.indices.begin(), got.indices.end(), off[l]) - got.indices.begin();
+      ASSERT_LE(first + kLayers[l], static_cast<std::int64_t>(got.indices.size()));
       for (std::int64_t i = 0; i < kLayers[l]; ++i) {
         ASSERT_EQ(got.indices[first + i], off[l] + i);
         ASSERT_FLOAT_EQ(got.values[first + i], velocity[off[l] + i]) << "layer " << l << " value " << i;
@@ -307,8 +315,10 @@ TEST(BucketSparsifier, BadInputNamesTheLayer) {
       bucket.step(g.data());
       ADD_FAILURE() << "no error for a NaN in layer " << l;
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("layer " + std::to_string(l)), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("[7]"), std::string::npos) << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find("layer " + std::to_string(l) + " (bucket offset"), std::string::npos) << what;
+      EXPECT_TRUE(what.find("value 7 is NaN") != std::string::npos || what.find("R[7] is NaN") != std::string::npos)
+          << what;
     }
   }
   bo.sparsifier.topk.nonfinite = NonFinitePolicy::Exclude;
@@ -317,6 +327,7 @@ TEST(BucketSparsifier, BadInputNamesTheLayer) {
   g[bucket.offsets()[2] + 7] = std::numeric_limits<float>::infinity();
   const auto got = bucket.step(g.data());
   EXPECT_FALSE(std::binary_search(got.indices.begin(), got.indices.end(), bucket.offsets()[2] + 7));
+  EXPECT_EQ(got.stats.nonfinite, 1);
 }
 
 }  // namespace

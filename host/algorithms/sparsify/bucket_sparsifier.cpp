@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <string>
 
@@ -20,15 +21,16 @@ std::int64_t k_of(double ratio, std::int64_t n) {
 }
 
 // The exact selection of one small layer (every finite value when whole):
-// the k largest finite |r| and their ties, ascending. Returns the index of
-// the first NaN/Inf, or -1.
-std::int64_t select_exact(const float* r, std::int64_t n, double ratio, bool whole, std::vector<std::int64_t>& out) {
+// the k largest finite |r| and their ties, ascending. Returns the number of
+// NaN/Inf values and sets `first_bad` to the first one's index.
+std::int64_t select_exact(const float* r, std::int64_t n, double ratio, bool whole, std::vector<std::int64_t>& out,
+                          std::int64_t& first_bad) {
   std::vector<float> mag;
   mag.reserve(n);
-  std::int64_t bad = -1;
+  std::int64_t bad = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     if (std::isfinite(r[i])) mag.push_back(std::fabs(r[i]));
-    else if (bad < 0) bad = i;
+    else if (bad++ == 0) first_bad = i;
   }
   const auto finite = static_cast<std::int64_t>(mag.size());
   const std::int64_t k = whole ? finite : std::min(k_of(ratio, n), finite);
@@ -62,7 +64,7 @@ BucketSparsifier::BucketSparsifier(std::vector<std::int64_t> sizes, const Bucket
     if (sizes[l] < 1) throw InputError("bucket sparsifier: layer " + std::to_string(l) + " has " +
                                        std::to_string(sizes[l]) + " values");
     if (offsets_.back() > std::numeric_limits<std::uint32_t>::max() - sizes[l])
-      throw InputError("bucket sparsifier: more than 2^32 values");
+      throw InputError("bucket sparsifier: 2^32 values or more");
     offsets_.push_back(offsets_.back() + sizes[l]);
   }
   residual_.assign(offsets_.back(), 0.0f);
@@ -90,23 +92,35 @@ void BucketSparsifier::accumulate(const float* g) {
 
 // Whole layers and layers below host_below, each by one thread of one
 // parallel region (dynamic: their sizes differ by orders of magnitude).
-void BucketSparsifier::select_small(std::vector<std::vector<std::int64_t>>& picked, const TopKOptions& t) const {
+// Returns the NaN/Inf count; under the error policy the first is an error.
+std::int64_t BucketSparsifier::select_small(std::vector<std::vector<std::int64_t>>& picked,
+                                            const TopKOptions& t) const {
   const auto layers = static_cast<std::int64_t>(picked.size());
-  std::vector<std::int64_t> bad(layers, -1);
+  std::vector<std::int64_t> bad(layers, 0), first(layers, -1);
+  std::exception_ptr failed;  // nothing may leave an OpenMP region by throwing
 #pragma omp parallel for schedule(dynamic)
   for (std::int64_t l = 0; l < layers; ++l) {
     const std::int64_t n = offsets_[l + 1] - offsets_[l];
     const bool whole = n < opts_.dense_below;
     if (!whole && n >= opts_.host_below) continue;
-    bad[l] = select_exact(residual_.data() + offsets_[l], n, t.ratio, whole, picked[l]);
+    try {
+      bad[l] = select_exact(residual_.data() + offsets_[l], n, t.ratio, whole, picked[l], first[l]);
+    } catch (...) {
+#pragma omp critical(accel_bucket_failed)
+      if (!failed) failed = std::current_exception();
+    }
   }
-  if (t.nonfinite != NonFinitePolicy::Error) return;
-  for (std::int64_t l = 0; l < layers; ++l)
-    if (bad[l] >= 0) {
-      const float v = residual_[offsets_[l] + bad[l]];
-      throw InputError(where(l, offsets_[l]) + ": R[" + std::to_string(bad[l]) + "] is " +
+  if (failed) std::rethrow_exception(failed);
+  std::int64_t total = 0;
+  for (std::int64_t l = 0; l < layers; ++l) {
+    total += bad[l];
+    if (bad[l] > 0 && t.nonfinite == NonFinitePolicy::Error) {
+      const float v = residual_[offsets_[l] + first[l]];
+      throw InputError(where(l, offsets_[l]) + ": its value " + std::to_string(first[l]) + " is " +
                        (std::isnan(v) ? "NaN" : "Inf") + " (use nonfinite exclude to skip non-finite values)");
     }
+  }
+  return total;
 }
 
 SparseGradient BucketSparsifier::step(const float* g) {
@@ -116,8 +130,8 @@ SparseGradient BucketSparsifier::step(const float* g) {
   t.ratio = ratio();
   const std::size_t layers = offsets_.size() - 1;
   std::vector<std::vector<std::int64_t>> picked(layers);
-  select_small(picked, t);
   SparseGradient out;
+  out.stats.nonfinite = select_small(picked, t);
   out.stats.n = size();
   for (std::size_t l = 0; l < layers; ++l) {
     const std::int64_t n = offsets_[l + 1] - offsets_[l];

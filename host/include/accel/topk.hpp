@@ -114,16 +114,18 @@ class Sparsifier {
 // The Sparsifier over one gradient bucket of many layers (a PyTorch DDP
 // bucket): one accumulation pass over the whole bucket, then a selection
 // per layer (the seed selects per layer). Layers below `host_below` values
-// are all selected exactly on the host in one parallel pass: one launch for
-// the bucket's small layers instead of one each, whose fixed cost (a
+// are selected together in one parallel pass on the host, exactly (the k
+// largest and their ties, whatever the method: within every method's
+// k <= |S| bound), instead of one device launch each, whose fixed cost (a
 // histogram of 8160 bins, a work-queue round trip) is many times a small
-// layer's selection. An exact selection satisfies every method's contract
-// (k <= |S| <= upper k). Larger layers go to the selector's device, one
-// launch each. Layers below `dense_below` values are sent whole every step
-// and keep no residual: deep gradient compression (Lin et al., 2018) leaves
-// such tensors (biases, small convolutions) uncompressed, since at 0.1% a
-// 512-value bias would send one value a step. With momentum correction a
-// whole layer sends its velocity U <- m U + G, so it trains as momentum SGD.
+// layer's selection; host_below = 0 sends every layer to the device with
+// the chosen method. Larger layers go to the selector's device, one launch
+// each. Layers below `dense_below` values are sent whole every step (their
+// finite values; a NaN/Inf excluded by the policy stays behind): deep
+// gradient compression (Lin et al., 2018) leaves such tensors (biases,
+// small convolutions) uncompressed, since at 0.1% a 512-value bias would
+// send one value a step. With momentum correction a whole layer sends its
+// velocity U <- m U + G and is not masked, so it trains as momentum SGD.
 struct BucketOptions {
   SparsifierOptions sparsifier;
   std::int64_t dense_below = 0;
@@ -145,7 +147,7 @@ class BucketSparsifier {
 
  private:
   void accumulate(const float* g);
-  void select_small(std::vector<std::vector<std::int64_t>>& picked, const TopKOptions& t) const;
+  std::int64_t select_small(std::vector<std::vector<std::int64_t>>& picked, const TopKOptions& t) const;
   BucketOptions opts_;
   TopKSelector& selector_;
   std::vector<std::int64_t> offsets_;
