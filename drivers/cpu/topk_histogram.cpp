@@ -39,20 +39,34 @@ struct Local {
   std::uint64_t below = 0, above = 0, nonfinite = 0;
 };
 
-typedef std::uint32_t v8u __attribute__((vector_size(32)));
+// Magnitude bits as signed lanes: |x|'s bits are below 2^31 and so is every
+// window edge, so one signed compare (vpcmpgtd) orders them; the unsigned
+// compare of the same lanes had compiled to a min and an equality test.
+typedef std::int32_t v8i __attribute__((vector_size(32)));
 
 // One bit per lane of a comparison's result (all ones or all zeros per
 // lane): a single movemask where AVX has it (the portable loop had compiled
 // to eight extracts and shifts, a third of the window loop's time).
-inline std::uint32_t lane_mask(v8u hit) {
+inline std::uint32_t lane_mask(v8i hit) {
 #ifdef __AVX__
   __m256 h;
   std::memcpy(&h, &hit, sizeof h);
   return static_cast<std::uint32_t>(_mm256_movemask_ps(h));
 #else
   std::uint32_t mask = 0;
-  for (int q = 0; q < 8; ++q) mask |= (hit[q] & 1u) << q;
+  for (int q = 0; q < 8; ++q) mask |= (static_cast<std::uint32_t>(hit[q]) & 1u) << q;
   return mask;
+#endif
+}
+
+// Whether any lane of a comparison's result is set.
+inline bool any_lane(v8i hit) {
+#ifdef __AVX__
+  __m256i h;
+  std::memcpy(&h, &hit, sizeof h);
+  return !_mm256_testz_si256(h, h);
+#else
+  return lane_mask(hit) != 0;
 #endif
 }
 
@@ -64,14 +78,14 @@ typedef float v8f __attribute__((vector_size(32)));
 struct MomentLanes {
   v8f a{}, q{}, mm{};
   // Adds eight values; returns their magnitudes' bits.
-  v8u add(const float* p) {
+  v8i add(const float* p) {
     v8f v;
     std::memcpy(&v, p, sizeof v);
     a += v;
     q += v * v;
-    v8u u;
+    v8i u;
     std::memcpy(&u, &v, sizeof u);
-    u &= 0x7fffffffu;
+    u &= 0x7fffffff;
     std::memcpy(&v, &u, sizeof v);
     mm = mm > v ? mm : v;
     return u;
@@ -94,10 +108,10 @@ struct MomentLanes {
 // does not read them (the exact method): the loop is then a load, a mask
 // and a compare per eight values, four vector operations fewer.
 struct NoMoments {
-  v8u add(const float* p) {
-    v8u u;
+  v8i add(const float* p) {
+    v8i u;
     std::memcpy(&u, p, sizeof u);
-    return u & 0x7fffffffu;
+    return u & 0x7fffffff;
   }
   void merge(const NoMoments&) {}
   void finish(float&, float&, float&) const {}
@@ -123,50 +137,53 @@ inline void block_moments(const float* x, std::int64_t m, float& s, float& s2, f
 }
 
 // lo > 0: the caller histograms a window (the upper tail around an
-// estimate), and most values fall below it. Eight at a time are compared
-// with lo in a vector; only lanes at or above lo go through the scalar
-// classification, the rest just add to `below`. The block's moments are
-// taken in the same pass: each value is loaded once, into registers (a
-// separate moments loop had read every block twice).
+// estimate), and most values fall below it. Thirty-two values at a time are
+// compared with lo in four vectors whose results are or-ed and tested once;
+// only a group with a lane at or above lo looks at its lanes, and only
+// those lanes go through the scalar classification. `below` is what was not
+// classified. The block's moments are taken in the same pass: each value
+// is loaded once, into registers (a separate moments loop had read every
+// block twice, and counting `below` per vector had made the loop
+// compute-bound at this machine's read rate).
 template <bool Collect, class Lanes = MomentLanes>
 void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint32_t lo, std::uint32_t hi, int shift,
                     std::int64_t bins, Local& L, float& s, float& s2, float& mx) {
-  Lanes l0, l1;
-  std::uint64_t below = 0;
+  Lanes l0, l1, l2, l3;
+  std::int64_t classified = 0;
   std::uint32_t* h = L.hist.data();
+  const v8i edge = v8i{} + static_cast<std::int32_t>(lo);
   auto classify = [&](std::uint32_t u, std::int64_t j) {
+    ++classified;
     if (u >= kInfBits) {
       ++L.nonfinite;
-      return;
-    }
-    if (u < lo) {
-      ++below;
       return;
     }
     if (Collect) L.cand.push_back(base + j);
     if (u >= hi) ++L.above;
     else ++h[(j % kCopies) * bins + ((u - lo) >> shift)];
   };
-  auto chunk = [&](Lanes& ml, std::int64_t i) {
-    const v8u u = ml.add(x + i);
-    std::uint32_t mask = lane_mask(u >= lo);
-    below += 8 - static_cast<unsigned>(__builtin_popcount(mask));
-    while (mask) {
+  auto lanes = [&](v8i u, std::int64_t i) {
+    for (std::uint32_t mask = lane_mask(u >= edge); mask; mask &= mask - 1) {
       const int l = __builtin_ctz(mask);
-      mask &= mask - 1;
-      classify(u[l], i + l);
+      classify(static_cast<std::uint32_t>(u[l]), i + l);
     }
   };
   std::int64_t i = 0;
-  for (; i + 16 <= m; i += 16) chunk(l0, i), chunk(l1, i + 8);
-  for (; i + 8 <= m; i += 8) chunk(l0, i);
-  l0.merge(l1);
+  for (; i + 32 <= m; i += 32) {
+    const v8i a = l0.add(x + i), b = l1.add(x + i + 8), c = l2.add(x + i + 16), d = l3.add(x + i + 24);
+    if (!any_lane((a >= edge) | (b >= edge) | (c >= edge) | (d >= edge))) [[likely]]
+      continue;
+    lanes(a, i), lanes(b, i + 8), lanes(c, i + 16), lanes(d, i + 24);
+  }
+  for (; i + 8 <= m; i += 8) lanes(l0.add(x + i), i);
+  l0.merge(l1), l2.merge(l3), l0.merge(l2);
   l0.finish(s, s2, mx);
   for (; i < m; ++i) {
     if constexpr (std::is_same_v<Lanes, MomentLanes>) add_moments(x[i], s, s2, mx);
-    classify(abs_bits(x[i]), i);
+    const std::uint32_t u = abs_bits(x[i]);
+    if (u >= lo) classify(u, i);
   }
-  L.below += below;
+  L.below += static_cast<std::uint64_t>(m - classified);
 }
 
 // lo = 0, no candidates (the full-range pass). FullRange: lo = 0 and hi =
