@@ -1,5 +1,6 @@
 #include "sparse_wire.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -81,6 +82,42 @@ StepView validate(std::span<const std::byte> in) {
   return s;
 }
 
+namespace {
+
+// v where `take` is 1, -0.0 where it is 0, by masks on the bits: a
+// conditional on the float itself compiled to a branch.
+inline float or_negative_zero(float v, std::uint32_t take) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  u = (u & (0u - take)) | (0x80000000u & (take - 1u));
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+// a (+) b into out (room for both), ascending; returns the length. Branch
+// free: the indices interleave at random, and a branch on which head is
+// smaller mispredicted about every other time (2.7 ns an output here, 4.3
+// with the branches the compiler had made of the selects).
+std::size_t merge_two(std::span<const std::uint32_t> ai, std::span<const float> av, std::span<const std::uint32_t> bi,
+                      std::span<const float> bv, std::uint32_t* oi, float* ov) {
+  const std::size_t na = ai.size(), nb = bi.size();
+  std::size_t i = 0, j = 0, o = 0;
+  while (i < na && j < nb) {
+    const std::uint32_t a = ai[i], b = bi[j];
+    const std::uint32_t ta = a <= b, tb = b <= a;
+    oi[o] = std::min(a, b);
+    ov[o] = or_negative_zero(av[i], ta) + or_negative_zero(bv[j], tb);
+    i += ta;
+    j += tb;
+    ++o;
+  }
+  for (; i < na; ++i, ++o) oi[o] = ai[i], ov[o] = av[i];
+  for (; j < nb; ++j, ++o) oi[o] = bi[j], ov[o] = bv[j];
+  return o;
+}
+
+}  // namespace
+
 Merged merge(const std::map<std::uint32_t, StepView>& steps) {
   Merged m;
   std::vector<const StepView*> pairs;
@@ -106,41 +143,31 @@ Merged merge(const std::map<std::uint32_t, StepView>& steps) {
     m.tags.clear();
     return m;
   }
-  // k-way merge without data-dependent branches (the members' indices
-  // interleave at random, and a branch per head mispredicted about every
-  // other time): each member's head index (past its end: kDone), their
-  // minimum, and that index's sum as -0.0 plus, in member order, each
-  // member's value there or -0.0. -0.0 is the additive identity for every
-  // float, signed zeros included, so the sum is bitwise the left-to-right
-  // sum of the values present.
+  // Member by member: sum <- sum (+) member p, in member order, each a
+  // two-way merge. A k-way merge that looked at every member's head for
+  // every output ran 0.6 ms for two members of 25k pairs (most of a step)
+  // and 1.6 ms for four; this runs 0.1 and 0.3. An index present on one
+  // side only keeps its value, which is what adding -0.0 (the additive
+  // identity of every float, signed zeros included) would give, so the sum
+  // is bitwise the left-to-right sum of the values present.
   m.indices.resize(total);
   m.values.resize(total);
-  const std::size_t k = pairs.size();
-  std::vector<std::size_t> at(k, 0), slot(k, 0), size(k);  // slot: at, or 0 past the end (always readable)
-  std::vector<std::uint64_t> head(k);
-  constexpr std::uint64_t kDone = std::numeric_limits<std::uint64_t>::max();
-  for (std::size_t p = 0; p < k; ++p) {
-    size[p] = pairs[p]->indices.size();  // never 0 here
-    head[p] = pairs[p]->indices[0];
-  }
   std::size_t out = 0;
-  for (;;) {
-    std::uint64_t next = kDone;
-    for (std::size_t p = 0; p < k; ++p) next = std::min(next, head[p]);
-    if (next == kDone) break;
-    float sum = -0.0f;
-    for (std::size_t p = 0; p < k; ++p) {
-      const bool here = head[p] == next;
-      const float v = pairs[p]->values[slot[p]];
-      sum += here ? v : -0.0f;
-      at[p] += here;
-      slot[p] = at[p] < size[p] ? at[p] : 0;
-      const std::uint64_t h = pairs[p]->indices[slot[p]];
-      head[p] = at[p] < size[p] ? h : kDone;
+  if (pairs.size() == 1) {
+    out = merge_two({}, {}, pairs[0]->indices, pairs[0]->values, m.indices.data(), m.values.data());
+  } else if (pairs.size() > 1) {
+    // The first two straight from the members' buffers; each further
+    // member through a second buffer, swapped with the first.
+    out = merge_two(pairs[0]->indices, pairs[0]->values, pairs[1]->indices, pairs[1]->values, m.indices.data(),
+                    m.values.data());
+    std::vector<std::uint32_t> idx(pairs.size() > 2 ? total : 0);
+    std::vector<float> val(idx.size());
+    for (std::size_t p = 2; p < pairs.size(); ++p) {
+      out = merge_two({m.indices.data(), out}, {m.values.data(), out}, pairs[p]->indices, pairs[p]->values,
+                      idx.data(), val.data());
+      m.indices.swap(idx);
+      m.values.swap(val);
     }
-    m.indices[out] = static_cast<std::uint32_t>(next);
-    m.values[out] = sum;
-    ++out;
   }
   m.indices.resize(out);
   m.values.resize(out);
