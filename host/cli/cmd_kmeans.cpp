@@ -31,7 +31,7 @@ int kmeans_main(const std::vector<std::string>& args) {
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
       ("algorithm", po::value(&ko.algorithm)->default_value("auto"),
        "lloyd | yinyang (same iterations, rows skipped when bounds prove their label unchanged) | auto (yinyang for d >= 16)")
-      ("device", po::value(&device)->default_value("auto"), "auto | cpu | fpga-emu | cuda | fpga | <name> | all (every hardware device), or a comma list")
+      ("device", po::value(&device)->default_value("auto"), "auto | cpu | fpga-emu | cuda | opencl[:N] | fpga | <name> | all (every hardware device), or a comma list")
       ("output-centroids", po::value(&out_centroids), "write centroids (k x d float32 .npy)")
       ("output-labels", po::value(&out_labels), "write labels (n int32 .npy)")
       ("log-json", po::value(&log_json), "write one JSON line per iteration to this file")
