@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -322,6 +323,48 @@ inline void finish_point(const float* xi, std::int64_t d, const float* c, std::i
   accumulate_row(xi, d, static_cast<std::int32_t>(arg), p);
 }
 
+// A label must not depend on the order sgemm summed a score in: the two
+// layouts sum x.c in different orders on some OpenBLAS kernels (Zen 4's:
+// 844 of 20,000 rows halfway between two centroids were labelled
+// differently), and the layout is picked by timing. Where another float
+// score lies within the rounding bound of the best, the label is the
+// nearest of those contenders by distance in double, the lowest index on
+// an exact tie. A float score x.c - |c|^2/2 of d terms is within
+// (d + 2) 2^-24 (|x| |c| + |c|^2/2) of the exact one (Higham's bound for
+// dot products, one more rounding for the prefilled -|c|^2/2); twice that
+// between two scores, so the exact nearest is always a contender, and every
+// layout finds the same label.
+struct TieBound {
+  float gamma, cmax, hmax;  // 2 (d + 2) 2^-24; max |c|; max |c|^2 / 2
+  TieBound(const std::vector<float>& half_norm, std::int64_t d)
+      : gamma(2.0f * static_cast<float>(d + 2) * 0x1p-24f), cmax(0), hmax(0) {
+    for (float h : half_norm) hmax = std::max(hmax, -h);
+    cmax = std::sqrt(2 * hmax);
+  }
+  float operator()(const float* xi, std::int64_t d) const {
+    float xx = 0;
+#pragma omp simd reduction(+ : xx)
+    for (std::int64_t j = 0; j < d; ++j) xx += xi[j] * xi[j];
+    return gamma * (std::sqrt(xx) * cmax + hmax) * 1.001f;  // 1.001: this bound's own rounding
+  }
+};
+
+// The nearest of the contenders by distance in double; the lowest index on
+// a tie (contenders ascending).
+std::int64_t nearest_exactly(const float* xi, std::int64_t d, const float* c, const std::vector<std::int32_t>& cand) {
+  std::int64_t arg = cand.front();
+  double best = std::numeric_limits<double>::infinity();
+  for (std::int32_t kk : cand) {
+    double s = 0;
+    for (std::int64_t j = 0; j < d; ++j) {
+      const double t = static_cast<double>(xi[j]) - c[kk * d + j];
+      s += t * t;
+    }
+    if (s < best) best = s, arg = kk;
+  }
+  return arg;
+}
+
 }  // namespace
 
 namespace detail {
@@ -392,6 +435,7 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
     for (std::int64_t j = 0; j < d; ++j) s += c[kk * d + j] * c[kk * d + j];
     half_norm[kk] = -0.5f * s;
   }
+  const TieBound bound(half_norm, d);
   const std::int64_t rows = detail::block_rows(k);
   const std::int64_t cap = std::min(rows, n);
   // One sgemm per block on OpenBLAS's threads, then the fused argmax on
@@ -416,6 +460,7 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
 #pragma omp parallel
     {
       Partial& p = parts[omp_get_thread_num()];
+      std::vector<std::int32_t> cand;  // near-tie contenders of one row
       if (transposed) {
         // Points in chunks: a running maximum down the k rows, vectorised
         // across the chunk's points; strict > keeps ties at the lower index.
@@ -425,35 +470,60 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
           const std::int64_t qn = std::min(kChunk, m - q0);
           float best[kChunk];
           std::int32_t arg[kChunk];
-          float* row0 = score.data() + q0;
+          const float* row0 = score.data() + q0;
           for (std::int64_t t = 0; t < qn; ++t) {
             best[t] = row0[t];
             arg[t] = 0;
-            row0[t] = half_norm[0];
           }
+          float second[kChunk];
+          for (std::int64_t t = 0; t < qn; ++t) second[t] = -std::numeric_limits<float>::infinity();
           for (std::int64_t kk = 1; kk < k; ++kk) {
-            float* row = score.data() + kk * cap + q0;
-            const float hn = half_norm[kk];
+            const float* row = score.data() + kk * cap + q0;
             const std::int32_t kk32 = static_cast<std::int32_t>(kk);
 #pragma omp simd
             for (std::int64_t t = 0; t < qn; ++t) {
               const float v = row[t];
               const bool gt = v > best[t];
+              second[t] = gt ? best[t] : std::max(second[t], v);
               best[t] = gt ? v : best[t];
               arg[t] = gt ? kk32 : arg[t];
-              row[t] = hn;
             }
           }
-          for (std::int64_t t = 0; t < qn; ++t)
-            finish_point(xb + (q0 + t) * d, d, c, arg[t], labels + i0 + q0 + t, p);
+          for (std::int64_t t = 0; t < qn; ++t) {
+            const float* xi = xb + (q0 + t) * d;
+            std::int64_t a = arg[t];
+            const float delta = bound(xi, d);
+            if (best[t] - second[t] <= delta) {
+              cand.clear();
+              for (std::int64_t kk = 0; kk < k; ++kk)
+                if (kk == a || score[kk * cap + q0 + t] >= best[t] - delta) cand.push_back(static_cast<std::int32_t>(kk));
+              a = nearest_exactly(xi, d, c, cand);
+            }
+            finish_point(xi, d, c, a, labels + i0 + q0 + t, p);
+          }
+          for (std::int64_t kk = 0; kk < k; ++kk)  // ready for the next block
+            std::fill_n(score.data() + kk * cap + q0, qn, half_norm[kk]);
         }
       } else {
 #pragma omp for schedule(static)
         for (std::int64_t q = 0; q < m; ++q) {
           float* g = score.data() + q * k;
-          const std::int64_t arg = argmax_low(g, k);
+          const float* xi = xb + q * d;
+          std::int64_t arg = argmax_low(g, k);
+          const float top = g[arg];
+          constexpr float kNone = -std::numeric_limits<float>::infinity();
+          float second = kNone;
+#pragma omp simd reduction(max : second)
+          for (std::int64_t kk = 0; kk < k; ++kk) second = std::max(second, kk == arg ? kNone : g[kk]);
+          const float delta = bound(xi, d);
+          if (top - second <= delta) {
+            cand.clear();
+            for (std::int64_t kk = 0; kk < k; ++kk)
+              if (kk == arg || g[kk] >= top - delta) cand.push_back(static_cast<std::int32_t>(kk));
+            arg = nearest_exactly(xi, d, c, cand);
+          }
           std::copy(half_norm.begin(), half_norm.end(), g);  // ready for the next block
-          finish_point(xb + q * d, d, c, arg, labels + i0 + q, p);
+          finish_point(xi, d, c, arg, labels + i0 + q, p);
         }
       }
     }

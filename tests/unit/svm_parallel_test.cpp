@@ -258,7 +258,12 @@ TEST(SvmParallelMove, AssignWithGradientsMatchesRebuilding) {
   for (const auto& [k, g] : b.report().all_g) sent[k] = g;
   for (const auto& [k, g] : c.report().all_g) rebuilt[k] = g;
   ASSERT_EQ(sent.size(), 280u);
-  for (const auto& [k, g] : sent) EXPECT_NEAR(g, rebuilt.at(k), 1e-9 * (1 + std::abs(g))) << "variable " << k;
+  // Training's kernel values are float, and the rebuild computes K(moved,
+  // working set) where the old owner computed K(working set, its rows): the
+  // two products may be summed in different orders (OpenBLAS's sgemm does on
+  // Zen 4, where 1e-9 failed by 4e-8), so they agree to float rounding. The
+  // moved gradients being taken, not rebuilt, is the bitwise check below.
+  for (const auto& [k, g] : sent) EXPECT_NEAR(g, rebuilt.at(k), 1e-6 * (1 + std::abs(g))) << "variable " << k;
   for (std::int32_t k = 120; k < 200; ++k) EXPECT_EQ(sent.at(k), exact.at(k));
 }
 
