@@ -291,8 +291,13 @@ TEST(KernelRows, RequestsOfSeveralLaunchesOnEveryDevice) {
   std::vector<std::int32_t> active;
   for (std::int32_t i = 0; i < 700; i += (i % 5 == 0 ? 2 : 1)) active.push_back(i);
   for (const std::string spec : {"cpu", "fpga-emu", "opencl", "cpu,fpga-emu", "fpga-emu,opencl"}) {
-    const auto devs = reg.select(spec, KernelId::CsrKernelRows);
-    if (devs.empty()) continue;  // no OpenCL platform: the others still run
+    std::vector<Device*> devs;
+    try {
+      devs = reg.select(spec, KernelId::CsrKernelRows);
+    } catch (const InputError&) {
+      continue;  // no OpenCL platform, or the backend not built (sanitizer builds): the others still run
+    }
+    if (devs.empty()) continue;
     for (const bool mapped : {false, true}) {
       SCOPED_TRACE(spec + (mapped ? " mapped" : ""));
       std::vector<std::int32_t> row_of;
