@@ -324,6 +324,44 @@ void add_into(const std::vector<Acc>& acc, State& s, std::int64_t k, std::int64_
   }
 }
 
+// One point of the first launch from its score row: the label by the gemm
+// path's argmax, the lower bounds per group from the whole row, the upper
+// bound, the accumulation. Returns |x|^2 in double. gmin: G floats of room.
+double first_bounds(const float* xi, std::int64_t d, const float* c, std::int64_t k, const float* sc,
+                    const std::vector<float>& cc, float err, State& s, std::int64_t i, Acc& a,
+                    std::vector<float>& gmin) {
+  const std::int64_t G = s.l.groups;
+  const std::int64_t arg = detail::argmax_low(sc, k);
+  double xx_exact = 0;  // in double lanes (sequential, it took a third of this loop's samples)
+#pragma omp simd reduction(+ : xx_exact)
+  for (std::int64_t j = 0; j < d; ++j) xx_exact += static_cast<double>(xi[j]) * xi[j];
+  const float xx = static_cast<float>(xx_exact);
+  float* lower = s.lower + i * G;
+  // ||x - c||^2 from the score, lowered by its worst-case error.
+  if (G == k) {
+    const float* ccp = cc.data();
+#pragma omp simd
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      const float d2 = xx - 2.0f * sc[kk] - err * (xx + ccp[kk]);
+      lower[kk] = std::sqrt(d2 > 0.0f ? d2 : 0.0f) * (1 - kSlack);
+    }
+    lower[arg] = kInf;  // a group of one: nothing else in it
+  } else {
+    std::fill(gmin.begin(), gmin.end(), kInf);
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      if (kk == arg) continue;
+      float& g = gmin[s.group_of[kk]];
+      g = std::min(g, xx - 2.0f * sc[kk] - err * (xx + cc[kk]));
+    }
+    for (std::int64_t g = 0; g < G; ++g)
+      lower[g] = gmin[g] == kInf ? kInf : std::sqrt(std::max(gmin[g], 0.0f)) * (1 - kSlack);
+  }
+  s.upper[i] = std::sqrt(dist2(xi, c + arg * d, d)) * (1 + kSlack);
+  s.labels[i] = static_cast<std::int32_t>(arg);
+  a.add(xi, d, static_cast<std::int32_t>(arg), 1.0);
+  return xx_exact;
+}
+
 // First launch: every distance through sgemm (as the gemm path), the label
 // by the same argmax, and the bounds from the whole score row.
 void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, State& s) {
@@ -336,68 +374,44 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
     cc[kk] = t;
     half[kk] = -0.5f * t;
   }
-  const std::int64_t rows = detail::block_rows(k);
-  const std::int64_t cap = std::min(rows, n);
-  const BlasThreads blas_threads(omp_get_max_threads());
-  detail::LayoutPicker picker(d, k, rows);
-  std::vector<float> score(cap * k);
-  std::vector<Acc> acc(omp_get_max_threads(), Acc(k, d));
+  // One parallel region: each thread takes whole blocks (static) with a
+  // one-thread sgemm, as the gemm path does (kmeans_assign.cpp: two
+  // synchronisations a block cost a time slice each on shared cores).
+  const int threads = omp_get_max_threads();
+  const std::int64_t rows =
+      std::max<std::int64_t>(1, std::min(detail::block_rows(k), (n + threads - 1) / threads));
+  const std::int64_t blocks = (n + rows - 1) / rows;
+  const BlasThreads blas_threads(1);
+  std::vector<detail::LayoutPicker> pickers(threads, detail::LayoutPicker(d, k, rows));
+  std::vector<Acc> acc(threads, Acc(k, d));
   const float err = gemm_slack(d);
   double sumsq = 0;
   constexpr std::int64_t kChunk = 64;
-  for (std::int64_t i0 = 0; i0 < n; i0 += rows) {
-    const std::int64_t m = std::min(rows, n - i0);
-    // sgemm adds onto -||c||^2 / 2 (beta = 1), refilled for every block.
-    const bool transposed = picker.transposed();
-    detail::fill_scores(transposed, half, cap, score.data());
-    const auto t0 = std::chrono::steady_clock::now();
-    detail::block_sgemm(transposed, x + i0 * d, m, d, c, k, 1.0f, score.data(), cap);
-    picker.record(m, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-#pragma omp parallel reduction(+ : sumsq)
-    {
-      Acc& a = acc[omp_get_thread_num()];
-      std::vector<float> rowbuf(transposed ? kChunk * k : 0), gmin(G);
+#pragma omp parallel num_threads(threads) reduction(+ : sumsq)
+  {
+    const int me = omp_get_thread_num();
+    Acc& a = acc[me];
+    std::vector<float> score(rows * k), rowbuf(kChunk * k), gmin(G);
 #pragma omp for schedule(static)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t i0 = b * rows, m = std::min(rows, n - i0);
+      // sgemm adds onto -||c||^2 / 2 (beta = 1), refilled for every block.
+      const bool transposed = pickers[me].transposed();
+      detail::fill_scores(transposed, half, rows, score.data());
+      const auto t0 = std::chrono::steady_clock::now();
+      detail::block_sgemm(transposed, x + i0 * d, m, d, c, k, 1.0f, score.data(), rows);
+      pickers[me].record(m, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       for (std::int64_t q0 = 0; q0 < m; q0 += kChunk) {
         const std::int64_t qn = std::min(kChunk, m - q0);
         // A chunk's score rows, contiguous per point (copied out of a
         // transposed block in row order, so both reads stream).
         if (transposed)
           for (std::int64_t kk = 0; kk < k; ++kk)
-            for (std::int64_t t = 0; t < qn; ++t) rowbuf[t * k + kk] = score[kk * cap + q0 + t];
+            for (std::int64_t t = 0; t < qn; ++t) rowbuf[t * k + kk] = score[kk * rows + q0 + t];
         for (std::int64_t t = 0; t < qn; ++t) {
           const std::int64_t i = i0 + q0 + t;
           const float* sc = transposed ? rowbuf.data() + t * k : score.data() + (q0 + t) * k;
-          const float* xi = x + i * d;
-          const std::int64_t arg = detail::argmax_low(sc, k);
-          double xx_exact = 0;  // in double lanes (sequential, it took a third of this loop's samples)
-#pragma omp simd reduction(+ : xx_exact)
-          for (std::int64_t j = 0; j < d; ++j) xx_exact += static_cast<double>(xi[j]) * xi[j];
-          sumsq += xx_exact;
-          const float xx = static_cast<float>(xx_exact);
-          float* lower = s.lower + i * G;
-          // ||x - c||^2 from the score, lowered by its worst-case error.
-          if (G == k) {
-            const float* ccp = cc.data();
-#pragma omp simd
-            for (std::int64_t kk = 0; kk < k; ++kk) {
-              const float d2 = xx - 2.0f * sc[kk] - err * (xx + ccp[kk]);
-              lower[kk] = std::sqrt(d2 > 0.0f ? d2 : 0.0f) * (1 - kSlack);
-            }
-            lower[arg] = kInf;  // a group of one: nothing else in it
-          } else {
-            std::fill(gmin.begin(), gmin.end(), kInf);
-            for (std::int64_t kk = 0; kk < k; ++kk) {
-              if (kk == arg) continue;
-              float& g = gmin[s.group_of[kk]];
-              g = std::min(g, xx - 2.0f * sc[kk] - err * (xx + cc[kk]));
-            }
-            for (std::int64_t g = 0; g < G; ++g)
-              lower[g] = gmin[g] == kInf ? kInf : std::sqrt(std::max(gmin[g], 0.0f)) * (1 - kSlack);
-          }
-          s.upper[i] = std::sqrt(dist2(xi, c + arg * d, d)) * (1 + kSlack);
-          s.labels[i] = static_cast<std::int32_t>(arg);
-          a.add(xi, d, static_cast<std::int32_t>(arg), 1.0);
+          sumsq += first_bounds(x + i * d, d, c, k, sc, cc, err, s, i, a, gmin);
         }
       }
     }
