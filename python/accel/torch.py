@@ -57,7 +57,12 @@ class SparseHookState:
     def sparsifier(self, bucket):
         sizes = tuple(int(g.numel()) for g in bucket.gradients()) if self.per_layer else (int(bucket.buffer().numel()),)
         key = (bucket.index(), sizes)
-        if key not in self._sparsifiers:  # DDP rebuilds its buckets after the first iteration
+        if key not in self._sparsifiers:
+            # DDP rebuilds its buckets after the first iteration: a bucket
+            # index with other layers replaces the old sparsifier (and its
+            # residual, whose offsets no longer mean the same layers).
+            for old in [k for k in self._sparsifiers if k[0] == key[0]]:
+                del self._sparsifiers[old]
             s = BucketSparsifier(sizes, **self.options)
             s.set_epoch(self.epoch)
             self._sparsifiers[key] = s
