@@ -298,6 +298,7 @@ namespace {
 struct LayoutKey {
   std::int64_t d, k;
   int threads;
+  std::int64_t rows;  // a block's rows: small calls take smaller blocks
   auto operator<=>(const LayoutKey&) const = default;
 };
 struct LayoutTrial {
@@ -335,17 +336,18 @@ inline void finish_point(const float* xi, std::int64_t d, const float* c, std::i
 // between two scores, so the exact nearest is always a contender, and every
 // layout finds the same label.
 struct TieBound {
-  float gamma, cmax, hmax;  // 2 (d + 2) 2^-24; max |c|; max |c|^2 / 2
+  double gamma, cmax, hmax;  // 2 (d + 2) 2^-24; max |c|; max |c|^2 / 2
   TieBound(const std::vector<float>& half_norm, std::int64_t d)
-      : gamma(2.0f * static_cast<float>(d + 2) * 0x1p-24f), cmax(0), hmax(0) {
-    for (float h : half_norm) hmax = std::max(hmax, -h);
+      : gamma(2.0 * static_cast<double>(d + 2) * 0x1p-24), cmax(0), hmax(0) {
+    for (float h : half_norm) hmax = std::max(hmax, -static_cast<double>(h));
     cmax = std::sqrt(2 * hmax);
   }
+  // In double, so the bound's own rounding stays far below its margin.
   float operator()(const float* xi, std::int64_t d) const {
-    float xx = 0;
+    double xx = 0;
 #pragma omp simd reduction(+ : xx)
-    for (std::int64_t j = 0; j < d; ++j) xx += xi[j] * xi[j];
-    return gamma * (std::sqrt(xx) * cmax + hmax) * 1.001f;  // 1.001: this bound's own rounding
+    for (std::int64_t j = 0; j < d; ++j) xx += static_cast<double>(xi[j]) * xi[j];
+    return static_cast<float>(gamma * (std::sqrt(xx) * cmax + hmax) * (1 + 1e-6));
   }
 };
 
@@ -395,7 +397,7 @@ LayoutPicker::LayoutPicker(std::int64_t d, std::int64_t k, std::int64_t rows)
 // rows first ran at 25-35.
 bool LayoutPicker::transposed() {
   std::lock_guard lock(layout_mu);
-  const LayoutTrial& t = layout_trials[LayoutKey{d_, k_, threads_}];
+  const LayoutTrial& t = layout_trials[LayoutKey{d_, k_, threads_, rows_}];
   current_ = t.decided >= 0 ? t.decided : (t.blocks % 2 == 0);
   return current_ == 1;
 }
@@ -403,7 +405,7 @@ bool LayoutPicker::transposed() {
 void LayoutPicker::record(std::int64_t m, double seconds) {
   if (m != rows_) return;  // a short block says nothing about a full one
   std::lock_guard lock(layout_mu);
-  LayoutTrial& t = layout_trials[LayoutKey{d_, k_, threads_}];
+  LayoutTrial& t = layout_trials[LayoutKey{d_, k_, threads_, rows_}];
   if (t.decided >= 0) return;
   if (t.blocks++ > 0) t.best[current_] = std::min(t.best[current_], seconds);
   const double lo = std::min(t.best[0], t.best[1]), hi = std::max(t.best[0], t.best[1]);
@@ -504,11 +506,13 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   // The block's score matrix starts as -||c_k||^2 / 2 everywhere and sgemm
   // adds x.c with beta = 1: no separate pass for beta = 0 (4% of the time
   // when measured), and the argmax pass refills each score as it reads it.
+  // -|c|^2/2 summed in double and rounded once: its error then stays
+  // within the half ulp the tie bound's slack allows for it.
   std::vector<float> half_norm(k);
   for (std::int64_t kk = 0; kk < k; ++kk) {
-    float s = 0;
-    for (std::int64_t j = 0; j < d; ++j) s += c[kk * d + j] * c[kk * d + j];
-    half_norm[kk] = -0.5f * s;
+    double s = 0;
+    for (std::int64_t j = 0; j < d; ++j) s += static_cast<double>(c[kk * d + j]) * c[kk * d + j];
+    half_norm[kk] = static_cast<float>(-0.5 * s);
   }
   const TieBound bound(half_norm, d);
   // One parallel region for the whole call: each thread takes whole blocks

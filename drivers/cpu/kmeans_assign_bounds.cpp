@@ -385,11 +385,14 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
   std::vector<detail::LayoutPicker> pickers(threads, detail::LayoutPicker(d, k, rows));
   std::vector<Acc> acc(threads, Acc(k, d));
   const float err = gemm_slack(d);
-  double sumsq = 0;
+  // |x|^2 per thread, added in thread order: a reduction clause adds in
+  // the order threads arrive, and the inertia would change in its last bits.
+  std::vector<double> sumsq_of(threads, 0.0);
   constexpr std::int64_t kChunk = 64;
-#pragma omp parallel num_threads(threads) reduction(+ : sumsq)
+#pragma omp parallel num_threads(threads)
   {
     const int me = omp_get_thread_num();
+    double sumsq = 0;
     Acc& a = acc[me];
     std::vector<float> score(rows * k), rowbuf(kChunk * k), gmin(G);
 #pragma omp for schedule(static)
@@ -415,10 +418,13 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
         }
       }
     }
+    sumsq_of[me] = sumsq;
   }
   std::fill(s.sums, s.sums + k * d, 0.0);
   std::fill(s.counts, s.counts + k, 0);
   add_into(acc, s, k, d);
+  double sumsq = 0;
+  for (double v : sumsq_of) sumsq += v;
   *s.sumsq = sumsq;
   std::fill(s.drift, s.drift + G, 0.0);
 }

@@ -294,14 +294,32 @@ TEST(KMeansAssignLayouts, NearTiesGetTheSameLabelFromEitherLayout) {
     cpu::kmeans_assign_gemm(x.data(), n, d, cent.data(), k, o[layout].labels.data(), o[layout].sums.data(),
                             o[layout].counts.data(), &o[layout].inertia, layout);
   }
-  std::int64_t differ = 0, rounded = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    differ += o[0].labels[i] != o[1].labels[i];
-    rounded += o[0].labels[i] != nearest_in_order(x.data() + i * d, d, cent.data(), k);
+  // Rows whose two nearest centroids' scores differ by less than one
+  // float score's rounding bound, (d + 2) 2^-24 (|x| |c|max + |c|max^2 / 2):
+  // float scores alone may order them either way.
+  double cmax2 = 0;
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    double s = 0;
+    for (std::int64_t j = 0; j < d; ++j) s += double(cent[kk * d + j]) * cent[kk * d + j];
+    cmax2 = std::max(cmax2, s);
   }
-  // The rows are close enough to ties that float scores alone part from
-  // exact distances on more than 1% of them (measured before near-ties were
-  // settled in double); every label must be the exact nearest.
+  std::int64_t differ = 0, rounded = 0, hard = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* xi = x.data() + i * d;
+    differ += o[0].labels[i] != o[1].labels[i];
+    rounded += o[0].labels[i] != nearest_in_order(xi, d, cent.data(), k);
+    double first = 1e300, second = 1e300, xx = 0;
+    for (std::int64_t j = 0; j < d; ++j) xx += double(xi[j]) * xi[j];
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      double s = 0;
+      for (std::int64_t j = 0; j < d; ++j) s += (double(xi[j]) - cent[kk * d + j]) * (double(xi[j]) - cent[kk * d + j]);
+      if (s < first) second = first, first = s;
+      else if (s < second) second = s;
+    }
+    hard += (second - first) / 2 < (d + 2) * 0x1p-24 * (std::sqrt(xx * cmax2) + cmax2 / 2);
+  }
+  // Else this test would check nothing: the rows must be that close.
+  EXPECT_GT(hard, n / 100) << "too few rows within float rounding of a tie";
   EXPECT_EQ(rounded, 0) << "rows not labelled with their nearest centroid in double";
   EXPECT_EQ(differ, 0) << "rows labelled differently by the two layouts";
   EXPECT_EQ(o[0].counts, o[1].counts);
