@@ -12,6 +12,7 @@
 
 #include "accel/error.hpp"
 #include "accel/topk.hpp"
+#include "residual.hpp"
 
 namespace accel {
 namespace {
@@ -54,8 +55,7 @@ std::string where(std::size_t layer, std::int64_t offset) {
 BucketSparsifier::BucketSparsifier(std::vector<std::int64_t> sizes, const BucketOptions& opts, TopKSelector& selector)
     : opts_(opts), selector_(selector) {
   if (sizes.empty()) throw InputError("bucket sparsifier: no layers");
-  if (!(opts.sparsifier.momentum >= 0 && opts.sparsifier.momentum < 1))
-    throw InputError("momentum " + std::to_string(opts.sparsifier.momentum) + ": must be within [0, 1)");
+  sparsify::check_momentum(opts.sparsifier.momentum);
   if (!(opts.sparsifier.topk.ratio > 0 && opts.sparsifier.topk.ratio <= 1))
     throw InputError("ratio " + std::to_string(opts.sparsifier.topk.ratio) + " is outside (0, 1]");
   if (opts.dense_below < 0) throw InputError("dense_below " + std::to_string(opts.dense_below) + " is negative");
@@ -72,23 +72,6 @@ BucketSparsifier::BucketSparsifier(std::vector<std::int64_t> sizes, const Bucket
 }
 
 double BucketSparsifier::ratio() const { return sparsifier_ratio(opts_.sparsifier, epoch_); }
-
-void BucketSparsifier::accumulate(const float* g) {
-  const std::int64_t n = size();
-  float* r = residual_.data();
-  if (opts_.sparsifier.momentum > 0) {
-    float* u = velocity_.data();
-    const auto m = static_cast<float>(opts_.sparsifier.momentum);
-#pragma omp parallel for simd schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) {
-      u[i] = m * u[i] + g[i];
-      r[i] += u[i];
-    }
-  } else {
-#pragma omp parallel for simd schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) r[i] += g[i];
-  }
-}
 
 // Whole layers and layers below host_below, each by one thread of one
 // parallel region (dynamic: their sizes differ by orders of magnitude).
@@ -125,7 +108,7 @@ std::int64_t BucketSparsifier::select_small(std::vector<std::vector<std::int64_t
 
 SparseGradient BucketSparsifier::step(const float* g) {
   const auto t0 = std::chrono::steady_clock::now();
-  accumulate(g);
+  sparsify::accumulate_residual(residual_.data(), velocity_.data(), g, size(), opts_.sparsifier.momentum);
   TopKOptions t = opts_.sparsifier.topk;
   t.ratio = ratio();
   const std::size_t layers = offsets_.size() - 1;

@@ -3,13 +3,36 @@
 
 #include "accel/error.hpp"
 #include "accel/topk.hpp"
+#include "residual.hpp"
 
 namespace accel {
 
+namespace sparsify {
+
+void check_momentum(double momentum) {
+  if (!(momentum >= 0 && momentum < 1))
+    throw InputError("momentum " + std::to_string(momentum) + ": must be within [0, 1)");
+}
+
+void accumulate_residual(float* r, float* u, const float* g, std::int64_t n, double momentum) {
+  if (momentum > 0) {
+    const auto m = static_cast<float>(momentum);
+#pragma omp parallel for simd schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      u[i] = m * u[i] + g[i];
+      r[i] += u[i];
+    }
+  } else {
+#pragma omp parallel for simd schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) r[i] += g[i];
+  }
+}
+
+}  // namespace sparsify
+
 Sparsifier::Sparsifier(std::int64_t n, const SparsifierOptions& opts, TopKSelector& selector)
     : opts_(opts), selector_(selector), residual_(n, 0.0f), velocity_(opts.momentum > 0 ? n : 0, 0.0f) {
-  if (!(opts.momentum >= 0 && opts.momentum < 1))
-    throw InputError("momentum " + std::to_string(opts.momentum) + ": must be within [0, 1)");
+  sparsify::check_momentum(opts.momentum);
 }
 
 double sparsifier_ratio(const SparsifierOptions& opts, int epoch) {
@@ -24,20 +47,7 @@ double Sparsifier::ratio() const { return sparsifier_ratio(opts_, epoch_); }
 SparseGradient Sparsifier::step(const float* g) {
   const std::int64_t n = static_cast<std::int64_t>(residual_.size());
   float* r = residual_.data();
-  if (opts_.momentum > 0) {
-    // Momentum correction: accumulate the velocity, not the raw gradient,
-    // so delayed coordinates carry the momentum they would have had.
-    float* u = velocity_.data();
-    const auto m = static_cast<float>(opts_.momentum);
-#pragma omp parallel for simd schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) {
-      u[i] = m * u[i] + g[i];
-      r[i] += u[i];
-    }
-  } else {
-#pragma omp parallel for simd schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) r[i] += g[i];
-  }
+  sparsify::accumulate_residual(r, velocity_.data(), g, n, opts_.momentum);
   TopKOptions t = opts_.topk;
   t.ratio = ratio();
   SparseGradient out;

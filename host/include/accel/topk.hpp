@@ -146,7 +146,6 @@ class BucketSparsifier {
   const std::vector<std::int64_t>& offsets() const { return offsets_; }  // layer starts, then the size
 
  private:
-  void accumulate(const float* g);
   std::int64_t select_small(std::vector<std::vector<std::int64_t>>& picked, const TopKOptions& t) const;
   BucketOptions opts_;
   TopKSelector& selector_;
