@@ -420,10 +420,24 @@ void fill_scores(bool transposed, const std::vector<float>& half, std::int64_t c
     for (std::int64_t q = 0; q < cap; ++q) std::copy(half.begin(), half.end(), score + q * k);
 }
 
+BlockScorer::BlockScorer(std::int64_t d, std::int64_t k, std::int64_t rows, const std::vector<float>& half,
+                         int layout)
+    : picker_(d, k, rows), d_(d), k_(k), rows_(rows), half_(&half), layout_(layout) {}
+
+bool BlockScorer::compute(const float* xb, std::int64_t m, const float* c) {
+  if (score_.empty()) score_.resize(rows_ * k_);  // first touched by the thread that uses it
+  const bool transposed = layout_ >= 0 ? layout_ == 1 : picker_.transposed();
+  if (filled_ != transposed) fill_scores(transposed, *half_, rows_, score_.data());
+  filled_ = transposed;
+  const auto t0 = std::chrono::steady_clock::now();
+  block_sgemm(transposed, xb, m, d_, c, k_, 1.0f, score_.data(), rows_);
+  if (layout_ < 0) picker_.record(m, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return transposed;
+}
+
 }  // namespace detail
 
 using detail::argmax_low;
-using detail::block_sgemm;
 
 namespace {
 
@@ -524,31 +538,22 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   // nothing on idle cores and a scheduler time slice each when two busy
   // processes shared them (21.6 s for 6 iterations against 0.30 s quiet).
   const int threads = omp_get_max_threads();
-  const std::int64_t rows =
-      std::max<std::int64_t>(1, std::min(detail::block_rows(k), (n + threads - 1) / threads));
+  const std::int64_t rows = detail::thread_block_rows(n, k, threads);
   const std::int64_t blocks = (n + rows - 1) / rows;
   const BlasThreads blas_threads(1);
-  std::vector<detail::LayoutPicker> pickers(threads, detail::LayoutPicker(d, k, rows));
+  std::vector<detail::BlockScorer> scorers(threads, detail::BlockScorer(d, k, rows, half_norm, layout));
   std::vector<Partial> parts(threads, Partial(k, d));
 #pragma omp parallel num_threads(threads)
   {
     const int me = omp_get_thread_num();
-    Partial& p = parts[me];
-    std::vector<float> score(rows * k);
+    detail::BlockScorer& scorer = scorers[me];
     std::vector<std::int32_t> cand;  // near-tie contenders of one row
-    int filled = -1;                 // the layout the scores are prefilled in
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < blocks; ++b) {
       const std::int64_t i0 = b * rows, m = std::min(rows, n - i0);
       const float* xb = x + i0 * d;
-      const bool transposed = layout >= 0 ? layout == 1 : pickers[me].transposed();
-      if (filled != transposed) detail::fill_scores(transposed, half_norm, rows, score.data());
-      filled = transposed;
-      const auto t0 = std::chrono::steady_clock::now();
-      block_sgemm(transposed, xb, m, d, c, k, 1.0f, score.data(), rows);
-      if (layout < 0)
-        pickers[me].record(m, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      assign_block(transposed, score.data(), rows, m, xb, d, c, k, half_norm, bound, labels + i0, p, cand);
+      const bool transposed = scorer.compute(xb, m, c);
+      assign_block(transposed, scorer.data(), rows, m, xb, d, c, k, half_norm, bound, labels + i0, parts[me], cand);
     }
   }
   merge(parts, k, d, sums, counts, inertia);

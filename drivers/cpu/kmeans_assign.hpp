@@ -58,13 +58,14 @@ namespace detail {
 // score (m x k, row stride k) or, transposed, (k x m, row stride ld) += X C^T.
 void block_sgemm(bool transposed, const float* xb, std::int64_t m, std::int64_t d, const float* c, std::int64_t k,
                  float beta, float* score, std::int64_t ld);
-// The faster layout for (d, k, threads), learnt from the blocks themselves:
-// ask transposed() before each block's sgemm and record() its time after.
-// The first few full blocks of a shape try both layouts (shared by every
-// launch in the process); from then on the winner is kept. The choice is
-// speed only: both layouts sum each score over d in the same order, so the
-// labels and sums are the same to the bit whichever won, whatever the
-// process ran before (KMeansAssignLayouts.NearTiesGetTheSameLabelFromEitherLayout).
+// The faster layout for (d, k, threads, rows), learnt from the blocks
+// themselves: ask transposed() before each block's sgemm and record() its
+// time after. The first few full blocks of a shape try both layouts (shared
+// by every launch in the process); from then on the winner is kept. The
+// layouts may sum a score over d in different orders (OpenBLAS does on Zen
+// 4), so the gemm path settles near-ties in double to keep its labels
+// independent of the winner
+// (KMeansAssignLayouts.NearTiesGetTheSameLabelFromEitherLayout).
 class LayoutPicker {
  public:
   LayoutPicker(std::int64_t d, std::int64_t k, std::int64_t rows);
@@ -85,6 +86,33 @@ inline std::int64_t block_rows(std::int64_t k) {
 // Every score of a cap-row block set to half[kk] = -||c_kk||^2 / 2, the
 // value sgemm adds x.c onto (beta = 1), in either layout.
 void fill_scores(bool transposed, const std::vector<float>& half, std::int64_t cap, float* score);
+// Rows per block when each of `threads` threads takes whole blocks in one
+// parallel region: at most block_rows(k), and few enough that every thread
+// gets one.
+inline std::int64_t thread_block_rows(std::int64_t n, std::int64_t k, int threads) {
+  return std::max<std::int64_t>(1, std::min(block_rows(k), (n + threads - 1) / threads));
+}
+// One thread's block scores, for the gemm path and the bounds' first
+// launch: the layout the picker names (or `layout` when >= 0), the scores
+// prefilled with `half` when they are not already, a one-thread sgemm timed
+// for the picker. The caller either refills each score it reads (the gemm
+// path) or says it did not (spoiled()).
+class BlockScorer {
+ public:
+  BlockScorer(std::int64_t d, std::int64_t k, std::int64_t rows, const std::vector<float>& half, int layout = -1);
+  // Scores of rows xb[0..m) (m <= rows) into data(); returns whether they
+  // are transposed (k x rows, row stride rows) or not (m x k).
+  bool compute(const float* xb, std::int64_t m, const float* c);
+  float* data() { return score_.data(); }
+  void spoiled() { filled_ = -1; }
+
+ private:
+  LayoutPicker picker_;
+  std::int64_t d_, k_, rows_;
+  const std::vector<float>* half_;
+  int layout_, filled_ = -1;  // filled_: the layout the scores are prefilled in
+  std::vector<float> score_;
+};
 // The first index of the largest of g[0..k): a vectorised max, then a scan;
 // ties go to the lower index.
 inline std::int64_t argmax_low(const float* g, std::int64_t k) {

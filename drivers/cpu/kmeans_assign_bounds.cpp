@@ -28,7 +28,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -378,11 +377,10 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
   // one-thread sgemm, as the gemm path does (kmeans_assign.cpp: two
   // synchronisations a block cost a time slice each on shared cores).
   const int threads = omp_get_max_threads();
-  const std::int64_t rows =
-      std::max<std::int64_t>(1, std::min(detail::block_rows(k), (n + threads - 1) / threads));
+  const std::int64_t rows = detail::thread_block_rows(n, k, threads);
   const std::int64_t blocks = (n + rows - 1) / rows;
   const BlasThreads blas_threads(1);
-  std::vector<detail::LayoutPicker> pickers(threads, detail::LayoutPicker(d, k, rows));
+  std::vector<detail::BlockScorer> scorers(threads, detail::BlockScorer(d, k, rows, half));
   std::vector<Acc> acc(threads, Acc(k, d));
   const float err = gemm_slack(d);
   // |x|^2 per thread, added in thread order: a reduction clause adds in
@@ -394,26 +392,24 @@ void first_launch(const float* x, std::int64_t n, std::int64_t d, const float* c
     const int me = omp_get_thread_num();
     double sumsq = 0;
     Acc& a = acc[me];
-    std::vector<float> score(rows * k), rowbuf(kChunk * k), gmin(G);
+    detail::BlockScorer& scorer = scorers[me];
+    std::vector<float> rowbuf(kChunk * k), gmin(G);
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < blocks; ++b) {
       const std::int64_t i0 = b * rows, m = std::min(rows, n - i0);
-      // sgemm adds onto -||c||^2 / 2 (beta = 1), refilled for every block.
-      const bool transposed = pickers[me].transposed();
-      detail::fill_scores(transposed, half, rows, score.data());
-      const auto t0 = std::chrono::steady_clock::now();
-      detail::block_sgemm(transposed, x + i0 * d, m, d, c, k, 1.0f, score.data(), rows);
-      pickers[me].record(m, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const bool transposed = scorer.compute(x + i0 * d, m, c);
+      const float* scores = scorer.data();
+      scorer.spoiled();  // read below, not refilled: the next block fills again
       for (std::int64_t q0 = 0; q0 < m; q0 += kChunk) {
         const std::int64_t qn = std::min(kChunk, m - q0);
         // A chunk's score rows, contiguous per point (copied out of a
         // transposed block in row order, so both reads stream).
         if (transposed)
           for (std::int64_t kk = 0; kk < k; ++kk)
-            for (std::int64_t t = 0; t < qn; ++t) rowbuf[t * k + kk] = score[kk * rows + q0 + t];
+            for (std::int64_t t = 0; t < qn; ++t) rowbuf[t * k + kk] = scores[kk * rows + q0 + t];
         for (std::int64_t t = 0; t < qn; ++t) {
           const std::int64_t i = i0 + q0 + t;
-          const float* sc = transposed ? rowbuf.data() + t * k : score.data() + (q0 + t) * k;
+          const float* sc = transposed ? rowbuf.data() + t * k : scores + (q0 + t) * k;
           sumsq += first_bounds(x + i * d, d, c, k, sc, cc, err, s, i, a, gmin);
         }
       }
