@@ -47,19 +47,9 @@ def topk(x, ratio, method="ldte-hist", nonfinite="error", device="cpu"):
     return _topk(as_float32_view(x), float(ratio), method, nonfinite, device)
 
 
-class Sparsifier:
-    """Residual gradient compression of a length-n gradient: R <- R + G (or
-    momentum correction U <- m U + G, R <- R + U), select on R, emit the
-    selected (indices, values) and zero them in R (and U with masking)."""
-
-    def __init__(self, n, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
-                 nonfinite="error", device="cpu"):
-        self._s = _Sparsifier(int(n), float(ratio), method, float(momentum), bool(masking), bool(warmup),
-                              nonfinite, device)
-
-    def step(self, gradient):
-        """(indices int64, values float32) of this step's selection."""
-        return self._s.step(as_float32_view(gradient, "gradient"))
+class _Residuals:
+    """What both sparsifiers offer beside step(): the epoch (warm-up), this
+    epoch's ratio, the residual kept, the length."""
 
     def set_epoch(self, epoch):
         self._s.set_epoch(int(epoch))
@@ -77,7 +67,22 @@ class Sparsifier:
         return self._s.size
 
 
-class BucketSparsifier:
+class Sparsifier(_Residuals):
+    """Residual gradient compression of a length-n gradient: R <- R + G (or
+    momentum correction U <- m U + G, R <- R + U), select on R, emit the
+    selected (indices, values) and zero them in R (and U with masking)."""
+
+    def __init__(self, n, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
+                 nonfinite="error", device="cpu"):
+        self._s = _Sparsifier(int(n), float(ratio), method, float(momentum), bool(masking), bool(warmup),
+                              nonfinite, device)
+
+    def step(self, gradient):
+        """(indices int64, values float32) of this step's selection."""
+        return self._s.step(as_float32_view(gradient, "gradient"))
+
+
+class BucketSparsifier(_Residuals):
     """The Sparsifier over a bucket of layers laid end to end (a DDP
     bucket): one accumulation pass, a selection per layer, and the layers
     under host_below values selected exactly on the host in one parallel
@@ -95,21 +100,6 @@ class BucketSparsifier:
 
     def step(self, bucket):
         return self._s.step(as_float32_view(bucket, "bucket"))
-
-    def set_epoch(self, epoch):
-        self._s.set_epoch(int(epoch))
-
-    @property
-    def ratio(self):
-        return self._s.ratio
-
-    @property
-    def residual(self):
-        return self._s.residual
-
-    @property
-    def size(self):
-        return self._s.size
 
 
 class SparseGroup:

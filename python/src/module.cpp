@@ -70,6 +70,17 @@ TopK topk(FloatArray x, double ratio, const std::string& method, const std::stri
   return {to_numpy(std::move(r.indices)), r.tau, r.n, r.k, r.ties, r.nonfinite, r.passes, r.estimate, r.seconds};
 }
 
+accel::SparsifierOptions sparsifier_options(double ratio, const std::string& method, double momentum, bool masking,
+                                            bool warmup, const std::string& nonfinite) {
+  accel::SparsifierOptions o;
+  o.topk = topk_options(ratio, method, nonfinite);
+  if (!(momentum >= 0 && momentum < 1)) throw accel::InputError("momentum " + std::to_string(momentum) + " is outside [0, 1)");
+  o.momentum = momentum;
+  o.masking = masking;
+  o.warmup = warmup;
+  return o;
+}
+
 // The Sparsifier with the selector it needs, kept together.
 class PySparsifier {
  public:
@@ -77,13 +88,8 @@ class PySparsifier {
                const std::string& nonfinite, const std::string& device)
       : n_(n), selector_(topk_device(device)) {
     if (n < 1) throw accel::InputError("sparsifier length " + std::to_string(n) + " is not positive");
-    accel::SparsifierOptions o;
-    o.topk = topk_options(ratio, method, nonfinite);
-    if (!(momentum >= 0 && momentum < 1)) throw accel::InputError("momentum " + std::to_string(momentum) + " is outside [0, 1)");
-    o.momentum = momentum;
-    o.masking = masking;
-    o.warmup = warmup;
-    s_ = std::make_unique<accel::Sparsifier>(n, o, selector_);
+    s_ = std::make_unique<accel::Sparsifier>(n, sparsifier_options(ratio, method, momentum, masking, warmup, nonfinite),
+                                             selector_);
   }
   py::tuple step(FloatArray g) {
     if (g.size() != n_)
@@ -118,10 +124,7 @@ class PyBucketSparsifier {
                      const std::string& nonfinite, const std::string& device)
       : selector_(topk_device(device)) {
     accel::BucketOptions o;
-    o.sparsifier.topk = topk_options(ratio, method, nonfinite);
-    o.sparsifier.momentum = momentum;
-    o.sparsifier.masking = masking;
-    o.sparsifier.warmup = warmup;
+    o.sparsifier = sparsifier_options(ratio, method, momentum, masking, warmup, nonfinite);
     o.dense_below = dense_below;
     o.host_below = host_below;
     s_ = std::make_unique<accel::BucketSparsifier>(std::move(sizes), o, selector_);
