@@ -53,7 +53,7 @@ Matrix images(const std::string& dir, std::int64_t rows, std::string& source) {
   }
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  Matrix m{rows, 784, std::vector<float>(rows * 784)};
+  Matrix m{rows, 784, std::vector<float>(rows * 784), {}};
   for (auto& v : m.data) v = u(rng) < 0.5f ? 0.0f : u(rng);
   source = "random (no " + path.string() + ")";
   return m;

@@ -46,7 +46,7 @@ Matrix load_matrix(const std::string& path) {
   const std::string name = std::filesystem::path(path).filename().string();
   const std::string head = head_bytes(path, 256);
   Matrix m;
-  if (head.rfind("\x93NUMPY", 0) == 0) m = read_npy(path);
+  if (head.rfind("\x93NUMPY", 0) == 0) m = map_npy(path);
   else if (is_idx(head)) m = read_idx(path);
   else if (ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos) m = read_csv(path);
   else m = read_libsvm_dense(path);

@@ -5,6 +5,10 @@
 #include <fstream>
 #include <regex>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "accel/error.hpp"
 #include "accel/io.hpp"
 
@@ -20,9 +24,16 @@ std::string header_field(const std::string& header, const std::string& key, cons
 
 }  // namespace
 
-static Matrix read_npy_any(const std::string& path, bool allow_1d) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+namespace {
+
+// What the header says, and where the data starts.
+struct NpyLayout {
+  std::int64_t rows = 0, cols = 0, count = 0;
+  int width = 4;            // bytes per value: 4 (float32) or 8 (float64)
+  std::int64_t offset = 0;  // of the data in the file
+};
+
+NpyLayout read_layout(std::ifstream& in, const std::string& path, bool allow_1d) {
   char magic[8];
   if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
     throw InputError(path + ": not a .npy file (bad magic)");
@@ -47,9 +58,9 @@ static Matrix read_npy_any(const std::string& path, bool allow_1d) {
   const std::string order = header_field(header, "fortran_order", path);
   const std::string shape = header_field(header, "shape", path);
   if (order != "False") throw InputError(path + ": Fortran-order .npy is not supported; save it in C order");
-  int width;
-  if (descr == "'<f4'") width = 4;
-  else if (descr == "'<f8'") width = 8;
+  NpyLayout l;
+  if (descr == "'<f4'") l.width = 4;
+  else if (descr == "'<f8'") l.width = 8;
   else throw InputError(path + ": dtype " + descr + " is not supported (need float32 or float64)");
 
   std::vector<std::int64_t> dims;
@@ -65,33 +76,85 @@ static Matrix read_npy_any(const std::string& path, bool allow_1d) {
   if (allow_1d && dims.size() == 1) dims.push_back(1);
   if (dims.size() != 2)
     throw InputError(path + ": shape " + shape + (allow_1d ? " is not 1-D or 2-D" : " is not 2-D (need rows x features)"));
-
-  Matrix m;
-  m.rows = dims[0];
-  m.cols = dims[1];
+  l.rows = dims[0];
+  l.cols = dims[1];
   // The data the header promises must be in the file before anything is
-  // allocated for it (a 368-byte file claiming 1e9 x 4 had reached 15.8 GB).
-  std::int64_t count = 0, bytes = 0;
-  if (__builtin_mul_overflow(m.rows, m.cols, &count) || __builtin_mul_overflow(count, std::int64_t{width}, &bytes))
+  // allocated or mapped for it (a 368-byte file claiming 1e9 x 4 had
+  // reached 15.8 GB).
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(l.rows, l.cols, &l.count) || __builtin_mul_overflow(l.count, std::int64_t{l.width}, &bytes))
     throw InputError(path + ": shape " + shape + " overflows");
+  l.offset = static_cast<std::int64_t>(in.tellg());
   const std::int64_t left = bytes_left(in);
   if (bytes > left)
     throw InputError(path + ": shape " + shape + " needs " + std::to_string(bytes) + " bytes of data, the file holds " +
                      std::to_string(left));
-  m.data.resize(count);
-  if (width == 4) {
-    if (!in.read(reinterpret_cast<char*>(m.data.data()), count * 4))
-      throw InputError(path + ": truncated data (expected " + std::to_string(count) + " float32 values)");
-  } else {
-    std::vector<double> tmp(count);
-    if (!in.read(reinterpret_cast<char*>(tmp.data()), count * 8))
-      throw InputError(path + ": truncated data (expected " + std::to_string(count) + " float64 values)");
-    for (std::int64_t i = 0; i < count; ++i) m.data[i] = static_cast<float>(tmp[i]);
+  return l;
+}
+
+// The values into memory: float32 as they are; float64 converted a block at
+// a time, so the file's doubles are never all in memory beside the floats.
+Matrix read_values(std::ifstream& in, const NpyLayout& l, const std::string& path) {
+  Matrix m;
+  m.rows = l.rows;
+  m.cols = l.cols;
+  m.data.resize(l.count);
+  if (l.width == 4) {
+    if (!in.read(reinterpret_cast<char*>(m.data.data()), l.count * 4))
+      throw InputError(path + ": truncated data (expected " + std::to_string(l.count) + " float32 values)");
+    return m;
+  }
+  constexpr std::int64_t kBlock = std::int64_t{1} << 17;  // 1 MiB of doubles
+  std::vector<double> block(static_cast<std::size_t>(std::min(kBlock, l.count)));
+  for (std::int64_t at = 0; at < l.count; at += kBlock) {
+    const std::int64_t c = std::min(kBlock, l.count - at);
+    if (!in.read(reinterpret_cast<char*>(block.data()), c * 8))
+      throw InputError(path + ": truncated data (expected " + std::to_string(l.count) + " float64 values)");
+    for (std::int64_t i = 0; i < c; ++i) m.data[at + i] = static_cast<float>(block[i]);
   }
   return m;
 }
 
+// The file's float32 values mapped read-only: the rows are the page cache's
+// pages, not a copy (a k-means input of 4 GB no longer takes 8). The
+// pointer's deleter unmaps. A file truncated while mapped would fault on
+// access (SIGBUS); inputs are not expected to change under a run.
+std::shared_ptr<const float> map_values(const std::string& path, const NpyLayout& l) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  const std::size_t len = static_cast<std::size_t>(l.offset + l.count * 4);
+  void* base = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) throw InputError(path + ": cannot map: " + std::strerror(err));
+  ::madvise(base, len, MADV_WILLNEED);
+  std::shared_ptr<const void> mapping(base, [len](const void* p) { ::munmap(const_cast<void*>(p), len); });
+  return {mapping, reinterpret_cast<const float*>(static_cast<const char*>(base) + l.offset)};
+}
+
+}  // namespace
+
+static Matrix read_npy_any(const std::string& path, bool allow_1d) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  return read_values(in, read_layout(in, path, allow_1d), path);
+}
+
 Matrix read_npy(const std::string& path) { return read_npy_any(path, false); }
+
+Matrix map_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  const NpyLayout l = read_layout(in, path, false);
+  // Mapped where the values are float32 and aligned for floats (numpy pads
+  // its headers to 64 bytes; a hand-made file may not).
+  if (l.width != 4 || l.count == 0 || l.offset % alignof(float) != 0) return read_values(in, l, path);
+  Matrix m;
+  m.rows = l.rows;
+  m.cols = l.cols;
+  m.view = map_values(path, l);
+  return m;
+}
 
 std::vector<float> read_npy_vector(const std::string& path) { return read_npy_any(path, true).data; }
 

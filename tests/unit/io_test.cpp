@@ -48,9 +48,35 @@ TEST_F(IoTest, NpyRoundTrip) {
   const Matrix m = load_matrix(p);
   EXPECT_EQ(m.rows, 2);
   EXPECT_EQ(m.cols, 3);
-  EXPECT_EQ(m.data, v);
+  EXPECT_EQ(std::vector<float>(m.values(), m.values() + 6), v);
+  EXPECT_EQ(read_npy(p).data, v);
   // no temporary left behind
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 1);
+}
+
+// A float32 .npy is used in place: the values are the file's pages (no
+// copy in the Matrix), and they outlive the file's name and every copy of
+// the Matrix but the last.
+TEST_F(IoTest, Float32NpyIsMappedNotCopied) {
+  std::vector<float> v(3 * 1000);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  const auto p = (dir_ / "big.npy").string();
+  write_npy(p, v.data(), {1000, 3});
+  Matrix copy;
+  {
+    const Matrix m = load_matrix(p);
+    ASSERT_TRUE(m.view != nullptr);
+    EXPECT_TRUE(m.data.empty());
+    EXPECT_EQ(m.rows, 1000);
+    EXPECT_EQ(m.row(999)[2], v[2999]);
+    copy = m;
+  }
+  fs::remove(p);
+  EXPECT_EQ(std::vector<float>(copy.values(), copy.values() + v.size()), v);
+  // NaN in a mapped file is refused as in a read one.
+  v[1234] = std::nanf("");
+  write_npy(p, v.data(), {1000, 3});
+  expect_error(p, "row 412, column 2 is NaN");
 }
 
 TEST_F(IoTest, NpyFloat64AndBadDtype) {
@@ -67,7 +93,25 @@ TEST_F(IoTest, NpyFloat64AndBadDtype) {
   const auto p = (dir_ / "d.npy").string();
   std::ofstream(p, std::ios::binary) << bytes;
   const Matrix m = load_matrix(p);
-  EXPECT_EQ(m.data, (std::vector<float>{1.5f, -2.25f}));
+  EXPECT_EQ(m.data, (std::vector<float>{1.5f, -2.25f}));  // converted, so held in memory
+  EXPECT_TRUE(m.view == nullptr);
+
+  // Converted a block (128Ki values) at a time: 200,000 values span two.
+  std::string big = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 2), }";
+  big.append(64 - (10 + big.size() + 1) % 64, ' ');
+  big.push_back('\n');
+  std::string big_bytes = std::string("\x93NUMPY\x01\x00", 8);
+  big_bytes.push_back(static_cast<char>(big.size()));
+  big_bytes.push_back(0);
+  big_bytes += big;
+  std::vector<double> many(200000);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<double>(i) / 3.0;
+  big_bytes.append(reinterpret_cast<const char*>(many.data()), many.size() * sizeof(double));
+  std::ofstream((dir_ / "big64.npy").string(), std::ios::binary) << big_bytes;
+  const Matrix b = load_matrix((dir_ / "big64.npy").string());
+  ASSERT_EQ(b.data.size(), many.size());
+  for (std::size_t i : {std::size_t{0}, std::size_t{131071}, std::size_t{131072}, many.size() - 1})
+    EXPECT_EQ(b.data[i], static_cast<float>(many[i])) << i;
 
   std::string bad = bytes;
   bad.replace(bad.find("<f8"), 3, "<i8");

@@ -262,12 +262,12 @@ KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions&
   const std::int64_t n = x.rows, d = x.cols, k = opts.k;
   if (initial.rows != k || initial.cols != d) throw InputError("initial centroids do not match k x d");
   const auto t_bind = Clock::now();
-  PartialAssigner assigner(x.data.data(), n, d, k, devices, model, kmeans_uses_bounds(opts.algorithm, d));
+  PartialAssigner assigner(x.values(), n, d, k, devices, model, kmeans_uses_bounds(opts.algorithm, d));
   KMeansResult res;
   res.devices = assigner.device_names();
   res.transfer_seconds += since(t_bind);
 
-  std::vector<float> c(initial.data);
+  std::vector<float> c(initial.values(), initial.values() + initial.rows * initial.cols);
   for (int it = 1; it <= opts.max_iter; ++it) {
     const auto t_iter = Clock::now();
     KMeansIteration log;

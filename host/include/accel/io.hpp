@@ -6,25 +6,35 @@
 #include <cstdint>
 #include <functional>
 #include <istream>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace accel {
 
-// Dense float32 matrix, row-major.
+// Dense float32 matrix, row-major. Its values are `data`, or, when `view`
+// is set, a read-only view that another owner keeps alive (a memory-mapped
+// .npy: map_npy). Read them through values() or row().
 struct Matrix {
   std::int64_t rows = 0, cols = 0;
   std::vector<float> data;
-  const float* row(std::int64_t i) const { return data.data() + i * cols; }
+  std::shared_ptr<const float> view;
+  const float* values() const { return view ? view.get() : data.data(); }
+  const float* row(std::int64_t i) const { return values() + i * cols; }
 };
 
-// By extension: .npy (float32/float64, 2-D, C order), .csv, IDX (name holds
-// "idx" or "-ubyte", gzip or raw), anything else as LIBSVM text (densified).
-// Rejects NaN and Inf, naming the row and column.
+// By the file's first bytes: .npy (float32/float64, 2-D, C order; read as
+// map_npy does), IDX (gzip or raw), CSV (a .csv name or a comma in the first
+// line), anything else as LIBSVM text (densified). Rejects NaN and Inf,
+// naming the row and column.
 Matrix load_matrix(const std::string& path);
 
+// .npy into memory (float64 converted a block at a time).
 Matrix read_npy(const std::string& path);
+// .npy in place: float32 in C order is memory-mapped (Matrix::view), no
+// copy of the values; float64 (or a misaligned file) is read as read_npy.
+Matrix map_npy(const std::string& path);
 Matrix read_csv(const std::string& path);
 Matrix read_libsvm_dense(const std::string& path);
 Matrix read_idx(const std::string& path);
