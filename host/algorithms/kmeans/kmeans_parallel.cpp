@@ -1,0 +1,110 @@
+// k-means|| (Bahmani, Moseley, Vattani, Kumar and Vassilvitskii, "Scalable
+// K-Means++", 2012): a few rounds that each draw about l rows at once, each
+// row independently with probability l * d^2 / phi, then weighted k-means++
+// over the drawn candidates, each weighted by the rows nearest to it.
+//
+// A round's candidates update every row's distance in one pass of sgemm
+// blocks (|x|^2 + |c|^2 - 2 x.c), one block of rows per thread, which is
+// what a Lloyd iteration over that many centroids costs. Spark MLlib draws
+// l = 2k in 2 rounds: 4k candidates, four Lloyd iterations' work at k;
+// here l = k (2k candidates, two iterations), which Bahmani et al. also
+// found to seed well. The rows' nearest candidates are kept through the
+// rounds, so the weights need no pass of their own.
+#include <cblas.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "seeding.hpp"
+
+namespace accel::seeding {
+namespace {
+
+constexpr std::int64_t kRows = 256;       // rows per sgemm block
+constexpr std::int64_t kCandidates = 1024;  // candidates per sgemm block
+
+float norm2(const float* a, std::int64_t d) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t j = 0; j < d; ++j) s += a[j] * a[j];
+  return s;
+}
+
+// Rows' distances and nearest candidates after adding `cand` (rows of x,
+// numbered from `first`).
+void add_candidates(const Matrix& x, const std::vector<std::int64_t>& cand, std::int64_t first, Seeder& s) {
+  const std::int64_t d = x.cols, n = x.rows;
+  std::vector<float>& mind = s.distances();
+  std::vector<std::int32_t>& nearest = s.nearest();
+  for (std::size_t f0 = 0; f0 < cand.size(); f0 += kCandidates) {
+    const auto f = static_cast<std::int64_t>(std::min<std::size_t>(kCandidates, cand.size() - f0));
+    std::vector<float> c(f * d), cn(f);
+    for (std::int64_t q = 0; q < f; ++q) {
+      const float* cq = x.row(cand[f0 + q]);
+      std::copy_n(cq, d, c.data() + q * d);
+      cn[q] = norm2(cq, d);
+    }
+    const std::int64_t blocks = (n + kRows - 1) / kRows;
+#pragma omp parallel
+    {
+      std::vector<float> dot(kRows * f);
+#pragma omp for schedule(dynamic, 8)
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::int64_t i0 = b * kRows, m = std::min(kRows, n - i0);
+        // Inside the parallel region OpenBLAS (OpenMP build) runs on this thread alone.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(f),
+                    static_cast<int>(d), 1.0f, x.row(i0), static_cast<int>(d), c.data(), static_cast<int>(d), 0.0f,
+                    dot.data(), static_cast<int>(f));
+        for (std::int64_t r = 0; r < m; ++r) {
+          const float* row = dot.data() + r * f;
+          float best = std::numeric_limits<float>::infinity();
+          std::int64_t arg = 0;
+          for (std::int64_t q = 0; q < f; ++q) {
+            const float v = cn[q] - 2.0f * row[q];
+            if (v < best) best = v, arg = q;
+          }
+          const float dd = std::max(0.0f, norm2(x.row(i0 + r), d) + best);
+          if (dd < mind[i0 + r]) {
+            mind[i0 + r] = dd;
+            nearest[i0 + r] = static_cast<std::int32_t>(first + static_cast<std::int64_t>(f0) + arg);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Matrix kmeans_parallel(const Matrix& x, std::int64_t k, std::mt19937_64& rng) {
+  constexpr int kRounds = 2;
+  const double l = static_cast<double>(k);
+  Seeder s(x, nullptr);
+  std::vector<std::int64_t> chosen{std::uniform_int_distribution<std::int64_t>(0, x.rows - 1)(rng)};
+  s.add(x.row(chosen[0]));
+  for (int round = 0; round < kRounds; ++round) {
+    const double phi = s.total();
+    if (!(phi > 0)) break;
+    const std::vector<float>& mind = s.distances();
+    std::vector<std::int64_t> fresh;
+    std::uniform_real_distribution<double> u(0, 1);
+    for (std::int64_t i = 0; i < x.rows; ++i)
+      if (mind[i] > 0 && u(rng) < l * mind[i] / phi) fresh.push_back(i);
+    add_candidates(x, fresh, static_cast<std::int64_t>(chosen.size()), s);
+    chosen.insert(chosen.end(), fresh.begin(), fresh.end());
+    s.refresh(static_cast<std::int64_t>(chosen.size()));
+  }
+  const auto m = static_cast<std::int64_t>(chosen.size());
+  if (m < k) return random_rows(x, k, rng);  // degenerate data: too few distinct rows to draw
+  Matrix cand;
+  cand.rows = m;
+  cand.cols = x.cols;
+  cand.data.resize(m * x.cols);
+  for (std::int64_t c = 0; c < m; ++c) std::copy_n(x.row(chosen[c]), x.cols, cand.data.begin() + c * x.cols);
+  if (m == k) return cand;
+  std::vector<double> weight(m, 0.0);
+  for (const std::int32_t j : s.nearest()) weight[j] += 1;
+  return plusplus(cand, weight.data(), k, rng);
+}
+
+}  // namespace accel::seeding
