@@ -18,6 +18,10 @@ void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* 
 void kmeans_assign_direct(const float* x, std::int64_t n, std::int64_t d, const float* centroids,
                           std::int64_t k, std::int32_t* labels, double* sums, std::int64_t* counts,
                           double* inertia);
+// d = 8 or 16 (false, nothing done, for any other d): eight points per
+// vector, transposed in registers (kmeans_assign_wide.cpp).
+bool kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
+                        std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
 // layout: -1 the faster of the two score layouts (timed once per shape and
 // thread count), 0 rows x k, 1 k x rows.
 void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,

@@ -124,6 +124,10 @@ const std::vector<Case> kCases = {
     {"float_smalld", 4099, 2, 4, false},
     {"masked_k8", 1003, 2, 8, true},
     {"masked_d4_k3", 1001, 4, 3, true},
+    {"wide8_int", 1029, 8, 8, true},  // d = 8 and 16: transposed in registers, a partial last step
+    {"wide8_tiny", 5, 8, 3, true},    // fewer rows than one step
+    {"wide16_float", 2003, 16, 30, false},
+    {"wide16_dups", 515, 16, 9, true, 100},
     {"float_wide", 1031, 100, 70, false},
     {"float_mnist_like", 700, 784, 256, false},
     {"float_groups", 3000, 10, 120, false},  // k > d: the bounds keep k/10 groups
