@@ -1,7 +1,7 @@
-// CPU kmeans_assign. Two paths, as FAISS and scikit-learn have them:
-//  - direct: d <= 16, distances computed point by point with the centroids
-//    held in registers/L1, vectorised across a block of points; no distance
-//    matrix ever exists. Memory bound: one read of X per iteration.
+// CPU kmeans_assign's loops (kmeans_assign_pick.cpp times them per shape):
+//  - masked: d <= 4 with k * d <= 64, below; the register-transposed direct
+//    loop for d <= 16, 24 and 32 is kmeans_assign_wide.cpp. Distances point
+//    by point with the centroids in registers/L1; no distance matrix.
 //  - gemm: ||x||^2 - 2 x.c + ||c||^2 with OpenBLAS sgemm on row blocks sized to
 //    stay in cache, argmin fused right after each block. ||x||^2 does not
 //    change the argmin so it is left out; the inertia is then recomputed
@@ -21,6 +21,8 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace accel::cpu {
@@ -51,47 +53,6 @@ void merge(std::vector<Partial>& parts, std::int64_t k, std::int64_t d, double* 
     total += p.inertia;
   }
   *inertia = total;
-}
-
-// Points handled together by the direct path: one AVX-512 / two AVX2 vectors.
-constexpr int kBlock = 16;
-
-template <int D>
-void direct_block(const float* x, std::int64_t rows, std::int64_t d_rt, const float* c, std::int64_t k,
-                  std::int32_t* labels, Partial& p) {
-  const std::int64_t d = D > 0 ? D : d_rt;
-  alignas(64) float xs[16][kBlock];  // transposed block: xs[j][point]
-  alignas(64) float best[kBlock];
-  alignas(64) std::int32_t arg[kBlock];
-  for (std::int64_t j = 0; j < d; ++j)
-    for (int q = 0; q < kBlock; ++q) xs[j][q] = q < rows ? x[q * d + j] : 0.0f;
-  for (int q = 0; q < kBlock; ++q) {
-    best[q] = std::numeric_limits<float>::infinity();
-    arg[q] = 0;
-  }
-  for (std::int64_t kk = 0; kk < k; ++kk) {
-    const float* ck = c + kk * d;
-    alignas(64) float dist[kBlock] = {};
-    for (std::int64_t j = 0; j < d; ++j) {
-      const float cj = ck[j];
-#pragma omp simd
-      for (int q = 0; q < kBlock; ++q) {
-        const float t = xs[j][q] - cj;
-        dist[q] += t * t;
-      }
-    }
-#pragma omp simd
-    for (int q = 0; q < kBlock; ++q) {
-      const bool better = dist[q] < best[q];
-      best[q] = better ? dist[q] : best[q];
-      arg[q] = better ? static_cast<std::int32_t>(kk) : arg[q];
-    }
-  }
-  for (std::int64_t q = 0; q < rows; ++q) {
-    labels[q] = arg[q];
-    p.inertia += best[q];
-    accumulate_row(x + q * d, d, arg[q], p);
-  }
 }
 
 // Few centroids and dimensions (k*d <= kMaskedMaxKD, the blobs benchmark's
@@ -245,48 +206,19 @@ void masked_dispatch(const float* x, std::int64_t n, const float* c, std::int64_
   }
 }
 
-using DirectFn = void (*)(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, std::int32_t*,
-                          Partial&);
-
-DirectFn pick_direct(std::int64_t d) {
-  switch (d) {
-    case 1: return direct_block<1>;
-    case 2: return direct_block<2>;
-    case 3: return direct_block<3>;
-    case 4: return direct_block<4>;
-    case 8: return direct_block<8>;
-    default: return direct_block<0>;
-  }
-}
-
 }  // namespace
 
-void kmeans_assign_direct(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
+bool kmeans_assign_masked_fits(std::int64_t d, std::int64_t k) { return d <= 4 && k * d <= kMaskedMaxKD; }
+
+void kmeans_assign_masked(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
                           std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
-  if (d > 16) return kmeans_assign_gemm(x, n, d, c, k, labels, sums, counts, inertia);  // block holds <= 16 dims
-  if (k * d <= kMaskedMaxKD) {
-    switch (d) {
-      case 1: return masked_dispatch<1>(x, n, c, k, labels, sums, counts, inertia);
-      case 2: return masked_dispatch<2>(x, n, c, k, labels, sums, counts, inertia);
-      case 3: return masked_dispatch<3>(x, n, c, k, labels, sums, counts, inertia);
-      case 4: return masked_dispatch<4>(x, n, c, k, labels, sums, counts, inertia);
-      default: break;
-    }
+  switch (d) {
+    case 1: return masked_dispatch<1>(x, n, c, k, labels, sums, counts, inertia);
+    case 2: return masked_dispatch<2>(x, n, c, k, labels, sums, counts, inertia);
+    case 3: return masked_dispatch<3>(x, n, c, k, labels, sums, counts, inertia);
+    case 4: return masked_dispatch<4>(x, n, c, k, labels, sums, counts, inertia);
+    default: throw std::invalid_argument("kmeans_assign_masked: d = " + std::to_string(d) + " is not 1..4");
   }
-  if (kmeans_assign_wide(x, n, d, c, k, labels, sums, counts, inertia)) return;
-  const DirectFn fn = pick_direct(d);
-  std::vector<Partial> parts(omp_get_max_threads(), Partial(k, d));
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel
-  {
-    Partial& p = parts[omp_get_thread_num()];
-#pragma omp for schedule(static)
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::int64_t i0 = b * kBlock;
-      fn(x + i0 * d, std::min<std::int64_t>(kBlock, n - i0), d, c, k, labels + i0, p);
-    }
-  }
-  merge(parts, k, d, sums, counts, inertia);
 }
 
 namespace {
@@ -558,20 +490,6 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
     }
   }
   merge(parts, k, d, sums, counts, inertia);
-}
-
-void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
-                   std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
-  // The direct loop costs ~3 flops per (point, centroid, dim) with no
-  // staging; the gemm path pays a block round-trip but runs at sgemm speed.
-  // Small d with few centroids is memory-bound either way: direct wins.
-  // d = 8 and 16: the register-transposed loop beat the gemm path at every
-  // k of 4..1024 (1M rows: 1.3 vs 16.4 ms at k = 4, 124 vs 700 ms at k =
-  // 1024, d = 8), the gemm's blocks too skinny for sgemm's rate.
-  if (d <= 16 && (k <= 64 || d == 8 || d == 16))
-    kmeans_assign_direct(x, n, d, c, k, labels, sums, counts, inertia);
-  else
-    kmeans_assign_gemm(x, n, d, c, k, labels, sums, counts, inertia);
 }
 
 }  // namespace accel::cpu

@@ -8,19 +8,23 @@
 
 namespace accel::cpu {
 
-// The CPU kmeans_assign kernel (contract in accel/kernels.hpp). Picks the
-// direct small-d loop or the sgemm path by shape; OpenMP threads keep private
-// sums and merge once at the end.
+// The CPU kmeans_assign kernel (contract in accel/kernels.hpp): the
+// fastest of the loops below that fit the shape, timed on the first launch
+// of each shape (kmeans_assign_pick.cpp). OpenMP threads keep private sums
+// and merge once at the end.
 void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                    std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
 
-// Exposed for tests: force a path.
-void kmeans_assign_direct(const float* x, std::int64_t n, std::int64_t d, const float* centroids,
-                          std::int64_t k, std::int32_t* labels, double* sums, std::int64_t* counts,
-                          double* inertia);
-// d = 8 or 16 (false, nothing done, for any other d): eight points per
-// vector, transposed in registers (kmeans_assign_wide.cpp).
-bool kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
+// The loops, exposed for the picker and the tests.
+// d <= 4 and k * d <= 64: eight points a vector, centroids and sums in
+// registers, sums by masked adds.
+bool kmeans_assign_masked_fits(std::int64_t d, std::int64_t k);
+void kmeans_assign_masked(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
+                          std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
+// d <= 16, 24 or 32: sixteen points a vector, transposed in registers
+// (kmeans_assign_wide.cpp).
+inline bool kmeans_assign_wide_fits(std::int64_t d) { return (d >= 1 && d <= 16) || d == 24 || d == 32; }
+void kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
 // layout: -1 the faster of the two score layouts (timed once per shape and
 // thread count), 0 rows x k, 1 k x rows.

@@ -1,12 +1,12 @@
-// CPU kmeans_assign for d = 8 and d = 16 with few centroids: the rows are
-// memory-bound there (one 500k x 8 read is 0.7 ms at 22 GB/s, its distances
-// 0.5 ms of sgemm), and the general direct loop ran at ~9% of that limit:
-// it staged points through memory with masked scalar loads and added each
-// row into double sums one value at a time.
+// CPU kmeans_assign for d <= 16, 24 and 32. At 500k x 8, k = 8, the rows
+// are memory-bound (one read is 0.7 ms at 22 GB/s, the distances 0.5 ms of
+// sgemm), and the earlier direct loop ran at ~9% of that limit: it staged
+// points through memory with masked scalar loads and added each row into
+// double sums one value at a time.
 //
-// Here eight points are transposed in registers (three shuffle stages per
+// Here sixteen points are transposed in registers (three shuffle stages per
 // 8 x 8 tile), distances are computed exactly, (x - c)^2 summed over d in
-// order as the direct loop does (the same labels), eight points per vector
+// order as the direct loop does (the same labels), sixteen points per vector
 // with the centroids broadcast from L1. Each row is then added whole (one
 // or two vectors) into float sums for its label, in one of four copies
 // taken in turn so that rows of one cluster do not chain through memory.
@@ -19,16 +19,19 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace accel::cpu {
 namespace {
 
 typedef float v8f __attribute__((vector_size(32)));
-typedef std::int32_t v8i __attribute__((vector_size(32)));
+typedef float v16f __attribute__((vector_size(64)));
+typedef std::int32_t v16i __attribute__((vector_size(64)));
 
 constexpr int kCopies = 4;
-constexpr std::int64_t kFlushSteps = 32;  // 8-point steps between flushes: 256 rows, 64 per copy at most
+constexpr std::int64_t kFlushSteps = 16;  // 16-point steps between flushes: 256 rows, 64 per copy at most
 
 inline v8f load8(const float* p) {
   v8f v;
@@ -61,7 +64,7 @@ struct WideAcc {
   std::int64_t k;
   std::vector<float> sum;           // kCopies x k x D
   std::vector<std::int32_t> count;  // kCopies x k
-  v8f inertia{};
+  v16f inertia{};
   std::vector<double> dsum;  // k x D
   std::vector<std::int64_t> dcount;
   double dinertia = 0;
@@ -72,39 +75,57 @@ struct WideAcc {
       for (std::int64_t e = 0; e < k * D; ++e) dsum[e] += sum[cp * k * D + e];
     for (int cp = 0; cp < kCopies; ++cp)
       for (std::int64_t kk = 0; kk < k; ++kk) dcount[kk] += count[cp * k + kk];
-    for (int q = 0; q < 8; ++q) dinertia += inertia[q];
+    for (int q = 0; q < 16; ++q) dinertia += inertia[q];
     std::fill(sum.begin(), sum.end(), 0.0f);
     std::fill(count.begin(), count.end(), 0);
-    inertia = v8f{};
+    inertia = v16f{};
   }
 };
 
 // Eight points (rows of D floats at p; `valid` of them real, the rest zero
 // padding that counts nowhere).
+// Sixteen points (rows of D floats at p; `valid` of them real, the rest
+// zero padding that counts nowhere). Sixteen lanes: one AVX-512 vector, two
+// AVX ones; on Zen 4 the wider vectors halve the instructions per point,
+// which the compare-and-select per centroid made the limit at small d.
 template <int D>
-inline void step8(const float* p, int valid, const float* c, std::int64_t k, std::int32_t* labels, WideAcc<D>& acc) {
-  v8f xs[D];
-  for (int h = 0; h < D; h += 8) {
-    v8f rows[8];
-    for (int r = 0; r < 8; ++r) rows[r] = load8(p + r * D + h);
-    transpose8(rows, xs + h);
+inline void step16(const float* p, int valid, const float* c, std::int64_t k, std::int32_t* labels,
+                   WideAcc<D>& acc) {
+  v16f xs[D];
+  if constexpr (D % 8 == 0) {
+    for (int h = 0; h < D; h += 8) {
+      v8f lo[8], hi[8], tl[8], th[8];
+      for (int r = 0; r < 8; ++r) lo[r] = load8(p + r * D + h), hi[r] = load8(p + (r + 8) * D + h);
+      transpose8(lo, tl);
+      transpose8(hi, th);
+      for (int j = 0; j < 8; ++j)
+        xs[h + j] = __builtin_shufflevector(tl[j], th[j], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    }
+  } else {
+    // Narrow or odd rows: sixteen rows are 16 * D consecutive floats,
+    // gathered by lane.
+    for (int j = 0; j < D; ++j) {
+      v16f v{};
+      for (int q = 0; q < 16; ++q) v[q] = p[q * D + j];
+      xs[j] = v;
+    }
   }
-  v8f best = v8f{} + std::numeric_limits<float>::infinity();
-  v8i arg = v8i{};
+  v16f best = v16f{} + std::numeric_limits<float>::infinity();
+  v16i arg = v16i{};
   for (std::int64_t kk = 0; kk < k; ++kk) {
     const float* ck = c + kk * D;
-    v8f dist = v8f{};
+    v16f dist = v16f{};
     for (int j = 0; j < D; ++j) {
-      const v8f t = xs[j] - ck[j];
+      const v16f t = xs[j] - ck[j];
       dist += t * t;
     }
-    const v8i better = dist < best;  // strict: ties stay with the lower index
+    const v16i better = dist < best;  // strict: ties stay with the lower index
     best = better ? dist : best;
-    arg = better ? (v8i{} + static_cast<std::int32_t>(kk)) : arg;
+    arg = better ? (v16i{} + static_cast<std::int32_t>(kk)) : arg;
   }
-  if (valid < 8) {
-    const v8i live = v8i{0, 1, 2, 3, 4, 5, 6, 7} < valid;
-    best = live ? best : v8f{};
+  if (valid < 16) {
+    const v16i live = v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} < valid;
+    best = live ? best : v16f{};
   }
   acc.inertia += best;
   for (int q = 0; q < valid; ++q) {
@@ -112,9 +133,13 @@ inline void step8(const float* p, int valid, const float* c, std::int64_t k, std
     labels[q] = lab;
     const int cp = q & (kCopies - 1);
     float* s = acc.sum.data() + (cp * acc.k + lab) * D;
-    for (int h = 0; h < D; h += 8) {
-      const v8f v = load8(s + h) + load8(p + q * D + h);
-      std::memcpy(s + h, &v, sizeof v);
+    if constexpr (D % 8 == 0) {
+      for (int h = 0; h < D; h += 8) {
+        const v8f v = load8(s + h) + load8(p + q * D + h);
+        std::memcpy(s + h, &v, sizeof v);
+      }
+    } else {
+      for (int j = 0; j < D; ++j) s[j] += p[q * D + j];
     }
     ++acc.count[cp * acc.k + lab];
   }
@@ -123,7 +148,7 @@ inline void step8(const float* p, int valid, const float* c, std::int64_t k, std
 template <int D>
 void assign_wide(const float* x, std::int64_t n, const float* c, std::int64_t k, std::int32_t* labels, double* sums,
                  std::int64_t* counts, double* inertia) {
-  const std::int64_t steps = n / 8;
+  const std::int64_t steps = n / 16;
   const int threads = omp_get_max_threads();
   std::vector<WideAcc<D>> accs(threads, WideAcc<D>(k));
 #pragma omp parallel num_threads(threads)
@@ -133,14 +158,14 @@ void assign_wide(const float* x, std::int64_t n, const float* c, std::int64_t k,
     const std::int64_t s0 = steps * t / nt, s1 = steps * (t + 1) / nt;
     for (std::int64_t f0 = s0; f0 < s1; f0 += kFlushSteps) {
       const std::int64_t f1 = std::min(s1, f0 + kFlushSteps);
-      for (std::int64_t s = f0; s < f1; ++s) step8<D>(x + s * 8 * D, 8, c, k, labels + s * 8, acc);
+      for (std::int64_t s = f0; s < f1; ++s) step16<D>(x + s * 16 * D, 16, c, k, labels + s * 16, acc);
       acc.flush();
     }
-    if (t == nt - 1 && steps * 8 < n) {  // the last partial step, zero-padded
-      alignas(32) float tail[8 * D] = {};
-      const int valid = static_cast<int>(n - steps * 8);
-      std::memcpy(tail, x + steps * 8 * D, sizeof(float) * valid * D);
-      step8<D>(tail, valid, c, k, labels + steps * 8, acc);
+    if (t == nt - 1 && steps * 16 < n) {  // the last partial step, zero-padded
+      alignas(64) float tail[16 * D] = {};
+      const int valid = static_cast<int>(n - steps * 16);
+      std::memcpy(tail, x + steps * 16 * D, sizeof(float) * valid * D);
+      step16<D>(tail, valid, c, k, labels + steps * 16, acc);
       acc.flush();
     }
   }
@@ -157,12 +182,17 @@ void assign_wide(const float* x, std::int64_t n, const float* c, std::int64_t k,
 
 }  // namespace
 
-bool kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
+void kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
   switch (d) {
-    case 8: return assign_wide<8>(x, n, c, k, labels, sums, counts, inertia), true;
-    case 16: return assign_wide<16>(x, n, c, k, labels, sums, counts, inertia), true;
-    default: return false;
+#define ACCEL_WIDE_CASE(D) \
+  case D: return assign_wide<D>(x, n, c, k, labels, sums, counts, inertia);
+    ACCEL_WIDE_CASE(1) ACCEL_WIDE_CASE(2) ACCEL_WIDE_CASE(3) ACCEL_WIDE_CASE(4) ACCEL_WIDE_CASE(5)
+    ACCEL_WIDE_CASE(6) ACCEL_WIDE_CASE(7) ACCEL_WIDE_CASE(8) ACCEL_WIDE_CASE(9) ACCEL_WIDE_CASE(10)
+    ACCEL_WIDE_CASE(11) ACCEL_WIDE_CASE(12) ACCEL_WIDE_CASE(13) ACCEL_WIDE_CASE(14) ACCEL_WIDE_CASE(15)
+    ACCEL_WIDE_CASE(16) ACCEL_WIDE_CASE(24) ACCEL_WIDE_CASE(32)
+#undef ACCEL_WIDE_CASE
+    default: throw std::invalid_argument("kmeans_assign_wide: d = " + std::to_string(d) + " is not 1..16, 24 or 32");
   }
 }
 

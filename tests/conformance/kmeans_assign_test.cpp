@@ -128,6 +128,8 @@ const std::vector<Case> kCases = {
     {"wide8_tiny", 5, 8, 3, true},    // fewer rows than one step
     {"wide16_float", 2003, 16, 30, false},
     {"wide16_dups", 515, 16, 9, true, 100},
+    {"wide32_float", 777, 32, 12, false},
+    {"timed_pick", 400000, 3, 6, true},  // enough rows for the cpu to time its loops on slices of one launch
     {"float_wide", 1031, 100, 70, false},
     {"float_mnist_like", 700, 784, 256, false},
     {"float_groups", 3000, 10, 120, false},  // k > d: the bounds keep k/10 groups
@@ -153,27 +155,32 @@ TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
   EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
 }
 
-// The CPU driver has two code paths chosen by shape (and the gemm path two
-// score layouts chosen by speed); all must conform on
-// every case, not only on the shapes that select them.
-TEST_P(KMeansAssignConformance, BothCpuPathsMatchReference) {
+// The CPU driver's loops (chosen per shape by timing them) and the gemm
+// path's two score layouts (chosen by speed): each must conform on every
+// case it fits, not only on the shapes where it wins.
+TEST_P(KMeansAssignConformance, EveryCpuLoopMatchesReference) {
   const Case& c = GetParam();
   std::vector<float> x, cent;
   make_inputs(c, x, cent);
   const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
-  for (int path = 0; path < 3; ++path) {
+  const char* names[] = {"cpu masked", "cpu wide", "cpu gemm rows x k", "cpu gemm k x rows"};
+  for (int path = 0; path < 4; ++path) {
+    if (path == 0 && !cpu::kmeans_assign_masked_fits(c.d, c.k)) continue;
+    if (path == 1 && !cpu::kmeans_assign_wide_fits(c.d)) continue;
     Out o;
     o.labels.resize(c.n);
     o.sums.resize(c.k * c.d);
     o.counts.resize(c.k);
     if (path == 0)
-      cpu::kmeans_assign_direct(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(),
+      cpu::kmeans_assign_masked(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(),
                                 o.counts.data(), &o.inertia);
+    else if (path == 1)
+      cpu::kmeans_assign_wide(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
+                              &o.inertia);
     else  // both score layouts of the gemm path
       cpu::kmeans_assign_gemm(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
-                              &o.inertia, path - 1);
-    expect_conforms(o, want, c, path == 0 ? "cpu direct" : path == 1 ? "cpu gemm rows x k" : "cpu gemm k x rows", x,
-                    cent);
+                              &o.inertia, path - 2);
+    expect_conforms(o, want, c, names[path], x, cent);
   }
 }
 
