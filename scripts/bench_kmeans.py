@@ -7,6 +7,9 @@ are directly comparable. Run it with the benchmark venv's python
 (scripts/setup_bench.sh creates it):
 
     .bench-venv/bin/python scripts/bench_kmeans.py --quick
+    .bench-venv/bin/python scripts/bench_kmeans.py --grid --grid-png grid.png
+
+--grid runs the roofline grid instead (kmeans_grid.py says what it measures).
 
 The accel binary's own `calibrate` subcommand measures this machine's sgemm
 rate and streaming read bandwidth in the same run, so the efficiency
@@ -344,6 +347,16 @@ def parse_args():
     p.add_argument("--quick", action="store_true",
                    help="smoke-test sizes: fmnist first 10000 rows, blobs 1000000 points")
     p.add_argument("--json-out", type=Path, help="also write all results to this file")
+    p.add_argument("--grid", action="store_true",
+                   help="the roofline grid (kmeans_grid.py) instead of the two cases")
+    p.add_argument("--grid-d", help="comma list of d (default: 2,3,4,8,16,32,64,128,256,784)")
+    p.add_argument("--grid-k", help="comma list of K (default: 4,8,16,64,256,1024)")
+    p.add_argument("--grid-n", type=int, default=1_000_000, help="rows a shape (default: %(default)s)")
+    p.add_argument("--grid-n-large", type=int, default=200_000, help="rows where d >= 256 (default: %(default)s)")
+    p.add_argument("--grid-iters", type=int, default=5, help="Lloyd iterations a shape (default: %(default)s)")
+    p.add_argument("--grid-pruned", action="store_true", help="also time accel --algorithm yinyang")
+    p.add_argument("--grid-no-peers", action="store_true", help="accel only")
+    p.add_argument("--grid-png", type=Path, help="draw the heat map of accel's fraction of the limit here")
     p.add_argument("--data-dir", type=Path, default=REPO / "build" / "bench-data",
                    help="cache for the generated .npy inputs (default: %(default)s)")
     args = p.parse_args()
@@ -383,6 +396,16 @@ def main():
     except (AccelError, OSError) as e:
         print(f"ERROR: accel calibrate failed: {e}", file=sys.stderr)
         accel_failed, calib = True, None
+
+    if args.grid:
+        if calib is None:
+            return 1
+        from kmeans_grid import run_grid
+        grid = run_grid(args, calib)
+        if args.json_out:
+            args.json_out.write_text(json.dumps({"cpu": cpu_name(), "threads": args.threads, "calibration": calib,
+                                                 "grid": grid}, indent=2) + "\n")
+        return 0
 
     report = {"cpu": cpu_name(), "threads": args.threads, "loadavg_at_start": load, "quick": args.quick, "calibration": calib,
               "versions": {"numpy": np.__version__, "sklearn": sklearn.__version__,
