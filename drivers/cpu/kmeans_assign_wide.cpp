@@ -31,7 +31,7 @@ typedef float v16f __attribute__((vector_size(64)));
 typedef std::int32_t v16i __attribute__((vector_size(64)));
 
 constexpr int kCopies = 4;
-constexpr std::int64_t kFlushSteps = 16;  // 16-point steps between flushes: 256 rows, 64 per copy at most
+constexpr std::int64_t kFlushSteps = 4;  // 64-point steps between flushes: 256 rows, 64 per copy at most
 
 inline v8f load8(const float* p) {
   v8f v;
@@ -84,14 +84,9 @@ struct WideAcc {
 
 // Eight points (rows of D floats at p; `valid` of them real, the rest zero
 // padding that counts nowhere).
-// Sixteen points (rows of D floats at p; `valid` of them real, the rest
-// zero padding that counts nowhere). Sixteen lanes: one AVX-512 vector, two
-// AVX ones; on Zen 4 the wider vectors halve the instructions per point,
-// which the compare-and-select per centroid made the limit at small d.
+// Sixteen rows at p (D floats each) into xs[j]: element j of every row.
 template <int D>
-inline void step16(const float* p, int valid, const float* c, std::int64_t k, std::int32_t* labels,
-                   WideAcc<D>& acc) {
-  v16f xs[D];
+inline void transpose16(const float* p, v16f* xs) {
   if constexpr (D % 8 == 0) {
     for (int h = 0; h < D; h += 8) {
       v8f lo[8], hi[8], tl[8], th[8];
@@ -110,26 +105,44 @@ inline void step16(const float* p, int valid, const float* c, std::int64_t k, st
       xs[j] = v;
     }
   }
-  v16f best = v16f{} + std::numeric_limits<float>::infinity();
-  v16i arg = v16i{};
+}
+
+// kGroups x 16 points a step (rows of D floats at p; `valid` of them real,
+// the rest zero padding that counts nowhere). Sixteen lanes: one AVX-512
+// vector, two AVX ones; on Zen 4 the wider vectors halve the instructions
+// per point. Four groups: each centroid's distance is a chain of D
+// dependent FMAs and each running minimum a chain of compares and
+// selects, and one group alone waited on them (latency, not throughput,
+// bound: 1M x 2, k = 1024 ran at a fifth of the FMA units' rate).
+constexpr int kGroups = 4;
+constexpr int kStep = 16 * kGroups;
+
+template <int D>
+inline void step(const float* p, int valid, const float* c, std::int64_t k, std::int32_t* labels, WideAcc<D>& acc) {
+  v16f xs[kGroups][D];
+  for (int g = 0; g < kGroups; ++g) transpose16<D>(p + g * 16 * D, xs[g]);
+  v16f best[kGroups];
+  v16i arg[kGroups];
+  for (int g = 0; g < kGroups; ++g) best[g] = v16f{} + std::numeric_limits<float>::infinity(), arg[g] = v16i{};
   for (std::int64_t kk = 0; kk < k; ++kk) {
     const float* ck = c + kk * D;
-    v16f dist = v16f{};
-    for (int j = 0; j < D; ++j) {
-      const v16f t = xs[j] - ck[j];
-      dist += t * t;
+    v16f dist[kGroups] = {};
+    for (int j = 0; j < D; ++j)
+      for (int g = 0; g < kGroups; ++g) {
+        const v16f t = xs[g][j] - ck[j];
+        dist[g] += t * t;
+      }
+    const v16i kv = v16i{} + static_cast<std::int32_t>(kk);
+    for (int g = 0; g < kGroups; ++g) {
+      const v16i better = dist[g] < best[g];  // strict: ties stay with the lower index
+      best[g] = better ? dist[g] : best[g];
+      arg[g] = better ? kv : arg[g];
     }
-    const v16i better = dist < best;  // strict: ties stay with the lower index
-    best = better ? dist : best;
-    arg = better ? (v16i{} + static_cast<std::int32_t>(kk)) : arg;
   }
-  if (valid < 16) {
-    const v16i live = v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} < valid;
-    best = live ? best : v16f{};
-  }
-  acc.inertia += best;
+  const v16i lane = v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  for (int g = 0; g < kGroups; ++g) acc.inertia += (lane + 16 * g) < valid ? best[g] : v16f{};
   for (int q = 0; q < valid; ++q) {
-    const std::int32_t lab = arg[q];
+    const std::int32_t lab = arg[q / 16][q % 16];
     labels[q] = lab;
     const int cp = q & (kCopies - 1);
     float* s = acc.sum.data() + (cp * acc.k + lab) * D;
@@ -148,7 +161,7 @@ inline void step16(const float* p, int valid, const float* c, std::int64_t k, st
 template <int D>
 void assign_wide(const float* x, std::int64_t n, const float* c, std::int64_t k, std::int32_t* labels, double* sums,
                  std::int64_t* counts, double* inertia) {
-  const std::int64_t steps = n / 16;
+  const std::int64_t steps = n / kStep;
   const int threads = omp_get_max_threads();
   std::vector<WideAcc<D>> accs(threads, WideAcc<D>(k));
 #pragma omp parallel num_threads(threads)
@@ -158,14 +171,14 @@ void assign_wide(const float* x, std::int64_t n, const float* c, std::int64_t k,
     const std::int64_t s0 = steps * t / nt, s1 = steps * (t + 1) / nt;
     for (std::int64_t f0 = s0; f0 < s1; f0 += kFlushSteps) {
       const std::int64_t f1 = std::min(s1, f0 + kFlushSteps);
-      for (std::int64_t s = f0; s < f1; ++s) step16<D>(x + s * 16 * D, 16, c, k, labels + s * 16, acc);
+      for (std::int64_t s = f0; s < f1; ++s) step<D>(x + s * kStep * D, kStep, c, k, labels + s * kStep, acc);
       acc.flush();
     }
-    if (t == nt - 1 && steps * 16 < n) {  // the last partial step, zero-padded
-      alignas(64) float tail[16 * D] = {};
-      const int valid = static_cast<int>(n - steps * 16);
-      std::memcpy(tail, x + steps * 16 * D, sizeof(float) * valid * D);
-      step16<D>(tail, valid, c, k, labels + steps * 16, acc);
+    if (t == nt - 1 && steps * kStep < n) {  // the last partial step, zero-padded
+      std::vector<float> tail(kStep * D, 0.0f);
+      const int valid = static_cast<int>(n - steps * kStep);
+      std::memcpy(tail.data(), x + steps * kStep * D, sizeof(float) * valid * D);
+      step<D>(tail.data(), valid, c, k, labels + steps * kStep, acc);
       acc.flush();
     }
   }
