@@ -29,12 +29,13 @@
 namespace accel::cpu {
 namespace {
 
-enum class Loop { Masked, Wide, Gemm };
+enum class Loop { Masked, Wide, Rows, Gemm };
 
 std::vector<Loop> eligible(std::int64_t d, std::int64_t k) {
   std::vector<Loop> out;
   if (kmeans_assign_masked_fits(d, k)) out.push_back(Loop::Masked);
   if (kmeans_assign_wide_fits(d)) out.push_back(Loop::Wide);
+  if (kmeans_assign_rows_fits(d, k)) out.push_back(Loop::Rows);
   out.push_back(Loop::Gemm);
   return out;
 }
@@ -50,6 +51,7 @@ void run(Loop l, const float* x, std::int64_t n, std::int64_t d, const float* c,
   switch (l) {
     case Loop::Masked: kmeans_assign_masked(x, n, d, c, k, labels, o.sums, o.counts, o.inertia); return;
     case Loop::Wide: kmeans_assign_wide(x, n, d, c, k, labels, o.sums, o.counts, o.inertia); return;
+    case Loop::Rows: kmeans_assign_rows(x, n, d, c, k, labels, o.sums, o.counts, o.inertia); return;
     case Loop::Gemm: kmeans_assign_gemm(x, n, d, c, k, labels, o.sums, o.counts, o.inertia); return;
   }
 }
@@ -108,7 +110,7 @@ void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* 
     chosen.emplace(key, loops[win]);
   }
   {
-    const char* names[] = {"masked", "wide", "gemm"};
+    const char* names[] = {"masked", "wide", "rows", "gemm"};
     auto line = log::debug("accel cpu");
     line << "kmeans_assign d=" << d << " k=" << k << ", ms per " << kSliceRows << " rows:";
     for (std::size_t l = 0; l < loops.size(); ++l) line << " " << names[static_cast<int>(loops[l])] << " " << best[l] * 1e3;

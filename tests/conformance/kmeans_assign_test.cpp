@@ -129,6 +129,8 @@ const std::vector<Case> kCases = {
     {"wide16_float", 2003, 16, 30, false},
     {"wide16_dups", 515, 16, 9, true, 100},
     {"wide32_float", 777, 32, 12, false},
+    {"rows_odd_d", 901, 37, 5, true},  // row by row: a partial last chunk, an odd number of chunks
+    {"rows_mnist_like", 650, 784, 8, false},
     {"timed_pick", 400000, 3, 6, true},  // enough rows for the cpu to time its loops on slices of one launch
     {"float_wide", 1031, 100, 70, false},
     {"float_mnist_like", 700, 784, 256, false},
@@ -163,10 +165,11 @@ TEST_P(KMeansAssignConformance, EveryCpuLoopMatchesReference) {
   std::vector<float> x, cent;
   make_inputs(c, x, cent);
   const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
-  const char* names[] = {"cpu masked", "cpu wide", "cpu gemm rows x k", "cpu gemm k x rows"};
-  for (int path = 0; path < 4; ++path) {
+  const char* names[] = {"cpu masked", "cpu wide", "cpu gemm rows x k", "cpu gemm k x rows", "cpu rows"};
+  for (int path = 0; path < 5; ++path) {
     if (path == 0 && !cpu::kmeans_assign_masked_fits(c.d, c.k)) continue;
     if (path == 1 && !cpu::kmeans_assign_wide_fits(c.d)) continue;
+    if (path == 4 && !cpu::kmeans_assign_rows_fits(c.d, c.k)) continue;
     Out o;
     o.labels.resize(c.n);
     o.sums.resize(c.k * c.d);
@@ -176,6 +179,9 @@ TEST_P(KMeansAssignConformance, EveryCpuLoopMatchesReference) {
                                 o.counts.data(), &o.inertia);
     else if (path == 1)
       cpu::kmeans_assign_wide(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
+                              &o.inertia);
+    else if (path == 4)
+      cpu::kmeans_assign_rows(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
                               &o.inertia);
     else  // both score layouts of the gemm path
       cpu::kmeans_assign_gemm(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
