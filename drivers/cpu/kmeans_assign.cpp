@@ -28,18 +28,39 @@
 namespace accel::cpu {
 namespace {
 
-// Per-thread partial results, merged once per launch (no atomics in the loop).
+// Per-thread partial results, merged once per launch (no atomics in the
+// loop). Rows are added into float sums, and a cluster's float sums into
+// its double ones once 64 rows went in (relative error below 4e-6, as the
+// other loops' lanes): one float vector add per 16 values of a row instead
+// of converting each value and adding it in double, a third of the gemm
+// path's time past the sgemm at k <= 64.
 struct Partial {
+  std::int64_t d;
   std::vector<double> sums;
+  std::vector<float> fsums;
+  std::vector<std::int32_t> since;  // rows in a cluster's float sums
   std::vector<std::int64_t> counts;
   double inertia = 0;
-  Partial(std::int64_t k, std::int64_t d) : sums(k * d, 0.0), counts(k, 0) {}
+  Partial(std::int64_t k, std::int64_t d_) : d(d_), sums(k * d_, 0.0), fsums(k * d_, 0.0f), since(k, 0), counts(k, 0) {}
+  void flush(std::int64_t label) {
+    float* f = fsums.data() + label * d;
+    double* s = sums.data() + label * d;
+    for (std::int64_t j = 0; j < d; ++j) s[j] += f[j];
+    std::fill_n(f, d, 0.0f);
+    since[label] = 0;
+  }
+  void flush_all() {
+    for (std::int64_t kk = 0; kk < static_cast<std::int64_t>(since.size()); ++kk)
+      if (since[kk] > 0) flush(kk);
+  }
 };
 
 inline void accumulate_row(const float* xi, std::int64_t d, std::int32_t label, Partial& p) {
-  double* s = p.sums.data() + static_cast<std::int64_t>(label) * d;
+  float* s = p.fsums.data() + static_cast<std::int64_t>(label) * d;
+#pragma omp simd
   for (std::int64_t j = 0; j < d; ++j) s[j] += xi[j];
   ++p.counts[label];
+  if (++p.since[label] == 64) p.flush(label);
 }
 
 void merge(std::vector<Partial>& parts, std::int64_t k, std::int64_t d, double* sums, std::int64_t* counts,
@@ -48,6 +69,7 @@ void merge(std::vector<Partial>& parts, std::int64_t k, std::int64_t d, double* 
   std::fill(counts, counts + k, 0);
   double total = 0;
   for (auto& p : parts) {
+    p.flush_all();
     for (std::int64_t i = 0; i < k * d; ++i) sums[i] += p.sums[i];
     for (std::int64_t i = 0; i < k; ++i) counts[i] += p.counts[i];
     total += p.inertia;
