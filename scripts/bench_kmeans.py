@@ -354,6 +354,9 @@ def parse_args():
     p.add_argument("--grid-n", type=int, default=1_000_000, help="rows a shape (default: %(default)s)")
     p.add_argument("--grid-n-large", type=int, default=200_000, help="rows where d >= 256 (default: %(default)s)")
     p.add_argument("--grid-iters", type=int, default=5, help="Lloyd iterations a shape (default: %(default)s)")
+    p.add_argument("--grid-cheap-ms", type=float, default=20.0,
+                   help="shapes whose limit is below this many ms are timed by two fits' difference "
+                        "(default: %(default)s)")
     p.add_argument("--grid-pruned", action="store_true", help="also time accel --algorithm yinyang")
     p.add_argument("--grid-no-peers", action="store_true", help="accel only")
     p.add_argument("--grid-png", type=Path, help="draw the heat map of accel's fraction of the limit here")

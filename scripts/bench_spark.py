@@ -59,6 +59,7 @@ and <case>-n<N>-init-k<K>.npy); missing files are generated the same way:
 blobs = 4 unit-variance Gaussians around centres uniform in [-10,10]^2
 (numpy default_rng(42): centres, then labels, then float32 normal noise);
 fmnist = the first N Fashion-MNIST training images, uint8/255 as float32;
+gauss8 = 500,000 rows in 8-D around 8 unit Gaussians (K = 8, 50 iterations);
 init = K rows of X with pairwise distinct values, in the order of
 default_rng(0).permutation(N).
 
@@ -123,11 +124,20 @@ def cached(path, make):
     return a
 
 
+def make_gauss8(n):
+    """n points in 8-D around 8 unit-variance Gaussian centers uniform in
+    [-5, 5]^8 (default_rng(8)): the shape a new user tries first (issue 18)."""
+    rng = np.random.default_rng(8)
+    centers = rng.uniform(-5, 5, size=(8, 8)).astype(np.float32)
+    return centers[rng.integers(0, 8, size=n)] + rng.standard_normal((n, 8), dtype=np.float32)
+
+
 def prepare(case, data_dir):
     stem = f"{case.name}-n{case.n}"
     x_path = data_dir / f"{stem}.npy"
     c0_path = data_dir / f"{stem}-init-k{case.k}.npy"
-    make = {"blobs": lambda: make_blobs(case.n), "fmnist": lambda: load_fmnist(case.n)}
+    make = {"blobs": lambda: make_blobs(case.n), "fmnist": lambda: load_fmnist(case.n),
+            "gauss8": lambda: make_gauss8(case.n)}
     x = cached(x_path, make[case.name])
     c0 = cached(c0_path, lambda: pick_init(x, case.k))
     if x.shape[0] != case.n or c0.shape != (case.k, x.shape[1]):
@@ -450,7 +460,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true",
                    help="smoke-test sizes: blobs 1,000,000 points, fmnist 10,000 rows")
-    p.add_argument("--cases", default="blobs,fmnist")
+    p.add_argument("--cases", default="blobs,fmnist,gauss8")
     p.add_argument("--methods", default="accel,accel-dist,spark",
                    help="comma list of accel, accel-dist, spark (default: %(default)s)")
     p.add_argument("--spark-api", choices=["jvm", "python", "both"], default="jvm",
@@ -491,12 +501,13 @@ def main():
         print(f"error: --repeat {args.repeat}: must be at least 1", file=sys.stderr)
         return 2
     sizes = {"blobs": 1_000_000 if args.quick else 10_000_000,
-             "fmnist": 10_000 if args.quick else 60_000}
-    params = {"blobs": (4, 100), "fmnist": (256, 20)}
+             "fmnist": 10_000 if args.quick else 60_000,
+             "gauss8": 100_000 if args.quick else 500_000}
+    params = {"blobs": (4, 100), "fmnist": (256, 20), "gauss8": (8, 50)}
     cases = []
     for name in [c.strip() for c in args.cases.split(",") if c.strip()]:
         if name not in sizes:
-            sys.exit(f"unknown case {name!r} (blobs, fmnist)")
+            sys.exit(f"unknown case {name!r} (blobs, fmnist, gauss8)")
         cases.append(Case(name, sizes[name], *params[name]))
 
     args.tmp = Path(tempfile.mkdtemp(prefix="bench-spark-"))

@@ -5,8 +5,13 @@ scikit-learn-intelex (oneDAL) and FAISS.
 A shape's limit is max(bytes read / read bandwidth, 2 n k d / sgemm rate),
 both measured by `accel calibrate` in the same run: one read of X and the
 distance flops of one assignment pass. Every method starts from the same
-initial centroids and runs the same number of Lloyd iterations with the
-same threads; each time is the method's own fit time over its iterations.
+initial centroids and runs Lloyd iterations with the same threads. A
+method's seconds per iteration is the steady state: where a shape's limit
+is under --grid-cheap-ms, the difference of two fits (N and 2N iterations,
+N up to 40 so that the fits take ~0.1 s) over the difference of their
+iteration counts, the median of three such pairs, so that no method's set-up (threads, page faults, the
+first launch's timed choice of loop) is charged to its iterations; above
+it, one fit of --grid-iters iterations, whose set-up is then negligible.
 accel's pruned algorithm (--algorithm yinyang) is a separate column: it
 skips distances, so it can beat the Lloyd limit, which is a bonus and not
 the measure.
@@ -66,6 +71,23 @@ def thread_env(threads):
     return env
 
 
+def steady(fit, iters, limit, cheap_s):
+    """Seconds per iteration of fit(iters) -> (seconds, iterations run)."""
+    if limit >= cheap_s:
+        t, it = fit(iters)
+        return t / max(1, it)
+    n1 = int(min(40, max(iters, 0.1 / (4 * limit))))
+    per = []
+    for _ in range(3):  # the median of three: one pair's difference carries twice a fit's noise
+        t1, i1 = fit(n1)
+        t2, i2 = fit(2 * n1)
+        if i2 <= i1 or t2 <= t1:  # converged before n1 iterations: the longer fit did no more work
+            per.append(t2 / max(1, i2))
+        else:
+            per.append((t2 - t1) / (i2 - i1))
+    return sorted(per)[1]
+
+
 def run_accel(accel, x_path, c0_path, k, iters, threads, algorithm, out_dir):
     cent = out_dir / "accel-centroids.npy"
     cmd = [accel, "kmeans", "--input", x_path, "--k", k, "--max-iter", iters, "--tol", 0, "--init", c0_path,
@@ -74,7 +96,7 @@ def run_accel(accel, x_path, c0_path, k, iters, threads, algorithm, out_dir):
     if p.returncode != 0:
         raise RuntimeError(f"accel kmeans exited {p.returncode}: {p.stderr.strip()}")
     out = json.loads(p.stdout)
-    return {"sec_per_iter": out["seconds"]["total"] / max(1, out["iterations"]), "inertia": out["inertia"],
+    return {"seconds": out["seconds"]["total"], "iterations": out["iterations"], "inertia": out["inertia"],
             "centroids": np.load(cent)}
 
 
@@ -82,7 +104,7 @@ def run_sklearn(kmeans_cls, x, c0, iters):
     km = kmeans_cls(n_clusters=len(c0), init=c0, n_init=1, max_iter=iters, tol=0, algorithm="lloyd")
     t0 = time.perf_counter()
     km.fit(x)
-    return (time.perf_counter() - t0) / max(1, int(km.n_iter_))
+    return time.perf_counter() - t0, int(km.n_iter_)
 
 
 def run_faiss(x, c0, iters):
@@ -90,11 +112,11 @@ def run_faiss(x, c0, iters):
     km = faiss.Kmeans(x.shape[1], len(c0), niter=iters, verbose=False, max_points_per_centroid=len(x), seed=1)
     t0 = time.perf_counter()
     km.train(x, init_centroids=c0)
-    return (time.perf_counter() - t0) / iters
+    return time.perf_counter() - t0, iters
 
 
 def peers(threads):
-    """(name, callable(x, c0, iters) -> seconds per iteration) for each peer installed."""
+    """(name, callable(x, c0, iters) -> (seconds, iterations)) for each peer installed."""
     out = []
     from threadpoolctl import threadpool_limits
 
@@ -150,16 +172,23 @@ def run_grid(args, calib):
             c0 = x[np.random.default_rng(0).choice(n, size=k, replace=False)]
             np.save(c0_path, c0)
             limit = max(4.0 * n * d / read_bps, 2.0 * n * k * d / flops)
-            a = run_accel(args.accel, x_path, c0_path, k, args.grid_iters, args.threads, "lloyd", data_dir)
+            cheap = args.grid_cheap_ms / 1e3
+            last = {}
+
+            def accel_fit(it, algorithm="lloyd"):
+                last[algorithm] = run_accel(args.accel, x_path, c0_path, k, it, args.threads, algorithm, data_dir)
+                return last[algorithm]["seconds"], last[algorithm]["iterations"]
+
+            accel_s = steady(accel_fit, args.grid_iters, limit, cheap)
+            a = last["lloyd"]
             exact = exact_inertia(x, a["centroids"])
             rel = abs(a["inertia"] - exact) / exact
-            row = {"d": d, "k": k, "n": n, "limit_s": limit, "accel_s": a["sec_per_iter"],
-                   "fraction": limit / a["sec_per_iter"], "inertia_rel": rel, "peers": {}}
+            row = {"d": d, "k": k, "n": n, "limit_s": limit, "accel_s": accel_s,
+                   "fraction": limit / accel_s, "inertia_rel": rel, "peers": {}}
             for name, fn in peer_list:
-                row["peers"][name] = fn(x, c0, args.grid_iters)
+                row["peers"][name] = steady(lambda it: fn(x, c0, it), args.grid_iters, limit, cheap)
             if args.grid_pruned:
-                row["yinyang_s"] = run_accel(args.accel, x_path, c0_path, k, args.grid_iters, args.threads,
-                                             "yinyang", data_dir)["sec_per_iter"]
+                row["yinyang_s"] = steady(lambda it: accel_fit(it, "yinyang"), args.grid_iters, limit, cheap)
             best = min(row["peers"].values()) if row["peers"] else None
             row["vs_best_peer"] = best / row["accel_s"] if best else None
             line = (f"{d:>4} {k:>5} {n:>8} {limit * 1e3:>9.2f} {row['accel_s'] * 1e3:>9.2f}"
