@@ -6,7 +6,9 @@ A shape's limit is max(bytes read / read bandwidth, 2 n k d / sgemm rate),
 both measured by `accel calibrate` in the same run: one read of X and the
 distance flops of one assignment pass. Every method starts from the same
 initial centroids and runs Lloyd iterations with the same threads. A
-method's seconds per iteration is the steady state: where a shape's limit
+method's seconds per iteration is the steady state. accel logs every
+iteration's time (--log-json): the median of those after the first. For
+the peers, which do not: where a shape's limit
 is under --grid-cheap-ms, the difference of two fits (N and 2N iterations,
 N up to 40 so that the fits take ~0.1 s) over the difference of their
 iteration counts, the median of three such pairs, so that no method's set-up (threads, page faults, the
@@ -90,14 +92,19 @@ def steady(fit, iters, limit, cheap_s):
 
 def run_accel(accel, x_path, c0_path, k, iters, threads, algorithm, out_dir):
     cent = out_dir / "accel-centroids.npy"
+    log = out_dir / "accel-iterations.jsonl"
     cmd = [accel, "kmeans", "--input", x_path, "--k", k, "--max-iter", iters, "--tol", 0, "--init", c0_path,
-           "--device", "cpu", "--algorithm", algorithm, "--json", "--output-centroids", cent]
+           "--device", "cpu", "--algorithm", algorithm, "--json", "--output-centroids", cent, "--log-json", log]
     p = subprocess.run([str(c) for c in cmd], env=thread_env(threads), capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"accel kmeans exited {p.returncode}: {p.stderr.strip()}")
     out = json.loads(p.stdout)
+    per = sorted(json.loads(line)["seconds"] for line in log.read_text().splitlines())
+    # Iterations after the first: the first launch of a shape pays the page
+    # faults of the input and the timed choice of loop.
+    steady_s = per[1:][len(per[1:]) // 2] if len(per) > 1 else per[0]
     return {"seconds": out["seconds"]["total"], "iterations": out["iterations"], "inertia": out["inertia"],
-            "centroids": np.load(cent)}
+            "centroids": np.load(cent), "steady_s": steady_s}
 
 
 def run_sklearn(kmeans_cls, x, c0, iters):
@@ -173,22 +180,19 @@ def run_grid(args, calib):
             np.save(c0_path, c0)
             limit = max(4.0 * n * d / read_bps, 2.0 * n * k * d / flops)
             cheap = args.grid_cheap_ms / 1e3
-            last = {}
-
-            def accel_fit(it, algorithm="lloyd"):
-                last[algorithm] = run_accel(args.accel, x_path, c0_path, k, it, args.threads, algorithm, data_dir)
-                return last[algorithm]["seconds"], last[algorithm]["iterations"]
-
-            accel_s = steady(accel_fit, args.grid_iters, limit, cheap)
-            a = last["lloyd"]
+            # accel logs each iteration's time: the median of those after the
+            # first, from one fit of N iterations (N as the peers' pairs use).
+            n_acc = int(min(40, max(args.grid_iters, 0.1 / (4 * limit)))) if limit < cheap else args.grid_iters
+            a = run_accel(args.accel, x_path, c0_path, k, n_acc, args.threads, "lloyd", data_dir)
             exact = exact_inertia(x, a["centroids"])
             rel = abs(a["inertia"] - exact) / exact
-            row = {"d": d, "k": k, "n": n, "limit_s": limit, "accel_s": accel_s,
-                   "fraction": limit / accel_s, "inertia_rel": rel, "peers": {}}
+            row = {"d": d, "k": k, "n": n, "limit_s": limit, "accel_s": a["steady_s"],
+                   "fraction": limit / a["steady_s"], "inertia_rel": rel, "peers": {}}
             for name, fn in peer_list:
                 row["peers"][name] = steady(lambda it: fn(x, c0, it), args.grid_iters, limit, cheap)
             if args.grid_pruned:
-                row["yinyang_s"] = steady(lambda it: accel_fit(it, "yinyang"), args.grid_iters, limit, cheap)
+                row["yinyang_s"] = run_accel(args.accel, x_path, c0_path, k, n_acc, args.threads, "yinyang",
+                                             data_dir)["steady_s"]
             best = min(row["peers"].values()) if row["peers"] else None
             row["vs_best_peer"] = best / row["accel_s"] if best else None
             line = (f"{d:>4} {k:>5} {n:>8} {limit * 1e3:>9.2f} {row['accel_s'] * 1e3:>9.2f}"

@@ -9,7 +9,7 @@
 //    carries no cancellation error.
 // Labels tie toward the lower centroid index (strict < in a forward scan).
 #include "kmeans_assign.hpp"
-#include "blas_threads.hpp"
+#include "runtime/blas_threads.hpp"
 
 #include <cblas.h>
 #include <omp.h>

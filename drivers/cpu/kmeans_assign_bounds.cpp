@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "accel/kernels.hpp"
-#include "blas_threads.hpp"
+#include "runtime/blas_threads.hpp"
 #include "kmeans_assign.hpp"
 
 namespace accel::cpu {

@@ -12,9 +12,13 @@
 // of that shape in the process. Every loop conforms to the same reference
 // (tests/conformance/kmeans_assign_test.cpp), so the rows of one launch
 // may come from several; labels can differ between loops only where two
-// centroids are within float rounding of a tie.
+// centroids are within float rounding of a tie. ACCEL_KMEANS_LOOP=masked|
+// wide|rows|gemm runs that loop wherever it fits (reproducible runs, and
+// measuring one loop).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -66,14 +70,25 @@ std::map<Key, Loop> chosen;
 constexpr std::int64_t kSliceRows = 16384;
 constexpr int kRounds = 2;
 
+// ACCEL_KMEANS_LOOP, when it names one of `loops`.
+std::optional<Loop> forced(const std::vector<Loop>& loops) {
+  static const char* env = std::getenv("ACCEL_KMEANS_LOOP");
+  if (!env) return std::nullopt;
+  const std::string name = env;
+  const char* names[] = {"masked", "wide", "rows", "gemm"};
+  for (Loop l : loops)
+    if (name == names[static_cast<int>(l)]) return l;
+  return std::nullopt;
+}
+
 }  // namespace
 
 void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
                    std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
   const std::vector<Loop> loops = eligible(d, k);
   const Key key{d, k, omp_get_max_threads()};
-  std::optional<Loop> pick;
-  {
+  std::optional<Loop> pick = forced(loops);
+  if (!pick) {
     std::lock_guard lock(mu);
     if (auto it = chosen.find(key); it != chosen.end()) pick = it->second;
   }

@@ -16,6 +16,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -79,7 +80,10 @@ inline std::int32_t nearest(const float* xi, std::int64_t d, const float* c, flo
   v16f even[K], odd[K];
   for (int kk = 0; kk < K; ++kk) even[kk] = odd[kk] = v16f{};
   const std::int64_t full = d / 16;
-  const float* ahead = xi + kAheadRows * d;
+  // An address, not a pointer into x: past the last rows it lies beyond x
+  // (a prefetch never faults).
+  const auto ahead = reinterpret_cast<const float*>(reinterpret_cast<std::uintptr_t>(xi) +
+                                                    static_cast<std::uintptr_t>(kAheadRows * d) * sizeof(float));
   std::int64_t ch = 0;
   for (; ch + 2 <= full; ch += 2) {
     __builtin_prefetch(ahead + ch * 16);
@@ -139,8 +143,6 @@ void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c,
       for (std::int64_t i = f0; i < f1; ++i) {
         const float* xi = x + i * d;
         float dist;
-        // Past the last row the prefetches name lines outside x: a prefetch
-        // never faults.
         const std::int32_t lab = nearest<K>(xi, d, c, dist);
         labels[i] = lab;
         acc.dinertia += dist;
@@ -153,7 +155,7 @@ void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c,
   std::fill(sums, sums + K * d, 0.0);
   std::fill(counts, counts + K, 0);
   double total = 0;
-  for (const auto& a : accs) {  // in thread order: the same sums every run
+  for (const auto& a : accs) {  // in thread order: the same sums every run of this loop
     for (std::int64_t e = 0; e < K * d; ++e) sums[e] += a.dsum[e];
     for (std::int64_t kk = 0; kk < K; ++kk) counts[kk] += a.dcount[kk];
     total += a.dinertia;

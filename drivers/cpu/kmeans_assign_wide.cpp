@@ -6,8 +6,7 @@
 //
 // Here sixteen points are transposed in registers (three shuffle stages per
 // 8 x 8 tile), distances are computed exactly, (x - c)^2 summed over d in
-// order as the direct loop does (the same labels), sixteen points per vector
-// with the centroids broadcast from L1. Each row is then added whole (one
+// order, sixteen points per vector with the centroids broadcast from L1. Each row is then added whole (one
 // or two vectors) into float sums for its label, in one of four copies
 // taken in turn so that rows of one cluster do not chain through memory.
 // The float sums take at most 64 rows each before they are flushed into
@@ -82,8 +81,6 @@ struct WideAcc {
   }
 };
 
-// Eight points (rows of D floats at p; `valid` of them real, the rest zero
-// padding that counts nowhere).
 // Sixteen rows at p (D floats each) into xs[j]: element j of every row.
 template <int D>
 inline void transpose16(const float* p, v16f* xs) {
@@ -185,7 +182,7 @@ void assign_wide(const float* x, std::int64_t n, const float* c, std::int64_t k,
   std::fill(sums, sums + k * D, 0.0);
   std::fill(counts, counts + k, 0);
   double total = 0;
-  for (const auto& a : accs) {  // in thread order: the same sums every run
+  for (const auto& a : accs) {  // in thread order: the same sums every run of this loop
     for (std::int64_t e = 0; e < k * D; ++e) sums[e] += a.dsum[e];
     for (std::int64_t kk = 0; kk < k; ++kk) counts[kk] += a.dcount[kk];
     total += a.dinertia;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "runtime/blas_threads.hpp"
 #include "seeding.hpp"
 
 namespace accel::seeding {
@@ -45,13 +46,13 @@ void add_candidates(const Matrix& x, const std::vector<std::int64_t>& cand, std:
       cn[q] = norm2(cq, d);
     }
     const std::int64_t blocks = (n + kRows - 1) / kRows;
+    const BlasThreads one(1);  // each thread's sgemm on that thread (OpenBLAS's pthread build too)
 #pragma omp parallel
     {
       std::vector<float> dot(kRows * f);
 #pragma omp for schedule(dynamic, 8)
       for (std::int64_t b = 0; b < blocks; ++b) {
         const std::int64_t i0 = b * kRows, m = std::min(kRows, n - i0);
-        // Inside the parallel region OpenBLAS (OpenMP build) runs on this thread alone.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(f),
                     static_cast<int>(d), 1.0f, x.row(i0), static_cast<int>(d), c.data(), static_cast<int>(d), 0.0f,
                     dot.data(), static_cast<int>(f));
@@ -63,7 +64,12 @@ void add_candidates(const Matrix& x, const std::vector<std::int64_t>& cand, std:
             const float v = cn[q] - 2.0f * row[q];
             if (v < best) best = v, arg = q;
           }
-          const float dd = std::max(0.0f, norm2(x.row(i0 + r), d) + best);
+          // The distance to the candidate picked, exactly: |x|^2 + |c|^2 -
+          // 2 x.c cancels where the rows lie far from the origin (values of
+          // 1000 +- 1 in 100-D: |x|^2 ~ 1e8, a float step 8, distances
+          // ~200), and a row drawn would keep a rounding residue and could
+          // be drawn again. d flops a row, against the block's f * d.
+          const float dd = sqdist(x.row(i0 + r), c.data() + arg * d, d);
           if (dd < mind[i0 + r]) {
             mind[i0 + r] = dd;
             nearest[i0 + r] = static_cast<std::int32_t>(first + static_cast<std::int64_t>(f0) + arg);
@@ -91,8 +97,9 @@ Matrix kmeans_parallel(const Matrix& x, std::int64_t k, std::mt19937_64& rng) {
     for (std::int64_t i = 0; i < x.rows; ++i)
       if (mind[i] > 0 && u(rng) < l * mind[i] / phi) fresh.push_back(i);
     add_candidates(x, fresh, static_cast<std::int64_t>(chosen.size()), s);
+    for (const auto i : fresh) s.adopt(x.row(i));
     chosen.insert(chosen.end(), fresh.begin(), fresh.end());
-    s.refresh(static_cast<std::int64_t>(chosen.size()));
+    s.refresh();
   }
   const auto m = static_cast<std::int64_t>(chosen.size());
   if (m < k) return random_rows(x, k, rng);  // degenerate data: too few distinct rows to draw

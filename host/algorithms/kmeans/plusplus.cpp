@@ -40,8 +40,12 @@ double Seeder::block_sum(std::int64_t b) const {
   return s;
 }
 
-void Seeder::refresh(std::int64_t t) {
-  t_ = t;
+void Seeder::adopt(const float* center) {
+  centers_.insert(centers_.end(), center, center + x_.cols);
+  ++t_;
+}
+
+void Seeder::refresh() {
   const auto blocks = static_cast<std::int64_t>(sums_.size());
 #pragma omp parallel for schedule(static)
   for (std::int64_t b = 0; b < blocks; ++b) sums_[b] = block_sum(b);
@@ -110,7 +114,14 @@ std::int64_t Seeder::draw(std::mt19937_64& rng) const {
     r -= wi;
     if (r < 0) return i;
   }
-  return last >= 0 ? last : b * kBlock;
+  if (last >= 0) return last;
+  // Rounding carried r past every row of weight in this block: the last
+  // row of weight before it.
+  for (std::int64_t bb = b - 1; bb >= 0; --bb)
+    if (sums_[bb] > 0)
+      for (std::int64_t i = std::min(x_.rows, (bb + 1) * kBlock) - 1; i >= bb * kBlock; --i)
+        if ((w_ ? w_[i] : 1.0) * mind_[i] > 0) return i;
+  return b * kBlock;  // unreachable while total > 0
 }
 
 // k-means++ over weighted rows (weight nullptr: plain k-means++).

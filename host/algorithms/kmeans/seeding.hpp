@@ -36,8 +36,11 @@ class Seeder {
   std::int64_t centers() const { return t_; }
   std::vector<float>& distances() { return mind_; }
   std::vector<std::int32_t>& nearest() { return nearest_; }
+  // A center whose distances the caller measured itself (k-means||'s
+  // sgemm blocks): it joins the centers a later add() prunes against.
+  void adopt(const float* center);
   // After distances or nearest were changed outside add().
-  void refresh(std::int64_t t);
+  void refresh();
 
  private:
   double block_sum(std::int64_t b) const;

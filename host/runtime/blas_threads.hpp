@@ -2,9 +2,10 @@
 
 #include <cblas.h>
 
-namespace accel::cpu {
+namespace accel {
 
-// OpenBLAS's thread count for one scope, restored on every way out of it
+// OpenBLAS's thread count for one scope (the cpu driver's and the k-means
+// seeding's one-thread sgemm inside their own parallel regions), restored on every way out of it
 // (the save/restore pairs it replaces left the count changed for the whole
 // process when anything between them threw).
 class BlasThreads {
@@ -18,4 +19,4 @@ class BlasThreads {
   int saved_;
 };
 
-}  // namespace accel::cpu
+}  // namespace accel
