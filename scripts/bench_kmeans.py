@@ -404,7 +404,7 @@ def main():
         if calib is None:
             return 1
         from kmeans_grid import run_grid
-        grid = run_grid(args, calib)
+        grid = run_grid(args, calib, lambda: calibrate(args.accel, args.threads))
         if args.json_out:
             args.json_out.write_text(json.dumps({"cpu": cpu_name(), "threads": args.threads, "calibration": calib,
                                                  "grid": grid}, indent=2) + "\n")

@@ -115,15 +115,22 @@ def run_sklearn(kmeans_cls, x, c0, iters):
 
 
 def run_faiss(x, c0, iters):
+    """FAISS logs each iteration's cumulative time (iteration_stats): the
+    median of the iterations after the first, as for accel. (The two-fit
+    difference put FAISS below the read limit on some shapes: its set-up
+    varies more than its iterations take.)"""
     import faiss
-    km = faiss.Kmeans(x.shape[1], len(c0), niter=iters, verbose=False, max_points_per_centroid=len(x), seed=1)
-    t0 = time.perf_counter()
+    km = faiss.Kmeans(x.shape[1], len(c0), niter=max(iters, 4), verbose=False, max_points_per_centroid=len(x),
+                      seed=1)
     km.train(x, init_centroids=c0)
-    return time.perf_counter() - t0, iters
+    t = [s["time"] for s in km.iteration_stats]
+    per = sorted(b - a for a, b in zip(t[1:], t[2:]))
+    return per[len(per) // 2]
 
 
 def peers(threads):
-    """(name, callable(x, c0, iters) -> (seconds, iterations)) for each peer installed."""
+    """(name, callable(x, c0, iters)) for each peer installed: (seconds,
+    iterations) of a fit, or for FAISS its steady seconds per iteration."""
     out = []
     from threadpoolctl import threadpool_limits
 
@@ -146,13 +153,13 @@ def peers(threads):
     try:
         import faiss
         faiss.omp_set_num_threads(threads)
-        out.append(("faiss", run_faiss))
+        out.append(("faiss", lambda x, c0, it: run_faiss(x, c0, it)))
     except ImportError:
         pass
     return out
 
 
-def run_grid(args, calib):
+def run_grid(args, calib, recalibrate=None):
     d_values = [int(v) for v in args.grid_d.split(",")] if args.grid_d else D_VALUES
     k_values = [int(v) for v in args.grid_k.split(",")] if args.grid_k else K_VALUES
     data_dir = Path(args.data_dir) / "grid"
@@ -189,7 +196,10 @@ def run_grid(args, calib):
             row = {"d": d, "k": k, "n": n, "limit_s": limit, "accel_s": a["steady_s"],
                    "fraction": limit / a["steady_s"], "inertia_rel": rel, "peers": {}}
             for name, fn in peer_list:
-                row["peers"][name] = steady(lambda it: fn(x, c0, it), args.grid_iters, limit, cheap)
+                if name == "faiss":
+                    row["peers"][name] = fn(x, c0, n_acc)
+                else:
+                    row["peers"][name] = steady(lambda it: fn(x, c0, it), args.grid_iters, limit, cheap)
             if args.grid_pruned:
                 row["yinyang_s"] = run_accel(args.accel, x_path, c0_path, k, n_acc, args.threads, "yinyang",
                                              data_dir)["steady_s"]
@@ -203,6 +213,28 @@ def run_grid(args, calib):
             line += f" {rel:>11.1e}"
             print(line, flush=True)
             results.append(row)
+    if recalibrate:
+        # The limit from the machine at its best: the higher of the rates
+        # measured before and after the grid (a calibration while something
+        # else ran had put the limits 30% high).
+        again = recalibrate()
+        best = {"read_gbps": max(calib["read_gbps"], again["read_gbps"]),
+                "sgemm_gflops": max(calib["sgemm_gflops"], again["sgemm_gflops"])}
+        print(f"\ncalibration before {calib}, after {again}; the limits below take the best of each")
+        for r in results:
+            r["limit_s"] = max(4.0 * r["n"] * r["d"] / (best["read_gbps"] * 1e9),
+                               2.0 * r["n"] * r["k"] * r["d"] / (best["sgemm_gflops"] * 1e9))
+            r["fraction"] = r["limit_s"] / r["accel_s"]
+    for r in results:  # a peer faster than the limit was mis-timed: left out of the ratio
+        ok = [v for v in r["peers"].values() if v >= 0.9 * r["limit_s"]]
+        r["vs_best_peer"] = min(ok) / r["accel_s"] if ok else None
+        r["peers_below_limit"] = [nm for nm, v in r["peers"].items() if v < 0.9 * r["limit_s"]]
+    print(f"{'d':>4} {'K':>5} {'limit ms':>9} {'accel ms':>9} {'of limit':>8} {'vs best':>8}")
+    for r in results:
+        vs = f"{r['vs_best_peer']:>7.2f}x" if r["vs_best_peer"] else f"{'-':>8}"
+        bad = f"  ({', '.join(r['peers_below_limit'])} timed below the limit: left out)" if r["peers_below_limit"] else ""
+        print(f"{r['d']:>4} {r['k']:>5} {r['limit_s'] * 1e3:>9.2f} {r['accel_s'] * 1e3:>9.2f}"
+              f" {r['fraction'] * 100:>7.0f}% {vs}{bad}")
     fr = sorted(r["fraction"] for r in results)
     summary = {"median_fraction": fr[len(fr) // 2], "min_fraction": fr[0]}
     ratios = [r["vs_best_peer"] for r in results if r["vs_best_peer"]]

@@ -13,8 +13,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
+#include "accel/log.hpp"
 #include "runtime/blas_threads.hpp"
 #include "seeding.hpp"
 
@@ -49,30 +51,42 @@ void add_candidates(const Matrix& x, const std::vector<std::int64_t>& cand, std:
     const BlasThreads one(1);  // each thread's sgemm on that thread (OpenBLAS's pthread build too)
 #pragma omp parallel
     {
-      std::vector<float> dot(kRows * f);
+      std::vector<float> dot(kRows * f), best(kRows);
+      std::vector<std::int32_t> arg(kRows);
 #pragma omp for schedule(dynamic, 8)
       for (std::int64_t b = 0; b < blocks; ++b) {
         const std::int64_t i0 = b * kRows, m = std::min(kRows, n - i0);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(f),
-                    static_cast<int>(d), 1.0f, x.row(i0), static_cast<int>(d), c.data(), static_cast<int>(d), 0.0f,
-                    dot.data(), static_cast<int>(f));
-        for (std::int64_t r = 0; r < m; ++r) {
-          const float* row = dot.data() + r * f;
-          float best = std::numeric_limits<float>::infinity();
-          std::int64_t arg = 0;
-          for (std::int64_t q = 0; q < f; ++q) {
-            const float v = cn[q] - 2.0f * row[q];
-            if (v < best) best = v, arg = q;
+        // Scores candidate-major (f x m, row stride m): the running minimum
+        // then goes down the candidates with every lane a row, the layout
+        // Lloyd's gemm path also found faster here (rows x f ran at under
+        // half the rate).
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(f), static_cast<int>(m),
+                    static_cast<int>(d), 1.0f, c.data(), static_cast<int>(d), x.row(i0), static_cast<int>(d), 0.0f,
+                    dot.data(), static_cast<int>(m));
+        std::fill_n(best.begin(), m, std::numeric_limits<float>::infinity());
+        std::fill_n(arg.begin(), m, 0);
+        for (std::int64_t q = 0; q < f; ++q) {
+          const float* sq = dot.data() + q * m;
+          const float cq = cn[q];
+          const auto q32 = static_cast<std::int32_t>(q);
+#pragma omp simd
+          for (std::int64_t r = 0; r < m; ++r) {
+            const float v = cq - 2.0f * sq[r];
+            const bool lower = v < best[r];  // strict: the first candidate of a tie
+            best[r] = lower ? v : best[r];
+            arg[r] = lower ? q32 : arg[r];
           }
+        }
+        for (std::int64_t r = 0; r < m; ++r) {
           // The distance to the candidate picked, exactly: |x|^2 + |c|^2 -
           // 2 x.c cancels where the rows lie far from the origin (values of
           // 1000 +- 1 in 100-D: |x|^2 ~ 1e8, a float step 8, distances
           // ~200), and a row drawn would keep a rounding residue and could
           // be drawn again. d flops a row, against the block's f * d.
-          const float dd = sqdist(x.row(i0 + r), c.data() + arg * d, d);
+          const float dd = sqdist(x.row(i0 + r), c.data() + arg[r] * d, d);
           if (dd < mind[i0 + r]) {
             mind[i0 + r] = dd;
-            nearest[i0 + r] = static_cast<std::int32_t>(first + static_cast<std::int64_t>(f0) + arg);
+            nearest[i0 + r] = static_cast<std::int32_t>(first + static_cast<std::int64_t>(f0) + arg[r]);
           }
         }
       }
@@ -96,7 +110,10 @@ Matrix kmeans_parallel(const Matrix& x, std::int64_t k, std::mt19937_64& rng) {
     std::uniform_real_distribution<double> u(0, 1);
     for (std::int64_t i = 0; i < x.rows; ++i)
       if (mind[i] > 0 && u(rng) < l * mind[i] / phi) fresh.push_back(i);
+    const auto t0 = std::chrono::steady_clock::now();
     add_candidates(x, fresh, static_cast<std::int64_t>(chosen.size()), s);
+    log::debug("accel kmeans") << "k-means|| round " << round + 1 << ": " << fresh.size() << " candidates measured in "
+                               << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s";
     for (const auto i : fresh) s.adopt(x.row(i));
     chosen.insert(chosen.end(), fresh.begin(), fresh.end());
     s.refresh();
