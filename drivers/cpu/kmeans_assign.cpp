@@ -29,38 +29,20 @@ namespace accel::cpu {
 namespace {
 
 // Per-thread partial results, merged once per launch (no atomics in the
-// loop). Rows are added into float sums, and a cluster's float sums into
-// its double ones once 64 rows went in (relative error below 4e-6, as the
-// other loops' lanes): one float vector add per 16 values of a row instead
-// of converting each value and adding it in double, a third of the gemm
-// path's time past the sgemm at k <= 64.
+// loop). Sums in double (kmeans_assign_wide.cpp's WideAcc says why not
+// float).
 struct Partial {
-  std::int64_t d;
   std::vector<double> sums;
-  std::vector<float> fsums;
-  std::vector<std::int32_t> since;  // rows in a cluster's float sums
   std::vector<std::int64_t> counts;
   double inertia = 0;
-  Partial(std::int64_t k, std::int64_t d_) : d(d_), sums(k * d_, 0.0), fsums(k * d_, 0.0f), since(k, 0), counts(k, 0) {}
-  void flush(std::int64_t label) {
-    float* f = fsums.data() + label * d;
-    double* s = sums.data() + label * d;
-    for (std::int64_t j = 0; j < d; ++j) s[j] += f[j];
-    std::fill_n(f, d, 0.0f);
-    since[label] = 0;
-  }
-  void flush_all() {
-    for (std::int64_t kk = 0; kk < static_cast<std::int64_t>(since.size()); ++kk)
-      if (since[kk] > 0) flush(kk);
-  }
+  Partial(std::int64_t k, std::int64_t d) : sums(k * d, 0.0), counts(k, 0) {}
 };
 
 inline void accumulate_row(const float* xi, std::int64_t d, std::int32_t label, Partial& p) {
-  float* s = p.fsums.data() + static_cast<std::int64_t>(label) * d;
+  double* s = p.sums.data() + static_cast<std::int64_t>(label) * d;
 #pragma omp simd
   for (std::int64_t j = 0; j < d; ++j) s[j] += xi[j];
   ++p.counts[label];
-  if (++p.since[label] == 64) p.flush(label);
 }
 
 void merge(std::vector<Partial>& parts, std::int64_t k, std::int64_t d, double* sums, std::int64_t* counts,
@@ -69,12 +51,52 @@ void merge(std::vector<Partial>& parts, std::int64_t k, std::int64_t d, double* 
   std::fill(counts, counts + k, 0);
   double total = 0;
   for (auto& p : parts) {
-    p.flush_all();
     for (std::int64_t i = 0; i < k * d; ++i) sums[i] += p.sums[i];
     for (std::int64_t i = 0; i < k; ++i) counts[i] += p.counts[i];
     total += p.inertia;
   }
   *inertia = total;
+}
+
+// Points handled together by the direct path: one AVX-512 / two AVX2 vectors.
+constexpr int kBlock = 16;
+
+template <int D>
+void direct_block(const float* x, std::int64_t rows, std::int64_t d_rt, const float* c, std::int64_t k,
+                  std::int32_t* labels, Partial& p) {
+  const std::int64_t d = D > 0 ? D : d_rt;
+  alignas(64) float xs[16][kBlock];  // transposed block: xs[j][point]
+  alignas(64) float best[kBlock];
+  alignas(64) std::int32_t arg[kBlock];
+  for (std::int64_t j = 0; j < d; ++j)
+    for (int q = 0; q < kBlock; ++q) xs[j][q] = q < rows ? x[q * d + j] : 0.0f;
+  for (int q = 0; q < kBlock; ++q) {
+    best[q] = std::numeric_limits<float>::infinity();
+    arg[q] = 0;
+  }
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    const float* ck = c + kk * d;
+    alignas(64) float dist[kBlock] = {};
+    for (std::int64_t j = 0; j < d; ++j) {
+      const float cj = ck[j];
+#pragma omp simd
+      for (int q = 0; q < kBlock; ++q) {
+        const float t = xs[j][q] - cj;
+        dist[q] += t * t;
+      }
+    }
+#pragma omp simd
+    for (int q = 0; q < kBlock; ++q) {
+      const bool better = dist[q] < best[q];
+      best[q] = better ? dist[q] : best[q];
+      arg[q] = better ? static_cast<std::int32_t>(kk) : arg[q];
+    }
+  }
+  for (std::int64_t q = 0; q < rows; ++q) {
+    labels[q] = arg[q];
+    p.inertia += best[q];
+    accumulate_row(x + q * d, d, arg[q], p);
+  }
 }
 
 // Few centroids and dimensions (k*d <= kMaskedMaxKD, the blobs benchmark's
@@ -228,9 +250,41 @@ void masked_dispatch(const float* x, std::int64_t n, const float* c, std::int64_
   }
 }
 
+using DirectFn = void (*)(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, std::int32_t*,
+                          Partial&);
+
+DirectFn pick_direct(std::int64_t d) {
+  switch (d) {
+    case 1: return direct_block<1>;
+    case 2: return direct_block<2>;
+    case 3: return direct_block<3>;
+    case 4: return direct_block<4>;
+    case 8: return direct_block<8>;
+    default: return direct_block<0>;
+  }
+}
+
 }  // namespace
 
 bool kmeans_assign_masked_fits(std::int64_t d, std::int64_t k) { return d <= 4 && k * d <= kMaskedMaxKD; }
+
+void kmeans_assign_block16(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
+                           std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
+  if (d < 1 || d > 16) throw std::invalid_argument("kmeans_assign_block16: d = " + std::to_string(d) + " is not 1..16");
+  const DirectFn fn = pick_direct(d);
+  std::vector<Partial> parts(omp_get_max_threads(), Partial(k, d));
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel
+  {
+    Partial& p = parts[omp_get_thread_num()];
+#pragma omp for schedule(static)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t i0 = b * kBlock;
+      fn(x + i0 * d, std::min<std::int64_t>(kBlock, n - i0), d, c, k, labels + i0, p);
+    }
+  }
+  merge(parts, k, d, sums, counts, inertia);
+}
 
 void kmeans_assign_masked(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
                           std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {

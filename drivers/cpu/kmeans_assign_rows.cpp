@@ -9,8 +9,7 @@
 // and odd chunks, so the chains of dependent FMAs interleave), which are
 // added across lanes at the end of the row -- exact distances, as the other
 // loops have, only summed in another order. The row is then added into
-// float sums for its label, flushed into double every 64 rows (as the
-// other loops).
+// double sums for its label.
 #include "kmeans_assign.hpp"
 
 #include <omp.h>
@@ -28,14 +27,9 @@ namespace {
 
 typedef float v16f __attribute__((vector_size(64)));
 
-// One copy of the sums: a row's chunks are independent adds, and a row
-// takes long enough that the next row's add to the same chunk is never
-// waiting (four copies pushed the sums out of L1 at d = 784).
-constexpr int kCopies = 1;
-constexpr std::int64_t kFlushRows = 64;
+constexpr std::int64_t kFlushRows = 64;  // rows between the accumulator's flushes
 constexpr std::int64_t kMaxK = 8;
 constexpr std::int64_t kAheadRows = 2;  // rows prefetched ahead
-
 inline v16f load16(const float* p) {
   v16f v;
   std::memcpy(&v, p, sizeof v);
@@ -52,23 +46,13 @@ inline float lanes_sum(v16f v) {
   return v[0];
 }
 
+// Double sums (kmeans_assign_wide.cpp's WideAcc says why not float).
 struct RowAcc {
-  std::int64_t k, d;
-  std::vector<float> sum;           // kCopies x k x d
-  std::vector<std::int32_t> count;  // kCopies x k
   std::vector<double> dsum;
   std::vector<std::int64_t> dcount;
   double dinertia = 0;
-  RowAcc(std::int64_t k_, std::int64_t d_)
-      : k(k_), d(d_), sum(kCopies * k_ * d_, 0.0f), count(kCopies * k_, 0), dsum(k_ * d_, 0.0), dcount(k_, 0) {}
-  void flush() {
-    for (int cp = 0; cp < kCopies; ++cp)
-      for (std::int64_t e = 0; e < k * d; ++e) dsum[e] += sum[cp * k * d + e];
-    for (int cp = 0; cp < kCopies; ++cp)
-      for (std::int64_t kk = 0; kk < k; ++kk) dcount[kk] += count[cp * k + kk];
-    std::fill(sum.begin(), sum.end(), 0.0f);
-    std::fill(count.begin(), count.end(), 0);
-  }
+  RowAcc(std::int64_t k_, std::int64_t d_) : dsum(k_ * d_, 0.0), dcount(k_, 0) {}
+  void flush() {}
 };
 
 // One row: the nearest centroid (ties to the lower index) and its distance.
@@ -118,13 +102,9 @@ inline std::int32_t nearest(const float* xi, std::int64_t d, const float* c, flo
   return arg;
 }
 
-inline void add_row(const float* xi, std::int64_t d, float* s) {
-  const std::int64_t full = d / 16 * 16;
-  for (std::int64_t j = 0; j < full; j += 16) {
-    const v16f v = load16(s + j) + load16(xi + j);
-    std::memcpy(s + j, &v, sizeof v);
-  }
-  for (std::int64_t j = full; j < d; ++j) s[j] += xi[j];
+inline void add_row(const float* xi, std::int64_t d, double* s) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < d; ++j) s[j] += xi[j];
 }
 
 
@@ -146,8 +126,8 @@ void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c,
         const std::int32_t lab = nearest<K>(xi, d, c, dist);
         labels[i] = lab;
         acc.dinertia += dist;
-        add_row(xi, d, acc.sum.data() + lab * d);
-        ++acc.count[lab];
+        add_row(xi, d, acc.dsum.data() + lab * d);
+        ++acc.dcount[lab];
       }
       acc.flush();
     }

@@ -27,10 +27,11 @@ namespace {
 
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v16f __attribute__((vector_size(64)));
+typedef double v8d __attribute__((vector_size(64)));
 typedef std::int32_t v16i __attribute__((vector_size(64)));
 
 constexpr int kCopies = 4;
-constexpr std::int64_t kFlushSteps = 4;  // 64-point steps between flushes: 256 rows, 64 per copy at most
+constexpr std::int64_t kFlushSteps = 4;  // 64-point steps between the inertia lanes' flushes into double
 
 inline v8f load8(const float* p) {
   v8f v;
@@ -57,26 +58,23 @@ inline void transpose8(const v8f (&a)[8], v8f* out) {
   }
 }
 
-// One thread's sums: float copies flushed into double.
+// One thread's sums: double, in four copies taken in turn (rows of one
+// cluster in a row then do not wait on each other's adds). Double, not
+// float flushed every 64 rows: the sums must not depend on where a launch's
+// rows begin and end (the cluster engine splits them among members and
+// stands in for lost ones, and checks the result against a single-node
+// run's to 1e-6 after hundreds of iterations; float groupings that moved
+// with the split put it 2e-2 away).
 template <int D>
 struct WideAcc {
   std::int64_t k;
-  std::vector<float> sum;           // kCopies x k x D
-  std::vector<std::int32_t> count;  // kCopies x k
+  std::vector<double> sum;           // kCopies x k x D
+  std::vector<std::int64_t> count;   // kCopies x k
   v16f inertia{};
-  std::vector<double> dsum;  // k x D
-  std::vector<std::int64_t> dcount;
   double dinertia = 0;
-  explicit WideAcc(std::int64_t k_)
-      : k(k_), sum(kCopies * k_ * D, 0.0f), count(kCopies * k_, 0), dsum(k_ * D, 0.0), dcount(k_, 0) {}
+  explicit WideAcc(std::int64_t k_) : k(k_), sum(kCopies * k_ * D, 0.0), count(kCopies * k_, 0) {}
   void flush() {
-    for (int cp = 0; cp < kCopies; ++cp)
-      for (std::int64_t e = 0; e < k * D; ++e) dsum[e] += sum[cp * k * D + e];
-    for (int cp = 0; cp < kCopies; ++cp)
-      for (std::int64_t kk = 0; kk < k; ++kk) dcount[kk] += count[cp * k + kk];
     for (int q = 0; q < 16; ++q) dinertia += inertia[q];
-    std::fill(sum.begin(), sum.end(), 0.0f);
-    std::fill(count.begin(), count.end(), 0);
     inertia = v16f{};
   }
 };
@@ -142,10 +140,12 @@ inline void step(const float* p, int valid, const float* c, std::int64_t k, std:
     const std::int32_t lab = arg[q / 16][q % 16];
     labels[q] = lab;
     const int cp = q & (kCopies - 1);
-    float* s = acc.sum.data() + (cp * acc.k + lab) * D;
+    double* s = acc.sum.data() + (cp * acc.k + lab) * D;
     if constexpr (D % 8 == 0) {
       for (int h = 0; h < D; h += 8) {
-        const v8f v = load8(s + h) + load8(p + q * D + h);
+        v8d v;
+        std::memcpy(&v, s + h, sizeof v);
+        v += __builtin_convertvector(load8(p + q * D + h), v8d);
         std::memcpy(s + h, &v, sizeof v);
       }
     } else {
@@ -182,9 +182,11 @@ void assign_wide(const float* x, std::int64_t n, const float* c, std::int64_t k,
   std::fill(sums, sums + k * D, 0.0);
   std::fill(counts, counts + k, 0);
   double total = 0;
-  for (const auto& a : accs) {  // in thread order: the same sums every run of this loop
-    for (std::int64_t e = 0; e < k * D; ++e) sums[e] += a.dsum[e];
-    for (std::int64_t kk = 0; kk < k; ++kk) counts[kk] += a.dcount[kk];
+  for (const auto& a : accs) {  // in thread and copy order: the same sums every run
+    for (int cp = 0; cp < kCopies; ++cp) {
+      for (std::int64_t e = 0; e < k * D; ++e) sums[e] += a.sum[cp * k * D + e];
+      for (std::int64_t kk = 0; kk < k; ++kk) counts[kk] += a.count[cp * k + kk];
+    }
     total += a.dinertia;
   }
   *inertia = total;

@@ -165,8 +165,10 @@ TEST_P(KMeansAssignConformance, EveryCpuLoopMatchesReference) {
   std::vector<float> x, cent;
   make_inputs(c, x, cent);
   const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
-  const char* names[] = {"cpu masked", "cpu wide", "cpu gemm rows x k", "cpu gemm k x rows", "cpu rows"};
-  for (int path = 0; path < 5; ++path) {
+  const char* names[] = {"cpu masked", "cpu wide", "cpu gemm rows x k", "cpu gemm k x rows", "cpu rows",
+                         "cpu block16"};
+  for (int path = 0; path < 6; ++path) {
+    if (path == 5 && c.d > 16) continue;
     if (path == 0 && !cpu::kmeans_assign_masked_fits(c.d, c.k)) continue;
     if (path == 1 && !cpu::kmeans_assign_wide_fits(c.d)) continue;
     if (path == 4 && !cpu::kmeans_assign_rows_fits(c.d, c.k)) continue;
@@ -180,6 +182,9 @@ TEST_P(KMeansAssignConformance, EveryCpuLoopMatchesReference) {
     else if (path == 1)
       cpu::kmeans_assign_wide(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
                               &o.inertia);
+    else if (path == 5)
+      cpu::kmeans_assign_block16(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(),
+                                 o.counts.data(), &o.inertia);
     else if (path == 4)
       cpu::kmeans_assign_rows(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
                               &o.inertia);
