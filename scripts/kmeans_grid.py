@@ -33,6 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
+# One float64 inertia and one thread environment for both benchmarks.
+from bench_kmeans import exact_inertia, thread_env  # noqa: E402
+
 D_VALUES = [2, 3, 4, 8, 16, 32, 64, 128, 256, 784]
 K_VALUES = [4, 8, 16, 64, 256, 1024]
 
@@ -52,25 +55,6 @@ def make_data(n, d, seed=7):
         m = min(step, n - s)
         out[s:s + m] = centers[rng.integers(0, 32, size=m)] + rng.standard_normal((m, d), dtype=np.float32)
     return out
-
-
-def exact_inertia(x, centroids):
-    c = np.asarray(centroids, dtype=np.float64)
-    c_sq = (c * c).sum(axis=1)
-    rows = max(1, (1 << 22) // max(x.shape[1], c.shape[0]))
-    total = 0.0
-    for s in range(0, len(x), rows):
-        block = x[s:s + rows].astype(np.float64)
-        dist = (block * block).sum(axis=1) + (c_sq - 2.0 * (block @ c.T)).min(axis=1)
-        total += float(np.maximum(dist, 0.0).sum())
-    return total
-
-
-def thread_env(threads):
-    env = dict(os.environ)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(threads)
-    return env
 
 
 def steady(fit, iters, limit, cheap_s):

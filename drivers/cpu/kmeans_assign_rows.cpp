@@ -27,7 +27,6 @@ namespace {
 
 typedef float v16f __attribute__((vector_size(64)));
 
-constexpr std::int64_t kFlushRows = 64;  // rows between the accumulator's flushes
 constexpr std::int64_t kMaxK = 8;
 constexpr std::int64_t kAheadRows = 2;  // rows prefetched ahead
 inline v16f load16(const float* p) {
@@ -52,7 +51,6 @@ struct RowAcc {
   std::vector<std::int64_t> dcount;
   double dinertia = 0;
   RowAcc(std::int64_t k_, std::int64_t d_) : dsum(k_ * d_, 0.0), dcount(k_, 0) {}
-  void flush() {}
 };
 
 // One row: the nearest centroid (ties to the lower index) and its distance.
@@ -118,18 +116,14 @@ void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c,
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     RowAcc& acc = accs[t];
     const std::int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
-    for (std::int64_t f0 = i0; f0 < i1; f0 += kFlushRows) {
-      const std::int64_t f1 = std::min(i1, f0 + kFlushRows);
-      for (std::int64_t i = f0; i < f1; ++i) {
-        const float* xi = x + i * d;
-        float dist;
-        const std::int32_t lab = nearest<K>(xi, d, c, dist);
-        labels[i] = lab;
-        acc.dinertia += dist;
-        add_row(xi, d, acc.dsum.data() + lab * d);
-        ++acc.dcount[lab];
-      }
-      acc.flush();
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const float* xi = x + i * d;
+      float dist;
+      const std::int32_t lab = nearest<K>(xi, d, c, dist);
+      labels[i] = lab;
+      acc.dinertia += dist;
+      add_row(xi, d, acc.dsum.data() + lab * d);
+      ++acc.dcount[lab];
     }
   }
   std::fill(sums, sums + K * d, 0.0);
