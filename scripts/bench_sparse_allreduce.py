@@ -5,12 +5,18 @@
 same bytes on the same transport (ucp_am_bw, messages of one contribution,
 endpoints with error handling as the engine's).
 
-Printed: the median step (the slowest rank's median), the bytes each member
+Printed for each exchange (--exchanges: allgather, one round; reduce-scatter,
+two): the median step (the slowest rank's median), the bytes each member
 sends a step, the time ucx_perftest needs for those bytes, and their ratio
 (target: the step within 2x of the transfer). Medians of --repeat runs,
-taken alternately (perftest, accel, perftest, accel ...).
+taken alternately (perftest, then each exchange, then perftest ...).
+--overlap F draws a fraction F of each member's indices alike in every
+member (F = 0: independent draws, the union is the members' pairs together;
+F near 1: the union is about one member's pairs, where the reduce-scatter
+receives less).
 
-    python3 scripts/bench_sparse_allreduce.py [--size 4] [--n 25000000] [--ratio 0.001] [--tls tcp]
+    python3 scripts/bench_sparse_allreduce.py [--size 4] [--n 25000000] [--ratio 0.001] [--overlap 0]
+        [--exchanges allgather,reduce-scatter] [--tls tcp]
 """
 import argparse
 import json
@@ -33,13 +39,14 @@ def free_port():
     return port
 
 
-def accel_run(a):
+def accel_run(a, exchange):
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as tmp:
         procs = [subprocess.Popen([a.accel, "sparse-allreduce", "--rank", str(r), "--size", str(a.size),
                                    "--coordinator", f"127.0.0.1:{port}", "--n", str(a.n), "--ratio", str(a.ratio),
-                                   "--steps", str(a.steps), "--tls", a.tls, "--json"], env=env,
+                                   "--steps", str(a.steps), "--tls", a.tls, "--json", "--overlap", str(a.overlap),
+                                   "--exchange", exchange], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp)
                  for r in range(a.size)]
         out = []
@@ -48,7 +55,8 @@ def accel_run(a):
             if p.returncode != 0:
                 raise SystemExit(f"accel sparse-allreduce failed: {e.strip()[-400:]}")
             out.append(json.loads(o.strip().splitlines()[-1]))
-    return max(s["median_step_s"] for s in out), statistics.median(s["bytes_sent_per_step"] for s in out)
+    return (max(s["median_step_s"] for s in out), statistics.median(s["bytes_sent_per_step"] for s in out),
+            out[0]["pairs_in_sum_per_step"])
 
 
 def perftest_mib_per_s(a, size_bytes):
@@ -82,25 +90,35 @@ def main():
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--tls", default="tcp")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--overlap", type=float, default=0.0)
+    p.add_argument("--exchanges", default="allgather,reduce-scatter")
     p.add_argument("--accel", default=str(REPO / "build" / "bin" / "accel"))
     a = p.parse_args()
     pairs = int(a.ratio * a.n)
     message = 8 * pairs + 64  # one contribution
-    steps, sent, bws = [], [], []
+    exchanges = a.exchanges.split(",")
+    runs = {e: ([], [], []) for e in exchanges}
+    bws = []
     for _ in range(a.repeat):
         bws.append(perftest_mib_per_s(a, message))
-        s, b = accel_run(a)
-        steps.append(s)
-        sent.append(b)
-    step, bytes_sent, bw = statistics.median(steps), statistics.median(sent), statistics.median(bws)
-    wire = bytes_sent / (bw * 1048576)
+        for e in exchanges:
+            s, b, u = accel_run(a, e)
+            runs[e][0].append(s)
+            runs[e][1].append(b)
+            runs[e][2].append(u)
+    bw = statistics.median(bws)
     print(f"{a.size} members on loopback (UCX_TLS={a.tls}), {pairs} pairs ({message / 1024:.0f} KiB) each a step, "
-          f"n = {a.n}; medians of {a.repeat}")
-    print(f"  accel sparse allreduce: median step {step * 1e3:.2f} ms, {bytes_sent / 1024:.0f} KiB sent a member "
-          f"(runs: {', '.join(f'{x * 1e3:.2f}' for x in steps)} ms)")
-    print(f"  ucx_perftest ucp_am_bw, {message / 1024:.0f} KiB messages: {bw:.0f} MiB/s -> {wire * 1e3:.2f} ms for "
-          f"those bytes (runs: {', '.join(f'{x:.0f}' for x in bws)} MiB/s)")
-    print(f"  step / transfer = {step / wire:.2f} (target <= 2)")
+          f"n = {a.n}, overlap {a.overlap}; union {statistics.median(runs[exchanges[0]][2]):.0f} pairs; "
+          f"medians of {a.repeat}")
+    print(f"  ucx_perftest ucp_am_bw, {message / 1024:.0f} KiB messages: {bw:.0f} MiB/s "
+          f"(runs: {', '.join(f'{x:.0f}' for x in bws)} MiB/s)")
+    for e in exchanges:
+        steps, sent, _ = runs[e]
+        step, bytes_sent = statistics.median(steps), statistics.median(sent)
+        wire = bytes_sent / (bw * 1048576)
+        print(f"  {e:15s} median step {step * 1e3:6.2f} ms (runs: {', '.join(f'{x * 1e3:.2f}' for x in steps)}), "
+              f"{bytes_sent / 1024:6.0f} KiB sent a member -> {wire * 1e3:.2f} ms on the wire; "
+              f"step / transfer = {step / wire:.2f} (target <= 2)")
 
 
 if __name__ == "__main__":

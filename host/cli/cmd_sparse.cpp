@@ -26,14 +26,19 @@ struct Pairs {
   std::vector<float> val;
 };
 
-// Member `rank`'s pairs of step `step`: about ratio * n distinct indices.
-Pairs synthetic(std::uint64_t seed, std::int64_t step, std::uint32_t rank, std::uint64_t n, double ratio) {
+// Member `rank`'s pairs of step `step`: about ratio * n distinct indices, a
+// fraction `overlap` of them drawn alike by every member (the union of
+// training workers' selections is denser than independent draws).
+Pairs synthetic(std::uint64_t seed, std::int64_t step, std::uint32_t rank, std::uint64_t n, double ratio,
+                double overlap) {
   std::mt19937_64 g(seed * 1000003 + static_cast<std::uint64_t>(step) * 7919 + rank);
+  std::mt19937_64 common(seed * 1000003 + static_cast<std::uint64_t>(step) * 7919 + 0x9e3779b97f4a7c15ull);
   const auto k = static_cast<std::size_t>(std::max(1.0, ratio * static_cast<double>(n)));
+  const auto shared = static_cast<std::size_t>(overlap * static_cast<double>(k));
   Pairs p;
   p.idx.resize(k);
   std::uniform_int_distribution<std::uint64_t> at(0, n - 1);
-  for (auto& i : p.idx) i = static_cast<std::uint32_t>(at(g));
+  for (std::size_t j = 0; j < k; ++j) p.idx[j] = static_cast<std::uint32_t>(at(j < shared ? common : g));
   std::sort(p.idx.begin(), p.idx.end());
   p.idx.erase(std::unique(p.idx.begin(), p.idx.end()), p.idx.end());
   std::uniform_real_distribution<float> v(-1.0f, 1.0f);
@@ -44,11 +49,11 @@ Pairs synthetic(std::uint64_t seed, std::int64_t step, std::uint32_t rank, std::
 
 // The sum a member must get: the counted members' pairs (each of the step
 // its tag names), merged in member order.
-Pairs expected(std::uint64_t seed, const SparseSum& sum, std::uint64_t n, double ratio) {
+Pairs expected(std::uint64_t seed, const SparseSum& sum, std::uint64_t n, double ratio, double overlap) {
   std::vector<float> dense(n, 0.0f);
   std::vector<char> hit(n, 0);
   for (std::size_t k = 0; k < sum.members.size(); ++k) {
-    const Pairs p = synthetic(seed, static_cast<std::int64_t>(sum.tags[k]), sum.members[k], n, ratio);
+    const Pairs p = synthetic(seed, static_cast<std::int64_t>(sum.tags[k]), sum.members[k], n, ratio, overlap);
     for (std::size_t i = 0; i < p.idx.size(); ++i) {
       dense[p.idx[i]] = hit[p.idx[i]] ? dense[p.idx[i]] + p.val[i] : p.val[i];
       hit[p.idx[i]] = 1;
@@ -68,7 +73,7 @@ Pairs expected(std::uint64_t seed, const SparseSum& sum, std::uint64_t n, double
 int sparse_allreduce_main(const std::vector<std::string>& args) {
   SparseGroupOptions o = sparse_group_options_from_env();
   std::uint64_t n = 25000000, seed = 1;
-  double ratio = 0.001;
+  double ratio = 0.001, overlap = 0;
   std::int64_t steps = 20;
   int pause_ms = 0;
   bool check = false, json = false;
@@ -79,6 +84,8 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
       ("coordinator", po::value(&o.coordinator)->default_value(o.coordinator), "rank 0's ADDR:PORT (ACCEL_COORDINATOR)")
       ("n", po::value(&n)->default_value(n), "length of each member's dense vector")
       ("ratio", po::value(&ratio)->default_value(ratio), "pairs per member and step, as a fraction of n")
+      ("overlap", po::value(&overlap)->default_value(0), "fraction of each member's indices drawn alike by all")
+      ("exchange", po::value(&o.exchange)->default_value(o.exchange), "rank 0: auto, allgather or reduce-scatter")
       ("steps", po::value(&steps)->default_value(steps), "steps")
       ("seed", po::value(&seed)->default_value(seed), "seed of the synthetic pairs")
       ("pause-ms", po::value(&pause_ms)->default_value(0), "sleep between steps (a training step's compute)")
@@ -95,15 +102,16 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
   if (n < 1 || n > (std::uint64_t{1} << 32)) throw InputError("--n " + std::to_string(n) + ": must be in 1..2^32");
   if (!(ratio > 0 && ratio <= 1)) throw InputError("--ratio " + std::to_string(ratio) + ": must be in (0, 1]");
   if (steps < 1) throw InputError("--steps must be >= 1");
+  if (!(overlap >= 0 && overlap <= 1)) throw InputError("--overlap " + std::to_string(overlap) + ": must be in [0, 1]");
 
   // Every step's pairs first: generating them (~2 ms at 25k pairs) inside
   // the loop made every member wait for the slowest generator each step.
   std::vector<Pairs> all;
-  for (std::int64_t s = 1; s <= steps; ++s) all.push_back(synthetic(seed, s, static_cast<std::uint32_t>(o.rank), n, ratio));
+  for (std::int64_t s = 1; s <= steps; ++s) all.push_back(synthetic(seed, s, static_cast<std::uint32_t>(o.rank), n, ratio, overlap));
   SparseGroup group(o);
   std::vector<double> seconds;
   std::uint64_t bytes = 0, sum_pairs = 0;
-  std::int64_t counted_all = 0;
+  std::int64_t counted_all = 0, reduce_scatter = 0, rounds = 0;
   for (std::int64_t s = 1; s <= steps; ++s) {
     if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
     const Pairs& mine = all[static_cast<std::size_t>(s - 1)];
@@ -113,8 +121,10 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
     bytes += sum.bytes_sent;
     sum_pairs += sum.indices.size();
     if (sum.members.size() == static_cast<std::size_t>(o.size)) ++counted_all;
+    reduce_scatter += sum.exchange == "reduce-scatter";
+    rounds += sum.rounds;
     if (check) {
-      const Pairs want = expected(seed, sum, n, ratio);
+      const Pairs want = expected(seed, sum, n, ratio, overlap);
       if (want.idx != sum.indices || want.val != sum.values) {
         log::warn("accel sparse-allreduce") << "step " << s << ": the sum differs from the members' pairs";
         return 1;
@@ -132,6 +142,8 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
                                   {"median_step_s", sorted[sorted.size() / 2]},
                                   {"bytes_sent_per_step", bytes / steps},
                                   {"pairs_in_sum_per_step", sum_pairs / steps},
+                                  {"reduce_scatter_steps", reduce_scatter},
+                                  {"rounds", rounds},
                                   {"checked", check}};
   if (json) std::cout << summary.dump() << "\n";
   else

@@ -107,14 +107,15 @@ class SparseGroup:
     sum out. Rank 0 runs the job's coordinator in this process and listens
     on `coordinator`; the other ranks connect to it. rank, size and
     coordinator default to the launcher's environment (OMPI_COMM_WORLD_*,
-    SLURM_*, PMI_*, ACCEL_COORDINATOR). One open group per process."""
+    SLURM_*, PMI_*, ACCEL_COORDINATOR). One open group per process.
+    exchange (rank 0's): "auto", "allgather" or "reduce-scatter"."""
 
     def __init__(self, rank=None, size=None, coordinator=None, job=None, timeout_ms=None, keepalive_ms=None,
-                 tls=None, log_json=None, snapshot_dir=None):
+                 tls=None, log_json=None, snapshot_dir=None, exchange=None):
         o = SparseGroupOptions()  # the launcher's environment
         for name, value in (("rank", rank), ("size", size), ("coordinator", coordinator), ("job", job),
                             ("timeout_ms", timeout_ms), ("keepalive_ms", keepalive_ms), ("tls", tls),
-                            ("log_json", log_json), ("snapshot_dir", snapshot_dir)):
+                            ("log_json", log_json), ("snapshot_dir", snapshot_dir), ("exchange", exchange)):
             if value is not None:
                 setattr(o, name, value)
         self._g = _SparseGroup(o)
@@ -129,7 +130,8 @@ class SparseGroup:
 
     def allreduce(self, n, indices, values, tag=0):
         """The members' sum as a dict: indices (uint32, ascending), values
-        (float32), members (the ranks counted), tags, step, bytes_sent."""
+        (float32), members (the ranks counted), tags, step, bytes_sent,
+        exchange (the one that delivered it) and rounds."""
         idx = _np.asarray(indices)
         if idx.dtype != _np.uint32:  # e.g. the Sparsifier's int64: checked, then narrowed (k values, not n)
             if idx.size and (idx.min() < 0 or idx.max() >= int(n)):

@@ -170,6 +170,8 @@ py::dict allreduce(accel::SparseGroup& g, std::uint64_t n, py::array_t<std::uint
   d["members"] = s.members;
   d["tags"] = s.tags;
   d["bytes_sent"] = s.bytes_sent;
+  d["exchange"] = s.exchange;
+  d["rounds"] = s.rounds;
   return d;
 }
 
@@ -227,7 +229,8 @@ PYBIND11_MODULE(_accel, m) {
       .def_readwrite("join_timeout_ms", &accel::SparseGroupOptions::join_timeout_ms)
       .def_readwrite("tls", &accel::SparseGroupOptions::tls)
       .def_readwrite("log_json", &accel::SparseGroupOptions::log_json)
-      .def_readwrite("snapshot_dir", &accel::SparseGroupOptions::snapshot_dir);
+      .def_readwrite("snapshot_dir", &accel::SparseGroupOptions::snapshot_dir)
+      .def_readwrite("exchange", &accel::SparseGroupOptions::exchange);
   py::class_<accel::SparseGroup>(m, "SparseGroup")
       .def(py::init<const accel::SparseGroupOptions&>(), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("rank", &accel::SparseGroup::rank)

@@ -10,7 +10,14 @@ one process per rank), each scenario bounded in time:
              counts again in later steps, every sum checked;
   mismatch   rank 2's vectors are longer: every member stops with one line
              naming the members, exit 2, and no member hangs;
-  bad_input  a ratio outside (0, 1] or a rank outside 0..size-1: exit 2, one line.
+  bad_input  a ratio outside (0, 1] or a rank outside 0..size-1: exit 2, one line;
+  reduce_scatter     4 members, rank 0 asks for the reduce-scatter: every step
+             after the first takes it (two rounds), every sum checked;
+  kill_rs, rejoin_rs kill and rejoin under the reduce-scatter;
+  partial_rs rank 2 dies half-way through sending its shards (first round),
+             rank 3 half-way through sending its sum (second round): the
+             steps are redone as allgathers, ranks 0 and 1 finish, every sum
+             checked.
 """
 import argparse
 import json
@@ -30,9 +37,9 @@ GROUPS = []
 
 
 class Group:
-    def __init__(self, a, tmp, size, extra=(), n=None, steps=60, pause_ms=20, timeout_ms=1500):
+    def __init__(self, a, tmp, size, extra=(), n=None, steps=60, pause_ms=20, timeout_ms=1500, env=None):
         GROUPS.append(self)
-        self.a, self.tmp, self.size = a, Path(tmp), size
+        self.a, self.tmp, self.size, self.env = a, Path(tmp), size, env or {}
         self.addr = f"127.0.0.1:{free_port()}"
         self.extra, self.n = list(extra), n or {}
         self.steps, self.pause_ms, self.timeout_ms = steps, pause_ms, int(timeout_ms * SCALE)
@@ -47,7 +54,8 @@ class Group:
                "--json", "--log-json", str(self.tmp / f"rank-{r}.jsonl"), "--snapshot-dir",
                str(self.tmp / "snapshots"), *self.extra]
         self.procs[r] = subprocess.Popen(cmd, stdout=open(self.tmp / f"rank-{r}.out", "a"),
-                                         stderr=open(self.tmp / f"rank-{r}.err", "a"))
+                                         stderr=open(self.tmp / f"rank-{r}.err", "a"),
+                                         env=dict(os.environ, **self.env.get(r, {})))
 
     def wait(self, ranks=None, timeout=90):
         rcs = {}
@@ -103,8 +111,57 @@ def scenario_check(a, tmp):
           f"{g.summary(0)['bytes_sent_per_step']} bytes sent a step")
 
 
-def scenario_kill(a, tmp):
-    g = Group(a, tmp, 4, steps=80)
+RS = ["--exchange", "reduce-scatter", "--overlap", "0.5"]
+
+
+def scenario_reduce_scatter(a, tmp):
+    g = Group(a, tmp, 4, extra=RS, steps=40, pause_ms=0)
+    rcs = g.wait()
+    if any(rcs.values()):
+        fail(f"exit codes {rcs}: " + " | ".join(g.err(r)[-300:] for r in rcs))
+    for r in range(4):
+        s = g.summary(r)
+        # The first step is an allgather: rank 0's word reaches the others with it.
+        if s["steps_with_every_member"] != 40 or not s["checked"] or s["reduce_scatter_steps"] != 39 or s["rounds"] != 79:
+            fail(f"rank {r}: {s}")
+    print(f"4 members, 40 steps, 39 by reduce-scatter (79 rounds), every sum checked; rank 0: median "
+          f"{g.summary(0)['median_step_s'] * 1e3:.2f} ms, {g.summary(0)['bytes_sent_per_step']} bytes sent a step")
+
+
+def scenario_kill_rs(a, tmp):
+    scenario_kill(a, tmp, RS)
+    rs = [g.summary(r)["reduce_scatter_steps"] for g in GROUPS for r in (0, 1, 3)]
+    if min(rs) < 60:
+        fail(f"reduce-scatter steps of ranks 0, 1, 3: {rs}")
+    print(f"reduce-scatter steps of ranks 0, 1, 3: {rs}")
+
+
+def scenario_rejoin_rs(a, tmp):
+    scenario_rejoin(a, tmp, RS)
+
+
+def scenario_partial_rs(a, tmp):
+    # Round 1 is an allgather, then each step is rounds 2k (shards), 2k + 1 (sums).
+    env = {2: {"ACCEL_FAULT_PARTIAL_SEND": "20:1"}, 3: {"ACCEL_FAULT_PARTIAL_SEND": "41:2"}}
+    g = Group(a, tmp, 4, extra=RS, steps=60, env=env)
+    rcs = g.wait()
+    if rcs[2] != 137 or rcs[3] != 137 or rcs[0] or rcs[1]:
+        fail(f"exit codes {rcs}: " + " | ".join(g.err(r)[-300:] for r in rcs))
+    s = [g.summary(r) for r in (0, 1)]
+    if any(x["steps"] != 60 or not x["checked"] for x in s):
+        fail(f"ranks 0, 1: {s}")
+    lines = [json.loads(l) for l in (g.tmp / "rank-0.jsonl").read_text().splitlines() if '"participant"' in l]
+    redone = [j["iteration"] for j in lines if j.get("exchange") == "redo"]
+    if len(redone) < 2:
+        fail(f"no redo after the partial sends (rounds redone: {redone})")
+    counted = [j["members_counted"] for j in g.steps_logged(0)]
+    print(f"rank 2 died sending its shards (round 20), rank 3 sending its sum (round 41): rounds {redone} found "
+          f"an incomplete reduce-scatter and redid the step as an allgather; members counted {counted[0]} -> "
+          f"{counted[-1]}; ranks 0 and 1 finished 60 steps, every sum checked")
+
+
+def scenario_kill(a, tmp, extra=()):
+    g = Group(a, tmp, 4, extra=extra, steps=80)
     wait_for(lambda: len(g.steps_logged(2)) >= 15, 60, "rank 2's 15th step")
     g.procs[2].send_signal(signal.SIGKILL)
     g.procs[2].wait()
@@ -122,8 +179,8 @@ def scenario_kill(a, tmp):
           f"(members counted: 4 up to step {counted.index(3) + 1 if 3 in counted else '?'}, then 3)")
 
 
-def scenario_rejoin(a, tmp):
-    g = Group(a, tmp, 3, steps=150)
+def scenario_rejoin(a, tmp, extra=()):
+    g = Group(a, tmp, 3, extra=extra, steps=150)
     wait_for(lambda: len(g.steps_logged(1)) >= 15, 60, "rank 1's 15th step")
     wait_for(lambda: (Path(tmp) / "snapshots").exists() and any((Path(tmp) / "snapshots").iterdir()), 30,
              "rank 1's snapshot")

@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "accel/error.hpp"
 #include "accel/sparse_allreduce.hpp"
+#include "sparse/reduce_scatter.hpp"
 #include "sparse/sparse_wire.hpp"
 
 using namespace accel::cluster;
@@ -184,4 +186,133 @@ TEST(SparseMerge, SignedZerosSumAsPlainAddition) {
   EXPECT_TRUE(std::signbit(m.values[0]));   // -0 + -0
   EXPECT_FALSE(std::signbit(m.values[1]));  // -0 + 0
   EXPECT_EQ(m.values[2], 0.0f);
+}
+
+// Reduce-scatter: members' pairs cut at the owners' ranges, each owner's
+// sum of the shards meant for it, and the sums side by side.
+namespace {
+
+// Member m's random pairs of length n (about one index in `every`).
+Step random_step(std::mt19937& g, std::uint64_t n, std::uint64_t tag, int every) {
+  Step st{Kind::Pairs, n, {}, {}, tag};
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (static_cast<int>(g() % every) == 0) {
+      st.indices.push_back(i);
+      st.values.push_back(std::uniform_real_distribution<float>(-1, 1)(g));
+    }
+  return st;
+}
+
+// Both rounds of a reduce-scatter among `owners`, as the engine would carry
+// them: each owner gets the shards addressed to it, then everyone the sums.
+std::optional<Merged> reduce_scatter(const std::map<std::uint32_t, Step>& steps,
+                                     const std::vector<std::uint32_t>& owners, std::vector<Bytes>& kept) {
+  std::map<std::uint32_t, std::vector<Bytes>> cut;
+  for (const auto& [id, s] : steps) cut[id] = shards(s.view(), owners, Mode::ReduceScatter);
+  std::map<std::uint32_t, StepView> second;
+  for (std::size_t j = 0; j < owners.size(); ++j) {
+    std::map<std::uint32_t, StepView> first;
+    for (const auto& [id, c] : cut) first[id] = check(c[j]);
+    kept.push_back(reduce(owners[j], first, owners, Mode::ReduceScatter));
+    second[owners[j]] = check(kept.back());
+  }
+  return assemble(second);
+}
+
+}  // namespace
+
+TEST(SparseReduceScatter, EqualsTheAllgatherBitForBit) {
+  std::mt19937 g(11);
+  for (std::uint64_t n : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{1000}, std::uint64_t{4099}}) {
+    std::map<std::uint32_t, Step> s;
+    std::vector<std::uint32_t> owners{0, 2, 3, 5};
+    for (auto o : owners) s[o] = random_step(g, n, 100 + o, 3);
+    std::vector<Bytes> kept;
+    const auto rs = reduce_scatter(s, owners, kept);
+    ASSERT_TRUE(rs) << n;
+    const Merged ag = merge_steps(s);
+    EXPECT_EQ(rs->indices, ag.indices) << n;
+    EXPECT_EQ(rs->values, ag.values) << n;
+    EXPECT_EQ(rs->members, owners);
+    EXPECT_EQ(rs->tags, (std::vector<std::uint64_t>{100, 102, 103, 105}));
+  }
+}
+
+TEST(SparseReduceScatter, RangesCoverTheVectorOnce) {
+  for (std::uint64_t n : {std::uint64_t{1}, std::uint64_t{5}, std::uint64_t{1000003}, std::uint64_t{1} << 32})
+    for (std::size_t m : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7}}) {
+      EXPECT_EQ(range_begin(n, m, 0), 0u);
+      EXPECT_EQ(range_begin(n, m, m), n);
+      for (std::size_t j = 0; j < m; ++j) EXPECT_LE(range_begin(n, m, j), range_begin(n, m, j + 1));
+    }
+}
+
+TEST(SparseReduceScatter, AnOwnerMissingAShardSaysIncomplete) {
+  std::mt19937 g(5);
+  std::map<std::uint32_t, Step> s;
+  const std::vector<std::uint32_t> owners{0, 1, 2};
+  for (auto o : owners) s[o] = random_step(g, 300, o, 4);
+  std::map<std::uint32_t, std::vector<Bytes>> cut;
+  for (const auto& [id, st] : s) cut[id] = shards(st.view(), owners, Mode::ReduceScatter);
+  // Owner 1's round: member 2's shard did not come.
+  std::map<std::uint32_t, StepView> first{{0, check(cut[0][1])}, {1, check(cut[1][1])}};
+  StepView r = check(reduce(1, first, owners, Mode::AllGather));
+  EXPECT_FALSE(r.route.complete);
+  EXPECT_TRUE(r.indices.empty());
+  // The coordinator's word for member 2 is its own shard (meant for 0), not 1's.
+  first[2] = check(cut[2][0]);
+  r = check(reduce(1, first, owners, Mode::AllGather));
+  EXPECT_FALSE(r.route.complete);
+  // A member that split by other owners.
+  const auto other = shards(s[2].view(), {0, 1}, Mode::AllGather);
+  first[2] = check(other[1]);
+  EXPECT_FALSE(check(reduce(1, first, owners, Mode::AllGather)).route.complete);
+  first[2] = check(cut[2][1]);
+  EXPECT_TRUE(check(reduce(1, first, owners, Mode::AllGather)).route.complete);
+}
+
+TEST(SparseReduceScatter, ASecondRoundWithoutEveryOwnersSumIsRedone) {
+  std::mt19937 g(8);
+  std::map<std::uint32_t, Step> s;
+  const std::vector<std::uint32_t> owners{0, 1, 2};
+  for (auto o : owners) s[o] = random_step(g, 500, o, 4);
+  std::vector<Bytes> kept;
+  ASSERT_TRUE(reduce_scatter(s, owners, kept));
+  std::map<std::uint32_t, StepView> second;
+  for (std::size_t j = 0; j < owners.size(); ++j) second[owners[j]] = check(kept[j]);
+  auto lost = second;
+  lost.erase(1);  // owner 1 died before its sum reached anyone
+  EXPECT_FALSE(assemble(lost));
+  auto incomplete = second;  // owner 2 lacked a shard
+  incomplete[2] = check(encode(Kind::Reduced, 500, {}, {}, 0, Route{Mode::AllGather, 2, false, 0, owners, {}}));
+  EXPECT_FALSE(assemble(incomplete));
+  auto newcomer = second;  // a member back mid-step sends its pairs: the owners' sums still count
+  newcomer[3] = check(encode(Kind::Pairs, 500, std::vector<std::uint32_t>{1}, std::vector<float>{1.0f}));
+  EXPECT_TRUE(assemble(newcomer));
+}
+
+TEST(SparseReduceScatter, RankZeroPicksByTheBytesEachMemberReceives) {
+  // Four members of 25k pairs each: disjoint indices (union 100k) favour the
+  // allgather; the same indices (union 25k) the reduce-scatter.
+  EXPECT_EQ(choose(4, 100000, 100000), Mode::AllGather);
+  EXPECT_EQ(choose(4, 100000, 25000), Mode::ReduceScatter);
+  EXPECT_EQ(choose(2, 100000, 50000), Mode::AllGather);  // two members: never fewer bytes
+  EXPECT_EQ(choose(1, 100000, 100000), Mode::AllGather);
+  EXPECT_EQ(choose(8, 1000, 1000), Mode::AllGather);  // small: the second round's latency decides
+}
+
+TEST(SparseWire, RoutesRoundTripAndNextIsRewrittenInPlace) {
+  Route r{Mode::ReduceScatter, 3, true, 77, {1, 3, 4}, {9, 8, 7}};
+  Bytes b = encode(Kind::Reduced, 100, std::vector<std::uint32_t>{50}, std::vector<float>{2.0f}, 5, r);
+  StepView v = check(b);
+  EXPECT_EQ(v.route.next, Mode::ReduceScatter);
+  EXPECT_EQ(v.route.to, 3u);
+  EXPECT_TRUE(v.route.complete);
+  EXPECT_EQ(v.route.inputs, 77u);
+  EXPECT_EQ(v.route.owners, r.owners);
+  EXPECT_EQ(v.route.tags, r.tags);
+  set_next(b, Mode::AllGather);
+  EXPECT_EQ(check(b).route.next, Mode::AllGather);
+  r.owners = {3, 1};
+  EXPECT_THROW(check(encode(Kind::Shard, 100, {}, {}, 0, r)), accel::InputError);  // owners not ascending
 }

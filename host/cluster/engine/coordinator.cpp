@@ -528,6 +528,7 @@ void Coordinator::on_message(const Received& r) {
 RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st) {
   Contribution mine;
   const auto t0 = Clock::now();
+  own_->members(view.active);
   mine.data = own_->contribute(t);
   mine.work_rows = own_->rows();
   mine.work_seconds = secs(t0, Clock::now());  // its rows' rate: stand-ins aside
@@ -540,7 +541,7 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   Membership v = view;
   const auto got = node_->sync(
       t, mine, v, [&](std::span<const std::byte> b) { own_->validate(b); }, [&](const Received& r) { on_message(r); },
-      st);
+      st, [&](std::uint32_t q) { return own_->addressed(q); });
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
   for (auto q : st.evicted) {

@@ -256,6 +256,7 @@ void Incarnation::rounds() {
 RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double& computing) {
   const auto t0 = Clock::now();
   Contribution mine;
+  if (!recovering_) part_->members(view_.active);
   mine.data = recovering_ ? part_->idle() : part_->contribute(t);
   computing = secs(t0, Clock::now());
   mine.work_rows = recovering_ ? 0 : part_->rows();
@@ -264,7 +265,8 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   if (!member) mine.reply_address = node_.net().worker_address();  // returning: peers answer it
   const auto got = node_.sync(
       t, mine, view_, [&](std::span<const std::byte> b) { part_->validate(b); },
-      [&](const Received& r) { on_message(r); }, st);
+      [&](const Received& r) { on_message(r); }, st,
+      [&](std::uint32_t q) { return recovering_ ? nullptr : part_->addressed(q); });
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
   RoundOutcome out = part_->absorb(t, members);

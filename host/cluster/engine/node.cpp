@@ -175,7 +175,8 @@ std::vector<transport::Received> Node::arrived() {
 }
 
 std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribution& mine, Membership& view,
-                                                 const Validate& validate, const Other& other, SyncStats& stats) {
+                                                 const Validate& validate, const Other& other, SyncStats& stats,
+                                                 const Addressed& addressed) {
   const auto t0 = Clock::now();
   const auto payload = encode(mine);
   sent_[t] = payload;
@@ -185,7 +186,14 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
   std::set<std::uint32_t> notified;
   for (auto q : view.active) {
     if (q == id()) continue;
-    if (send(q, kContribution, t, payload)) notified.insert(q);
+    const Bytes* own = addressed ? addressed(q) : nullptr;
+    Bytes for_q;
+    if (own) {
+      Contribution c = mine;
+      c.data = *own;
+      for_q = encode(c);
+    }
+    if (send(q, kContribution, t, own ? for_q : payload)) notified.insert(q);
     else stats.evicted.push_back(q);
     inject_partial_send_fault(t, notified.size());
   }

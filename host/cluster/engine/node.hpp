@@ -47,6 +47,9 @@ struct SyncStats {
 // contribution is then dropped, as any bad message is).
 using Validate = std::function<void(std::span<const std::byte>)>;
 using Other = std::function<void(const transport::Received&)>;
+// The workload bytes a peer gets instead of the contribution's own, or null
+// (Partition::addressed).
+using Addressed = std::function<const Bytes*(std::uint32_t peer)>;
 
 class Node {
  public:
@@ -89,9 +92,12 @@ class Node {
   // t. Returns the contributions of the view's active members that arrived
   // in time, this node's own included when it is a member. `other` sees
   // every message that is not a contribution of round t (the coordinator
-  // handles hello / resync there). Workers throw CoordinatorGone or Evicted.
+  // handles hello / resync there). `addressed`, where set, gives a peer its
+  // own workload bytes in place of mine.data. Workers throw CoordinatorGone
+  // or Evicted.
   std::map<std::uint32_t, Contribution> sync(std::int64_t t, const Contribution& mine, Membership& view,
-                                             const Validate& validate, const Other& other, SyncStats& stats);
+                                             const Validate& validate, const Other& other, SyncStats& stats,
+                                             const Addressed& addressed = {});
 
   // Star form, coordinator side: the contributions of round t from `from`
   // (the view's active members but this node), as they arrive or until the

@@ -57,8 +57,24 @@ struct Local {
 class Partition {
  public:
   virtual ~Partition() = default;
+  // The members this node believes active in the coming round (the last
+  // round's view; the coordinator's own for the coordinator), told before
+  // contribute(): a workload that sends each member its own share splits by
+  // it. The round's real view may differ (a member lost or back), which
+  // absorb() sees.
+  virtual void members(const std::vector<std::uint32_t>& active) { (void)active; }
   // This round's contribution from the current state.
   virtual Bytes contribute(std::int64_t round) = 0;
+  // AllToAll: the bytes `peer` gets this round instead of contribute()'s
+  // (valid until the next contribute()), or null: every peer gets the same.
+  // The sparse allreduce's reduce-scatter sends each owner its index range.
+  // What the coordinator says it counted for a member lost mid-round is its
+  // own copy, so a workload that addresses must tell, in absorb(), a share
+  // meant for another from its own.
+  virtual const Bytes* addressed(std::uint32_t peer) const {
+    (void)peer;
+    return nullptr;
+  }
   // What a returning member sends in its first round (nobody counts it).
   virtual Bytes idle() const = 0;
   // Throws InputError when another member's contribution is malformed.

@@ -7,9 +7,18 @@
 //
 // It is a workload of the cluster engine: every step is one round of the
 // engine's fault-tolerant all-to-all barrier, so membership, incarnations,
-// the job token and eviction are the engine's. Each member sends its pairs
-// to every other member (allgather) and each merges them in member order,
-// so every member holds the bitwise same sum. A member that dies mid-step is
+// the job token and eviction are the engine's. Two exchanges:
+//  - allgather: each member sends its pairs to every other member and each
+//    merges them in member order (one round);
+//  - reduce-scatter: the index range is split among the members; each owner
+//    gets the pairs in its range, sums them in member order and sends its
+//    sum to all (two rounds). Each member receives its share plus the sum
+//    once instead of every other member's pairs: less when the members'
+//    indices overlap (dense unions).
+// Either way every member holds the bitwise same sum. Rank 0 picks the
+// exchange step by step from the last step's sizes (or as `exchange`
+// asks). A reduce-scatter whose owners were not the rounds' members (one
+// lost between its rounds, one back) is redone as an allgather. A member that dies mid-step is
 // evicted after the timeout (at once when the transport reports it) and the
 // step completes with the others' contributions: the dead member's residual
 // gradient dies with it. A member restarted with the same snapshot
@@ -40,6 +49,10 @@ struct SparseGroupOptions {
   std::string tls;              // UCX_TLS, e.g. "tcp"
   std::string log_json;         // one JSON line per step
   std::string snapshot_dir;     // ranks >= 1: resume from here after a restart
+  // Rank 0's choice of exchange: auto (by the last step's sizes: the bytes
+  // a member receives either way, the second round priced as 256 KiB),
+  // allgather or reduce-scatter. Other ranks' value is not used.
+  std::string exchange = "auto";
 };
 
 // Ranks and the coordinator address from a launcher's environment
@@ -54,6 +67,8 @@ struct SparseSum {
   std::vector<std::uint32_t> members;  // ranks whose contributions are in the sum
   std::vector<std::uint64_t> tags;     // their tags (allreduce's `tag`), in the same order
   std::uint64_t bytes_sent = 0;        // this member's payload bytes sent for the step
+  std::string exchange;                // allgather or reduce-scatter (the one that delivered)
+  int rounds = 1;                      // engine rounds the step took (a redone reduce-scatter: 3)
 };
 
 // At most this many pairs per member and step (a contribution is one

@@ -6,16 +6,19 @@
 // absorb() merges every member's pairs and hands the sum back.
 #include "accel/sparse_allreduce.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <thread>
 
 #include "accel/error.hpp"
 #include "engine.hpp"
+#include "reduce_scatter.hpp"
 #include "sparse_wire.hpp"
 
 namespace accel {
@@ -35,6 +38,8 @@ struct Channel {
   bool ended = false;      // the engine's thread is done
   std::string end_reason;
   bool in_use = false;  // a group is open in this process
+  std::uint32_t rank = 0;
+  std::string exchange = "auto";  // rank 0's: auto, allgather or reduce-scatter
 };
 
 Channel& channel() {
@@ -42,22 +47,57 @@ Channel& channel() {
   return c;
 }
 
+const char* name(Mode m) { return m == Mode::ReduceScatter ? "reduce-scatter" : "allgather"; }
+
+// A member's steps. It holds the user's step until the step's sum is
+// delivered: one round for an allgather, two for a reduce-scatter, and a
+// redo (as an allgather) when a reduce-scatter's owners were not the
+// rounds' members. Which exchange a new step takes is rank 0's word (every
+// contribution's route.next; only rank 0's is heeded), so every member
+// splits alike.
 class SparsePartition final : public Partition {
  public:
+  SparsePartition() : self_(channel().rank) {
+    const std::string& e = channel().exchange;
+    if (e != "auto") forced_ = e == "reduce-scatter" ? Mode::ReduceScatter : Mode::AllGather;
+  }
+
+  void members(const std::vector<std::uint32_t>& active) override { believed_ = active; }
+
   // Waits for the user's next step, or for the group to close.
   Bytes contribute(std::int64_t) override {
-    Channel& ch = channel();
-    std::unique_lock lock(ch.mu);
-    ch.cv.wait(lock, [&] { return ch.submitted > ch.taken || ch.closing; });
-    if (ch.submitted > ch.taken) {
-      ch.taken = ch.submitted;
-      mine_ = ch.taken;
-      bytes_ = ch.pending.size();
-      return std::move(ch.pending);
+    out_.clear();
+    if (!reduced_.empty()) {  // reduce-scatter's second round
+      ++rounds_;
+      sent_ += reduced_.size() * peers();
+      return std::exchange(reduced_, {});
     }
-    mine_ = 0;
-    left_ = true;
-    return encode(Kind::Closing, 0, {}, {});
+    if (mine_ == 0 && !take_step()) {
+      left_ = true;
+      return encode(Kind::Closing, 0, {}, {}, 0, Route{announce()});
+    }
+    ++rounds_;
+    set_next(held_, announce());
+    const bool split = !redo_ && mode_ == Mode::ReduceScatter && peers() > 0;
+    if (!split) {
+      sent_ += held_.size() * peers();
+      return held_;  // a copy: the step stays held until its sum comes
+    }
+    auto sh = shards(view(held_), believed_, announce());
+    Bytes own;
+    for (std::size_t j = 0; j < believed_.size(); ++j) {
+      if (believed_[j] == self_) {
+        own = std::move(sh[j]);
+        continue;
+      }
+      sent_ += sh[j].size();
+      out_[believed_[j]] = std::move(sh[j]);
+    }
+    return own;
+  }
+  const Bytes* addressed(std::uint32_t peer) const override {
+    const auto it = out_.find(peer);
+    return it == out_.end() ? nullptr : &it->second;
   }
   Bytes idle() const override { return encode(Kind::Idle, 0, {}, {}); }
   // Every peer's bytes pass this before the engine counts them; this
@@ -66,13 +106,93 @@ class SparsePartition final : public Partition {
 
   RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) override {
     std::map<std::uint32_t, StepView> steps;
-    for (const auto& [id, b] : contributions) steps.emplace(id, view(b));  // in place: validated already
-    Merged m = merge(steps);
+    // In place: validated already. Empty: a member the coordinator counted
+    // nothing for (lost before its contribution reached anyone).
+    for (const auto& [id, b] : contributions)
+      if (!b.empty()) steps.emplace(id, view(b));
+    if (const auto z = steps.find(0); z != steps.end()) mode_ = z->second.route.next;
+    bool closing = left_, pairs = false, shard = false, reduced = false;
+    for (const auto& [id, s] : steps) {
+      closing = closing || (s.kind == Kind::Closing && id == 0);  // another member closing only leaves
+      pairs = pairs || s.kind == Kind::Pairs;
+      shard = shard || s.kind == Kind::Shard;
+      reduced = reduced || s.kind == Kind::Reduced;
+    }
     RoundOutcome out;
-    out.stop = m.closing || left_;
+    out.stop = closing;
+    if (reduced) second_round(round, steps, out);
+    else if (shard && !pairs) first_round(steps, out);
+    else if (!shard) all_gather(round, steps, out);
+    else redo(out);  // some split the step, some did not (a member back mid-step)
+    return out;
+  }
+  Bytes shared_state() const override { return {}; }
+  void adopt(std::span<const std::byte>) override {}
+
+ private:
+  bool take_step() {
+    Channel& ch = channel();
+    std::unique_lock lock(ch.mu);
+    ch.cv.wait(lock, [&] { return ch.submitted > ch.taken || ch.closing; });
+    if (ch.submitted <= ch.taken) return false;
+    ch.taken = ch.submitted;
+    mine_ = ch.taken;
+    held_ = std::move(ch.pending);
+    sent_ = 0;
+    rounds_ = 0;
+    redo_ = false;
+    return true;
+  }
+  std::size_t peers() const {
+    const bool in = std::find(believed_.begin(), believed_.end(), self_) != believed_.end();
+    return believed_.size() - (in ? 1 : 0);
+  }
+  // Rank 0's word on the next new step: as asked, or by the last step's sizes.
+  Mode announce() const {
+    if (forced_) return *forced_;
+    return last_members_ ? choose(last_members_, last_inputs_, last_sum_) : Mode::AllGather;
+  }
+
+  void all_gather(std::int64_t round, const std::map<std::uint32_t, StepView>& steps, RoundOutcome& out) {
+    Merged m = merge(steps);
+    std::uint64_t inputs = 0;
+    for (const auto& [id, s] : steps) inputs += s.kind == Kind::Pairs ? s.indices.size() : 0;
+    out.log["exchange"] = "allgather";
+    if (!m.members.empty()) note(m.members.size(), inputs, m.indices.size());
+    deliver(round, std::move(m), out);
+  }
+  void first_round(const std::map<std::uint32_t, StepView>& steps, RoundOutcome& out) {
+    out.log["exchange"] = "reduce-scatter 1/2";
+    const auto mine = steps.find(self_);
+    if (mine == steps.end() || mine->second.kind != Kind::Shard) return;  // not counted: its step waits
+    reduced_ = reduce(self_, steps, mine->second.route.owners, announce());
+  }
+  void second_round(std::int64_t round, const std::map<std::uint32_t, StepView>& steps, RoundOutcome& out) {
+    std::optional<Merged> m = assemble(steps);
+    if (!m) return redo(out);
+    out.log["exchange"] = "reduce-scatter 2/2";
+    std::uint64_t inputs = 0;
+    for (auto o : m->members) inputs += steps.at(o).route.inputs;
+    note(m->members.size(), inputs, m->indices.size());
+    // A member back mid-step, not among the owners, keeps its step for the next round.
+    if (std::find(m->members.begin(), m->members.end(), self_) != m->members.end()) deliver(round, std::move(*m), out);
+  }
+  // The owners were not the round's members: every member holding a step
+  // sends it again, as an allgather (one round, whoever is there).
+  void redo(RoundOutcome& out) {
+    out.log["exchange"] = "redo";
+    redo_ = mine_ != 0;
+    reduced_.clear();
+  }
+  void note(std::size_t members, std::uint64_t inputs, std::uint64_t sum) {
+    last_members_ = members;
+    last_inputs_ = inputs;
+    last_sum_ = sum;
+  }
+  void deliver(std::int64_t round, Merged m, RoundOutcome& out) {
     out.log["pairs"] = m.indices.size();
     out.log["members_counted"] = m.members.size();
-    if (mine_ == 0) return out;  // a returning member's first round, or closing: nobody waits for this sum
+    if (mine_ == 0) return;  // a returning member's first round, or closing: nobody waits for this sum
     Channel& ch = channel();
     {
       std::lock_guard lock(ch.mu);
@@ -83,18 +203,29 @@ class SparsePartition final : public Partition {
       ch.sum.values = std::move(m.values);
       ch.sum.members = std::move(m.members);
       ch.sum.tags = std::move(m.tags);
-      ch.sum.bytes_sent = bytes_ * (contributions.size() - 1);
+      ch.sum.bytes_sent = sent_;
+      ch.sum.rounds = rounds_;
+      ch.sum.exchange = redo_ || rounds_ == 1 ? "allgather" : "reduce-scatter";
     }
     ch.cv.notify_all();
     mine_ = 0;
-    return out;
+    held_.clear();
+    redo_ = false;
   }
-  Bytes shared_state() const override { return {}; }
-  void adopt(std::span<const std::byte>) override {}
 
- private:
-  std::uint64_t mine_ = 0;  // the user's step in this round
-  std::size_t bytes_ = 0;
+  const std::uint32_t self_;
+  std::optional<Mode> forced_;  // rank 0's --exchange, unless auto
+  std::vector<std::uint32_t> believed_;
+  std::uint64_t mine_ = 0;  // the user's step this member holds (0: none)
+  Bytes held_;              // its pairs
+  std::size_t sent_ = 0;    // payload bytes sent for it so far
+  int rounds_ = 0;          // rounds it took so far
+  bool redo_ = false;       // its reduce-scatter failed: it goes again as an allgather
+  Mode mode_ = Mode::AllGather;       // rank 0's word for new steps
+  Bytes reduced_;                     // reduce-scatter: this owner's sum, sent in the second round
+  std::map<std::uint32_t, Bytes> out_;  // reduce-scatter's first round: each other owner's shard
+  std::size_t last_members_ = 0;        // the last delivered step, for announce()
+  std::uint64_t last_inputs_ = 0, last_sum_ = 0;
   bool left_ = false;  // this member closed the group
 };
 
@@ -142,6 +273,8 @@ SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.s
   if (o.rank < 0 || o.rank >= o.size)
     throw InputError("sparse group: rank " + std::to_string(o.rank) + " is not in 0.." + std::to_string(o.size - 1));
   if (o.timeout_ms < 1) throw InputError("sparse group: timeout " + std::to_string(o.timeout_ms) + " ms");
+  if (o.exchange != "auto" && o.exchange != "allgather" && o.exchange != "reduce-scatter")
+    throw InputError("sparse group: exchange '" + o.exchange + "' is not auto, allgather or reduce-scatter");
   auto& ch = cluster::sparse::channel();
   {
     std::lock_guard lock(ch.mu);
@@ -152,6 +285,8 @@ SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.s
     ch.step_error.clear();
     ch.end_reason.clear();
     ch.in_use = true;
+    ch.rank = static_cast<std::uint32_t>(o.rank);
+    ch.exchange = o.exchange;
   }
   if (o.size == 1) return;  // the sum of one member is its own pairs
   engine_ = std::make_unique<Engine>();
@@ -217,6 +352,7 @@ SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t>
     s.values.assign(values.begin(), values.end());
     s.members = {0};
     s.tags = {tag};
+    s.exchange = "allgather";
     return s;
   }
   auto& ch = cluster::sparse::channel();

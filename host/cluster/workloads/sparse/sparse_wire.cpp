@@ -12,14 +12,21 @@
 namespace accel::cluster::sparse {
 
 Bytes encode(Kind kind, std::uint64_t n, std::span<const std::uint32_t> indices, std::span<const float> values,
-             std::uint64_t tag) {
+             std::uint64_t tag, const Route& route) {
   Out o;
-  o.b.reserve(5 * 8 + indices.size() * sizeof(std::uint32_t) + values.size() * sizeof(float));
+  o.b.reserve(11 * 8 + indices.size() * sizeof(std::uint32_t) + values.size() * sizeof(float) +
+              route.owners.size() * 4 + route.tags.size() * 8);
   o.put(static_cast<std::uint64_t>(kind));
   o.put(n);
   o.put(tag);
   o.array(indices);
   o.array(values);
+  o.put(static_cast<std::uint64_t>(route.next));
+  o.put(static_cast<std::uint64_t>(route.to));
+  o.put(static_cast<std::uint64_t>(route.complete));
+  o.put(route.inputs);
+  o.array(route.owners);
+  o.array(route.tags);
   return std::move(o.b);
 }
 
@@ -67,18 +74,37 @@ StepView view(std::span<const std::byte> in) {
   if (in.size() < 24) throw InputError("sparse step truncated");
   std::uint64_t head[3];
   std::memcpy(head, in.data(), 24);
-  if (head[0] > static_cast<std::uint64_t>(Kind::Closing)) throw InputError("sparse step of unknown kind");
-  StepView s{static_cast<Kind>(head[0]), head[1], head[2], {}, {}};
+  if (head[0] > static_cast<std::uint64_t>(Kind::Reduced)) throw InputError("sparse step of unknown kind");
+  StepView s{static_cast<Kind>(head[0]), head[1], head[2], {}, {}, {}};
   std::size_t pos = 24;
   s.indices = array_at<std::uint32_t>(in, pos);
   s.values = array_at<float>(in, pos);
-  if (pos != in.size()) throw InputError("sparse step has " + std::to_string(in.size() - pos) + " trailing bytes");
+  In r(in.subspan(pos));
+  const auto next = r.get<std::uint64_t>(), to = r.get<std::uint64_t>(), complete = r.get<std::uint64_t>();
+  if (next > static_cast<std::uint64_t>(Mode::ReduceScatter) || to > 0xffffffffu || complete > 1)
+    throw InputError("sparse step with a bad route");
+  s.route.next = static_cast<Mode>(next);
+  s.route.to = static_cast<std::uint32_t>(to);
+  s.route.complete = complete != 0;
+  s.route.inputs = r.get<std::uint64_t>();
+  s.route.owners = r.array<std::uint32_t>(kMaxOwners);
+  s.route.tags = r.array<std::uint64_t>(kMaxOwners);
+  if (r.left()) throw InputError("sparse step has " + std::to_string(r.left()) + " trailing bytes");
   return s;
 }
 
+void set_next(Bytes& b, Mode next) {
+  const StepView s = view(b);
+  const std::size_t route = 4 * 8 + 8 + s.route.owners.size() * 4 + 8 + s.route.tags.size() * 8;
+  const auto v = static_cast<std::uint64_t>(next);
+  std::memcpy(b.data() + b.size() - route, &v, 8);
+}
+
 StepView validate(std::span<const std::byte> in) {
-  const StepView s = view(in);
+  StepView s = view(in);
   check_pairs(s.n, s.indices, s.values);
+  for (std::size_t i = 1; i < s.route.owners.size(); ++i)
+    if (s.route.owners[i] <= s.route.owners[i - 1]) throw InputError("sparse step's owners are not ascending");
   return s;
 }
 
@@ -118,14 +144,14 @@ std::size_t merge_two(std::span<const std::uint32_t> ai, std::span<const float> 
 
 }  // namespace
 
-Merged merge(const std::map<std::uint32_t, StepView>& steps) {
+Merged merge(const std::map<std::uint32_t, StepView>& steps, Kind counted) {
   Merged m;
   std::vector<const StepView*> pairs;
   std::optional<std::uint32_t> first;
   std::size_t total = 0;
   for (const auto& [id, s] : steps) {
     if (s.kind == Kind::Closing && id == 0) m.closing = true;  // another member closing only leaves
-    if (s.kind != Kind::Pairs) continue;
+    if (s.kind != counted) continue;
     if (!first) {
       first = id;
       m.n = s.n;
