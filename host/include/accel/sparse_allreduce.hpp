@@ -50,7 +50,7 @@ struct SparseGroupOptions {
   std::string log_json;         // one JSON line per step
   std::string snapshot_dir;     // ranks >= 1: resume from here after a restart
   // Rank 0's choice of exchange: auto (by the last step's sizes: the bytes
-  // a member receives either way, the second round priced as 256 KiB),
+  // a member receives either way, the second round priced as 64 KiB),
   // allgather or reduce-scatter. Other ranks' value is not used.
   std::string exchange = "auto";
 };

@@ -48,7 +48,7 @@ std::optional<Merged> assemble(const std::map<std::uint32_t, StepView>& steps);
 // Rank 0's choice for the next step from the last one's `members`, their
 // pairs in all (`inputs`) and the pairs of their sum: the bytes each member
 // receives either way, the second round priced as kRoundBytes.
-inline constexpr std::uint64_t kRoundBytes = 256 << 10;
+inline constexpr std::uint64_t kRoundBytes = 64 << 10;
 Mode choose(std::size_t members, std::uint64_t inputs, std::uint64_t sum_pairs);
 
 }  // namespace accel::cluster::sparse
