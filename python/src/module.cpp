@@ -1,5 +1,5 @@
 // accel._accel: the Python binding of top-k selection, the Sparsifier and
-// the sparse allreduce group. Arrays pass without copies: inputs must be
+// the sparse allreduce group (estimators.cpp: what accel.sklearn computes with). Arrays pass without copies: inputs must be
 // float32 and C-contiguous (the Python layer turns CPU torch tensors into
 // numpy views of the same memory); the GIL is released around every call
 // that reads or exchanges them.
@@ -14,20 +14,20 @@
 #include "accel/registry.hpp"
 #include "accel/sparse_allreduce.hpp"
 #include "accel/topk.hpp"
+#include "bindings.hpp"
 
 namespace py = pybind11;
+
+const accel::Registry& python_registry() {
+  static const accel::Registry r = accel::Registry::discover_all();
+  return r;
+}
 using FloatArray = py::array_t<float, py::array::c_style>;
 
 namespace {
 
-// One registry for the process: discovery probes every backend once.
-const accel::Registry& registry() {
-  static const accel::Registry r = accel::Registry::discover_all();
-  return r;
-}
-
 accel::Device* topk_device(const std::string& spec) {
-  auto devs = registry().select(spec, accel::KernelId::TopKHistogram);
+  auto devs = python_registry().select(spec, accel::KernelId::TopKHistogram);
   if (devs.empty()) throw accel::InputError("device " + spec + " has no topk_histogram kernel");
   return devs.front();
 }
@@ -180,6 +180,8 @@ py::dict allreduce(accel::SparseGroup& g, std::uint64_t n, py::array_t<std::uint
 PYBIND11_MODULE(_accel, m) {
   m.doc() = "accel: top-k selection, residual gradient sparsification and the sparse allreduce";
   py::register_exception<accel::InputError>(m, "InputError", PyExc_ValueError);
+  py::register_exception<accel::DeviceError>(m, "DeviceError", PyExc_RuntimeError);
+  bind_estimators(m);
 
   py::class_<TopK>(m, "TopKResult")
       .def_readonly("indices", &TopK::indices)

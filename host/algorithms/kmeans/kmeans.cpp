@@ -6,6 +6,7 @@
 
 #include "accel/device.hpp"
 #include "accel/error.hpp"
+#include "accel/interrupt.hpp"
 #include "accel/kmeans.hpp"
 
 namespace accel {
@@ -269,6 +270,7 @@ KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions&
 
   std::vector<float> c(initial.values(), initial.values() + initial.rows * initial.cols);
   for (int it = 1; it <= opts.max_iter; ++it) {
+    interruption_point();
     const auto t_iter = Clock::now();
     KMeansIteration log;
     log.iteration = it;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <limits>
 
+#include "accel/interrupt.hpp"
 #include "accel/log.hpp"
 #include "runtime/blas_threads.hpp"
 #include "seeding.hpp"
@@ -103,6 +104,7 @@ Matrix kmeans_parallel(const Matrix& x, std::int64_t k, std::mt19937_64& rng) {
   std::vector<std::int64_t> chosen{std::uniform_int_distribution<std::int64_t>(0, x.rows - 1)(rng)};
   s.add(x.row(chosen[0]));
   for (int round = 0; round < kRounds; ++round) {
+    interruption_point();
     const double phi = s.total();
     if (!(phi > 0)) break;
     const std::vector<float>& mind = s.distances();

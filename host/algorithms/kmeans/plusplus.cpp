@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "accel/interrupt.hpp"
 #include "seeding.hpp"
 
 namespace accel::seeding {
@@ -147,6 +148,7 @@ Matrix plusplus(const Matrix& x, const double* weight, std::int64_t k, std::mt19
     pick = std::uniform_int_distribution<std::int64_t>(0, x.rows - 1)(rng);
   }
   for (std::int64_t kk = 0; kk < k; ++kk) {
+    interruption_point();
     if (kk > 0) pick = s.draw(rng);
     std::copy_n(x.row(pick), x.cols, c.data.begin() + kk * x.cols);
     if (kk + 1 < k) s.add(c.row(kk));  // the last center draws nothing more

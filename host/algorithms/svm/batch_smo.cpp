@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "accel/interrupt.hpp"
 #include "solver_state.hpp"
 
 namespace accel {
@@ -263,6 +264,7 @@ BinarySolution solve_batch(const DualProblem& pb, const SvmParams& params, Kerne
   std::vector<double> ldiag, c, acc;
   std::int64_t steps = 0, last = 0;
   while (steps < max_steps) {
+    interruption_point();
     if (ctl.maybe_shrink(s, last, st, times)) {
       kr.set_active(s.active);
       index_slots();

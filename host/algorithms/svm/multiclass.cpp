@@ -65,7 +65,12 @@ SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const
   if (labels.size() < 2)
     throw InputError((data.source.empty() ? std::string("data") : data.source) + ": only one class (label " +
                      std::to_string(labels.empty() ? 0 : labels[0]) + "); C-SVC needs at least two");
-  if (labels.size() == 2 && labels[0] == -1 && labels[1] == 1) {
+  if (params.sorted_classes) {
+    std::vector<int> sorted = labels;
+    std::sort(sorted.begin(), sorted.end());
+    for (auto& c : cls) c = static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), labels[c]) - sorted.begin());
+    labels = std::move(sorted);
+  } else if (labels.size() == 2 && labels[0] == -1 && labels[1] == 1) {
     std::swap(labels[0], labels[1]);
     for (auto& c : cls) c = 1 - c;
   }
@@ -133,6 +138,7 @@ SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const
       sol.stats.class_a = labels[a];
       sol.stats.class_b = labels[b];
       rep.problems.push_back(sol.stats);
+      if (params.on_problem) params.on_problem(sol.stats);
       std::map<std::int32_t, double> nz;
       for (std::size_t t = 0; t < orig.size(); ++t)
         if (sol.alpha[t] > 0) nz[orig[t]] = sol.alpha[t];
@@ -157,6 +163,7 @@ SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const
       if (is_sv[r]) {
         pos[r] = model.sv.rows;
         model.sv.add_row_from(data.x, r);
+        model.sv_rows.push_back(r);
         ++model.n_sv[c];
       }
   model.sv.cols = data.x.cols;

@@ -89,11 +89,13 @@ SvmModel train_single(const LabeledCsr& data, const SvmParams& params, const std
     ++sol.stats.n_sv;
     if (std::abs(coef[i]) >= bound) ++sol.stats.n_bsv;
     model.sv.add_row_from(data.x, i);
+    model.sv_rows.push_back(i);
     model.coef[0].push_back(coef[i]);
   }
   model.sv.cols = data.x.cols;
   if (params.probability && regress) model.probA = {regression_sigma(data, params, devices)};
   rep.problems.push_back(sol.stats);
+  if (params.on_problem) params.on_problem(sol.stats);
   return model;
 }
 

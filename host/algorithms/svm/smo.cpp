@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "accel/interrupt.hpp"
 #include "solver_state.hpp"
 
 namespace accel {
@@ -47,6 +48,7 @@ BinarySolution solve_pair(const DualProblem& pb, const SvmParams& params, Kernel
   st.min_active = n;
   std::int64_t iter = 0;
   while (iter < max_iter) {
+    if ((iter & 255) == 0) interruption_point();
     if (ctl.maybe_shrink(s, 1, st, times)) kr.set_active(s.active);
     auto t0 = clock_type::now();
     const Extremes e = working_extremes(s);

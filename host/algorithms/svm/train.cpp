@@ -127,6 +127,10 @@ std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const
   return out;
 }
 
+std::vector<double> svm_decision_values(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices) {
+  return svm_detail::decision_values(model, x, devices);
+}
+
 ProbabilityPrediction svm_predict_probability(const SvmModel& model, const CsrMatrix& x,
                                               const std::vector<Device*>& devices) {
   const std::size_t k = model.labels.size(), pairs = k * (k - 1) / 2;

@@ -59,6 +59,7 @@ struct SvmParams;
 struct DualProblem;
 struct BinarySolution;
 struct SvmTimes;
+struct BinaryStats;
 class KernelRows;
 // Solves one dual problem in place of solve_binary's own solvers (the
 // cluster engine's distributed SVM sets it on the coordinator).
@@ -82,6 +83,11 @@ struct SvmParams {
   Solver solver = Solver::Batch;
   std::int64_t ws_size = 0;  // batch working-set size q; 0: chosen from n and the cache
   BinarySolver solver_hook;  // empty: params.solver on this process
+  // Classification: classes in ascending label order (scikit-learn's)
+  // instead of LIBSVM's order of first appearance.
+  bool sorted_classes = false;
+  // Called after each binary problem is solved (progress reports).
+  std::function<void(const BinaryStats&)> on_problem;
 };
 
 // Seconds spent per phase of the solver, summed over every binary problem.
@@ -118,6 +124,9 @@ struct SvmModel {
   // -b 1: Platt's A and B per class pair (classification), or the Laplace
   // scale sigma of the residuals in probA[0] (regression); empty otherwise.
   std::vector<double> probA, probB;
+  // The training row of each support vector (empty for a model read from
+  // a file: LIBSVM's format does not keep them).
+  std::vector<std::int64_t> sv_rows;
 };
 
 struct SvmTrainReport {
@@ -138,6 +147,11 @@ void check_svm_params(const SvmParams& params);
 // Predicted labels (classification, one-class: +1 / -1) or values
 // (regression) for the rows of x.
 std::vector<double> svm_predict(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices);
+
+// Decision values of the rows of x: k(k-1)/2 per row for classification
+// (LIBSVM's pair order: (0,1), (0,2), ..., pair (a,b) positive for class
+// a), one per row otherwise (sum coef K - rho).
+std::vector<double> svm_decision_values(const SvmModel& model, const CsrMatrix& x, const std::vector<Device*>& devices);
 
 // Probabilities per class (rows x classes, the model's label order) and the
 // most probable label, for a classification model trained with -b 1;
