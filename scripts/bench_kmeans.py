@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Side-by-side k-means benchmark: scikit-learn vs FAISS vs accel.
+"""Side-by-side k-means benchmark: scikit-learn, scikit-learn-intelex, FAISS,
+accel (the CLI) and accel.sklearn (its Python estimator, in this process).
 
-All three start from the same initial centroids and run a fixed number of
-Lloyd iterations with the same thread count, so their times and final inertias
-are directly comparable. Run it with the benchmark venv's python
+All start from the same initial centroids and run a fixed number of Lloyd
+iterations with the same thread count, so their times and final inertias
+are directly comparable. The Python estimator's fit() is also set against
+the CLI's compute time (target: at most 5% more). Run it with the benchmark venv's python
 (scripts/setup_bench.sh creates it):
 
     .bench-venv/bin/python scripts/bench_kmeans.py --quick
@@ -155,6 +157,29 @@ def run_sklearn(x, c0, case):
             "reported_inertia": float(km.inertia_)}
 
 
+def run_sklearnex(x, c0, case):
+    from sklearnex.cluster import KMeans as IntelKMeans
+    km = IntelKMeans(n_clusters=case.k, init=c0, n_init=1, max_iter=case.max_iter, tol=0, algorithm="lloyd")
+    start = time.perf_counter()
+    km.fit(x)
+    seconds = time.perf_counter() - start
+    passes = int(km.n_iter_) + (1 if km.n_iter_ == case.max_iter else 0)
+    return {"iterations": int(km.n_iter_), "passes": passes, "seconds": seconds,
+            "inertia": exact_inertia(x, km.cluster_centers_)}
+
+
+def run_accel_python(x, c0, case):
+    """accel.sklearn.KMeans in this process (x is float32 in C order: used in place)."""
+    sys.path.insert(0, str(REPO / "build" / "python"))
+    from accel.sklearn import KMeans as AccelKMeans
+    km = AccelKMeans(n_clusters=case.k, init=c0, max_iter=case.max_iter, tol=0, algorithm="lloyd", device="cpu")
+    start = time.perf_counter()
+    km.fit(x)
+    seconds = time.perf_counter() - start
+    return {"iterations": int(km.n_iter_), "passes": int(km.n_iter_) + 1, "seconds": seconds,
+            "inertia": exact_inertia(x, km.cluster_centers_)}
+
+
 def exact_inertia(x, centroids):
     """Sum of squared distances to the nearest centroid, all in float64.
 
@@ -273,7 +298,7 @@ def add_derived(rows, n, d, k, calib):
 
 
 def print_table(rows):
-    header = (f"  {'method':<8} {'iters':>5} {'seconds':>9} {'s/iter':>9} {'speedup':>7}"
+    header = (f"  {'method':<9} {'iters':>5} {'seconds':>9} {'s/iter':>9} {'speedup':>7}"
               f" {'inertia':>16} {'rel.diff':>9} {'GFLOP/s':>8} {'%sgemm':>6}"
               f" {'GB/s':>7} {'%read':>6}")
     print(header)
@@ -283,7 +308,7 @@ def print_table(rows):
         return format(r[key], spec) + suffix if key in r else "-"
 
     for name, r in rows.items():
-        print(f"  {name:<8} {r['iterations']:>5} {r['seconds']:>9.3f} {r['sec_per_iter']:>9.4f}"
+        print(f"  {name:<9} {r['iterations']:>5} {r['seconds']:>9.3f} {r['sec_per_iter']:>9.4f}"
               f" {fmt(r, 'speedup', '.2f', 'x'):>7} {r['inertia']:>16.6g}"
               f" {fmt(r, 'rel_inertia_diff', '>9.1e'):>9} {r['gflops']:>8.1f}"
               f" {fmt(r, 'sgemm_pct', '>6.1f'):>6} {r['gbps']:>7.2f} {fmt(r, 'read_pct', '>6.1f'):>6}")
@@ -294,6 +319,10 @@ def print_table(rows):
         a = rows["accel"]
         print(f"  accel wall time {a['wall_seconds']:.3f} s (process start and loading"
               f" included); seconds {a['accel_seconds']}; devices {a['devices']}")
+        if "accel-py" in rows:
+            py = rows["accel-py"]
+            print(f"  accel.sklearn fit {py['seconds']:.3f} s against the CLI's compute {a['seconds']:.3f} s:"
+                  f" overhead {100 * (py['seconds'] / a['seconds'] - 1):+.1f}% (target <= 5%)")
 
 
 def check_targets(case_name, rows):
@@ -421,12 +450,14 @@ def main():
         rows = {}
         with threadpool_limits(limits=args.threads):
             rows["sklearn"] = run_sklearn(x, c0, case)
+            rows["intelex"] = run_sklearnex(x, c0, case)
             rows["faiss"] = run_faiss(x, c0, case)
         try:
             rows["accel"] = run_accel(args.accel, x_path, c0_path, case, args.threads)
         except (AccelError, OSError) as e:
             print(f"ERROR: accel kmeans failed: {e}", file=sys.stderr)
             accel_failed = True
+        rows["accel-py"] = run_accel_python(x, c0, case)
         add_derived(rows, *x.shape, case.k, calib)
         print_table(rows)
         checks = check_targets(case.name, rows)

@@ -189,7 +189,9 @@ def _csr(X):
             raise ValueError(f"X has {X.shape[1]} features; accel's CSR columns are 32-bit")
         return _accel.csr(X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False),
                           X.data.astype(np.float32, copy=False), X.shape[1])
-    return _accel.csr_dense(np.ascontiguousarray(X, dtype=np.float32))
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    return _accel.csr_dense(np.ascontiguousarray(X))
 
 
 class _BaseSVM(BaseEstimator):

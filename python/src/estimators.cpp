@@ -157,20 +157,43 @@ accel::CsrMatrix csr_from(const py::array_t<std::int64_t, py::array::c_style | p
   return m;
 }
 
-// A dense float32 (n, d) array as CSR (zeros left out).
-accel::CsrMatrix csr_dense(const Rows& x) {
+// A dense C-contiguous (n, d) array (float32 or float64) as CSR, zeros
+// left out, values rounded to float32: rows counted, then filled, in
+// parallel. NaN or Inf is refused with scikit-learn's wording.
+template <class T>
+accel::CsrMatrix csr_dense(const py::array_t<T, py::array::c_style>& x) {
+  if (x.ndim() != 2) throw accel::InputError("expected a 2-D array");
   accel::CsrMatrix m;
   m.rows = x.shape(0);
   m.cols = x.shape(1);
-  const float* v = x.data();
-  m.row_ptr.reserve(m.rows + 1);
-  for (std::int64_t i = 0; i < m.rows; ++i) {
-    for (std::int64_t j = 0; j < m.cols; ++j)
-      if (const float a = v[i * m.cols + j]; a != 0) {
-        m.col_idx.push_back(static_cast<std::int32_t>(j));
-        m.values.push_back(a);
+  const T* v = x.data();
+  const std::int64_t n = m.rows, d = m.cols;
+  m.row_ptr.assign(n + 1, 0);
+  bool nan = false, inf = false;
+#pragma omp parallel for schedule(static) reduction(|| : nan, inf)
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t c = 0;
+    for (std::int64_t j = 0; j < d; ++j) {
+      const T a = v[i * d + j];
+      c += a != 0;
+      nan = nan || a != a;
+      inf = inf || (a - a != a - a && a == a);
+    }
+    m.row_ptr[i + 1] = c;
+  }
+  if (nan) throw accel::InputError("Input X contains NaN.");
+  if (inf) throw accel::InputError("Input X contains infinity or a value too large for dtype('float64').");
+  for (std::int64_t i = 0; i < n; ++i) m.row_ptr[i + 1] += m.row_ptr[i];
+  m.col_idx.resize(m.row_ptr[n]);
+  m.values.resize(m.row_ptr[n]);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t at = m.row_ptr[i];
+    for (std::int64_t j = 0; j < d; ++j)
+      if (const T a = v[i * d + j]; a != 0) {
+        m.col_idx[at] = static_cast<std::int32_t>(j);
+        m.values[at++] = static_cast<float>(a);
       }
-    m.row_ptr.push_back(m.nnz());
   }
   return m;
 }
@@ -213,10 +236,12 @@ accel::SvmParams svm_params(const py::dict& p) {
   return s;
 }
 
-std::shared_ptr<Model> svm_fit(const accel::CsrMatrix& x, const py::array_t<double, py::array::c_style | py::array::forcecast>& y,
+// Trains on x, which it takes over (x is left empty: the caller made it
+// for this call).
+std::shared_ptr<Model> svm_fit(accel::CsrMatrix& x, const py::array_t<double, py::array::c_style | py::array::forcecast>& y,
                                const py::dict& params, const std::string& device, const py::object& progress) {
   accel::LabeledCsr data;
-  data.x = x;
+  data.x = std::move(x);
   data.labels.assign(y.data(), y.data() + y.size());
   accel::SvmParams p = svm_params(params);
   accel::check_svm_params(p);
@@ -289,7 +314,13 @@ void bind_estimators(py::module_& m) {
       .def_property_readonly("data", [](const accel::CsrMatrix& c) { return to_numpy(std::vector<float>(c.values)); });
   m.def("csr", &csr_from, py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("cols"),
         py::call_guard<py::gil_scoped_release>());
-  m.def("csr_dense", &csr_dense, py::arg("x"), py::call_guard<py::gil_scoped_release>());
+  m.def("csr_dense", &csr_dense<float>, py::arg("x"), py::call_guard<py::gil_scoped_release>());
+  m.def("csr_dense", &csr_dense<double>, py::arg("x"), py::call_guard<py::gil_scoped_release>());
+  m.def("devices", [] {
+    std::vector<std::string> names;
+    for (const auto& d : python_registry().devices()) names.push_back(d->info().name);
+    return names;
+  }, "the devices accel found (discovery runs once per process, at the first call of any kind)");
 
   py::class_<Model, std::shared_ptr<Model>>(m, "SvmModel")
       .def_property_readonly("labels", [](const Model& s) { return s.m.labels; })
