@@ -44,6 +44,15 @@ except ImportError:  # pragma: no cover - older scikit-learn
     _sk_validate = None
 
 
+def _unchecked_finite():
+    """validate_data's keyword that skips its NaN/Inf scan (the SVMs' CSR
+    conversion in accel scans for them in the same pass, with the same words)."""
+    import inspect
+    from sklearn.utils.validation import check_array
+    name = "ensure_all_finite" if "ensure_all_finite" in inspect.signature(check_array).parameters else "force_all_finite"
+    return {name: False}
+
+
 def _validate(est, X, y="no_validation", reset=True, **check):
     if _sk_validate is not None:
         return _sk_validate(est, X, y, reset=reset, **check)
@@ -177,6 +186,8 @@ class KMeans(TransformerMixin, ClusterMixin, BaseEstimator):
 
 # ---- SVMs ----
 
+_SVM_FINITE = _unchecked_finite()
+
 
 def _csr(X):
     """X (validated: dense float or scipy CSR) in accel's CSR layout."""
@@ -211,7 +222,8 @@ class _BaseSVM(BaseEstimator):
             if self.gamma == "auto":
                 gamma = 1.0 / n_features
             else:
-                var = (X.multiply(X)).mean() - X.mean() ** 2 if sp.issparse(X) else X.var()
+                with np.errstate(over="ignore", invalid="ignore"):  # NaN/Inf are refused in accel, with their words
+                    var = (X.multiply(X)).mean() - X.mean() ** 2 if sp.issparse(X) else X.var()
                 gamma = 1.0 / (n_features * var) if var != 0 else 1.0
         else:
             _check_real("gamma", self.gamma, 0, closed_low=False)
@@ -262,7 +274,8 @@ class _BaseSVM(BaseEstimator):
 
     def _rows(self, X):
         check_is_fitted(self)
-        return _validate(self, X, reset=False, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
+        return _validate(self, X, reset=False, accept_sparse="csr", dtype=[np.float64, np.float32], order="C",
+                         **_SVM_FINITE)
 
     def _accel_model(self):
         """The model accel computes with: the fitted one, or (unpickled) one
@@ -298,7 +311,7 @@ _COMMON_DOC = """
 
 class _BaseClassifier(ClassifierMixin, _BaseSVM):
     def fit(self, X, y):
-        X, y = _validate(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
+        X, y = _validate(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], order="C", **_SVM_FINITE)
         check_classification_targets(y)
         self.classes_, idx = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
@@ -405,7 +418,8 @@ class NuSVC(_BaseClassifier):
 
 class _BaseRegressor(RegressorMixin, _BaseSVM):
     def fit(self, X, y):
-        X, y = _validate(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], order="C", y_numeric=True)
+        X, y = _validate(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], order="C", y_numeric=True,
+                         **_SVM_FINITE)
         return self._fit(X, np.asarray(y, dtype=np.float64), self._params(X.shape[1], X))
 
     def predict(self, X):
@@ -482,7 +496,7 @@ class OneClassSVM(OutlierMixin, _BaseSVM):
         return super()._params(n_features, X)
 
     def fit(self, X, y=None):
-        X = _validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
+        X = _validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C", **_SVM_FINITE)
         self._fit(X, np.zeros(X.shape[0]), self._params(X.shape[1], X))
         self.offset_ = -self._intercept
         return self

@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -141,6 +142,22 @@ py::tuple kmeans_assign(const Rows& x, const Rows& centers, const std::string& d
 
 // ---- SVM ----
 
+// NaN or Inf in X, in scikit-learn's words.
+void refuse_nonfinite(bool nan, bool inf) {
+  if (nan) throw accel::InputError("Input X contains NaN.");
+  if (inf) throw accel::InputError("Input X contains infinity or a value too large for dtype('float32').");
+}
+
+void finite(const float* v, std::int64_t n) {
+  int nan = 0, inf = 0;
+#pragma omp parallel for schedule(static) reduction(| : nan, inf)
+  for (std::int64_t i = 0; i < n; ++i) {
+    nan |= v[i] != v[i];
+    inf |= std::fabs(v[i]) == std::numeric_limits<float>::infinity();
+  }
+  refuse_nonfinite(nan, inf);
+}
+
 // A CSR matrix from scipy's three arrays (one copy into accel's layout).
 accel::CsrMatrix csr_from(const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& indptr,
                           const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& indices,
@@ -154,12 +171,15 @@ accel::CsrMatrix csr_from(const py::array_t<std::int64_t, py::array::c_style | p
   m.values.assign(data.data(), data.data() + data.size());
   if (m.rows < 0 || m.row_ptr.front() != 0 || m.row_ptr.back() != m.nnz())
     throw accel::InputError("CSR row pointers do not match the values");
+  finite(m.values.data(), static_cast<std::int64_t>(m.values.size()));
   return m;
 }
 
-// A dense C-contiguous (n, d) array (float32 or float64) as CSR, zeros
-// left out, values rounded to float32: rows counted, then filled, in
-// parallel. NaN or Inf is refused with scikit-learn's wording.
+// A dense C-contiguous (n, d) array (float32 or float64) as CSR, values
+// rounded to float32 and their zeros left out: rows counted, then filled,
+// in parallel (one pass into per-thread buffers measured 40 ms against 11-20
+// on Fashion-MNIST's 10,000 x 784: its appends do not vectorise). NaN or
+// Inf is refused in the counting pass.
 template <class T>
 accel::CsrMatrix csr_dense(const py::array_t<T, py::array::c_style>& x) {
   if (x.ndim() != 2) throw accel::InputError("expected a 2-D array");
@@ -169,31 +189,41 @@ accel::CsrMatrix csr_dense(const py::array_t<T, py::array::c_style>& x) {
   const T* v = x.data();
   const std::int64_t n = m.rows, d = m.cols;
   m.row_ptr.assign(n + 1, 0);
-  bool nan = false, inf = false;
-#pragma omp parallel for schedule(static) reduction(|| : nan, inf)
+  int nan = 0, inf = 0;  // or-ed without branches, so the count loop vectorises
+#pragma omp parallel for schedule(static) reduction(| : nan, inf)
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t c = 0;
     for (std::int64_t j = 0; j < d; ++j) {
-      const T a = v[i * d + j];
+      const float a = static_cast<float>(v[i * d + j]);  // a float64 beyond float32's range becomes inf
       c += a != 0;
-      nan = nan || a != a;
-      inf = inf || (a - a != a - a && a == a);
+      nan |= a != a;
+      inf |= std::fabs(a) == std::numeric_limits<float>::infinity();
     }
     m.row_ptr[i + 1] = c;
   }
-  if (nan) throw accel::InputError("Input X contains NaN.");
-  if (inf) throw accel::InputError("Input X contains infinity or a value too large for dtype('float64').");
+  refuse_nonfinite(nan, inf);
   for (std::int64_t i = 0; i < n; ++i) m.row_ptr[i + 1] += m.row_ptr[i];
   m.col_idx.resize(m.row_ptr[n]);
   m.values.resize(m.row_ptr[n]);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t at = m.row_ptr[i];
-    for (std::int64_t j = 0; j < d; ++j)
-      if (const T a = v[i * d + j]; a != 0) {
-        m.col_idx[at] = static_cast<std::int32_t>(j);
-        m.values[at++] = static_cast<float>(a);
+#pragma omp parallel
+  {
+    // Each row compacted branch-free into a row-sized scratch (every value
+    // written, the cursor moved by whether it is non-zero), then copied out:
+    // a branch per value mispredicted at the edges of every run of zeros.
+    std::vector<std::int32_t> c(d + 1);
+    std::vector<float> w(d + 1);
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t at = 0;
+      for (std::int64_t j = 0; j < d; ++j) {
+        const float a = static_cast<float>(v[i * d + j]);
+        c[at] = static_cast<std::int32_t>(j);
+        w[at] = a;
+        at += a != 0;
       }
+      std::copy_n(c.begin(), at, m.col_idx.begin() + m.row_ptr[i]);
+      std::copy_n(w.begin(), at, m.values.begin() + m.row_ptr[i]);
+    }
   }
   return m;
 }

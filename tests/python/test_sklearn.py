@@ -233,6 +233,15 @@ def test_bad_input_follows_scikit_learn():
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         KMeans(3).fit(bad)
+    for rows in (bad, sp.csr_matrix(bad)):  # the SVMs scan for NaN/Inf in accel, in the same words
+        with pytest.raises(ValueError, match="Input X contains NaN"):
+            SVC().fit(rows, y)
+    huge = x.copy()
+    huge[0, 0] = 1e300  # beyond float32
+    with pytest.raises(ValueError, match="infinity or a value too large"):
+        SVR().fit(huge, y)
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        SVC().fit(x, y).predict(bad)
     with pytest.raises(ValueError, match="n_samples=2 should be >= n_clusters=3"):
         KMeans(3).fit(x[:2])
     with pytest.raises(ValueError, match="4 features"):
