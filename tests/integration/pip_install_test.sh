@@ -21,5 +21,9 @@ assert r.k == 100 and r.indices.size == 100, (r.k, r.indices.size)
 with accel.SparseGroup(rank=0, size=1) as g:
     s = g.allreduce(10, np.array([2]), np.array([1.5], np.float32))
     assert s["indices"].tolist() == [2]
+from accel.sklearn import KMeans, SVC  # scikit-learn from the system's site packages
+km = KMeans(2, random_state=0).fit(np.array([[0, 0], [0, 1], [9, 9], [9, 8]], np.float32))
+assert sorted(np.bincount(km.labels_).tolist()) == [2, 2], km.labels_
+assert SVC().fit([[0, 0], [1, 1], [5, 5], [6, 6]], [0, 0, 1, 1]).predict([[5.5, 5.5]]).tolist() == [1]
 print("pip install . ->", accel.__file__)
 PY
