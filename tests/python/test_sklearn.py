@@ -87,23 +87,40 @@ def read_libsvm_model(path):
     return head, np.array(svs)
 
 
-def test_svc_equals_the_cli(tmp_path):
+CLI_TYPES = [(SVC, ["-s", "0", "-c", "3"], {"C": 3}), (NuSVC, ["-s", "1", "-n", "0.3"], {"nu": 0.3}),
+             (OneClassSVM, ["-s", "2", "-n", "0.2"], {"nu": 0.2}),
+             (SVR, ["-s", "3", "-c", "3", "-p", "0.05"], {"C": 3, "epsilon": 0.05}),
+             (NuSVR, ["-s", "4", "-c", "3", "-n", "0.4"], {"C": 3, "nu": 0.4})]
+
+
+@pytest.mark.parametrize("Estimator,flags,params", CLI_TYPES, ids=lambda v: getattr(v, "__name__", ""))
+def test_svm_equals_the_cli(tmp_path, Estimator, flags, params):
     x, y = load_iris(return_X_y=True)  # labels 0, 1, 2 in order: first appearance is ascending
     x = ((x - x.min(0)) / (x.max(0) - x.min(0))).astype(np.float32)
     with open(tmp_path / "iris.txt", "w") as f:
         for xi, yi in zip(x, y):
             f.write(f"{yi} " + " ".join(f"{j + 1}:{v:.9g}" for j, v in enumerate(xi) if v != 0) + "\n")
     gamma = 0.7
-    subprocess.run([str(ACCEL), "svm-train", "-s", "0", "-c", "3", "-g", repr(gamma), str(tmp_path / "iris.txt"),
+    subprocess.run([str(ACCEL), "svm-train", *flags, "-g", repr(gamma), str(tmp_path / "iris.txt"),
                     str(tmp_path / "model")], check=True, capture_output=True)
     subprocess.run([str(ACCEL), "svm-predict", str(tmp_path / "iris.txt"), str(tmp_path / "model"),
                     str(tmp_path / "pred")], check=True, capture_output=True)
-    clf = SVC(C=3, gamma=gamma, device="cpu").fit(x, y)
+    est = Estimator(gamma=gamma, device="cpu", **params)
+    est.fit(x) if Estimator is OneClassSVM else est.fit(x, y)
     head, coef = read_libsvm_model(tmp_path / "model")
-    np.testing.assert_array_equal(clf.predict(x), np.loadtxt(tmp_path / "pred"))
-    np.testing.assert_array_equal(clf.n_support_, [int(v) for v in head["nr_sv"]])
-    np.testing.assert_allclose(clf.intercept_, -np.array([float(v) for v in head["rho"]]), rtol=1e-12)
-    np.testing.assert_allclose(clf.dual_coef_, coef.T, rtol=1e-12)
+    cli_pred = np.loadtxt(tmp_path / "pred")
+    if Estimator in (SVR, NuSVR):
+        np.testing.assert_allclose(est.predict(x), cli_pred, rtol=1e-5)  # svm-predict prints %.17g of float64 sums
+    else:
+        np.testing.assert_array_equal(est.predict(x), cli_pred)
+    rho = np.array([float(v) for v in head["rho"]])
+    if Estimator in (SVC, NuSVC):
+        np.testing.assert_array_equal(est.n_support_, [int(v) for v in head["nr_sv"]])
+        np.testing.assert_allclose(est.intercept_, -rho, rtol=1e-12)
+    else:
+        assert est.support_.size == int(head["total_sv"][0])
+        np.testing.assert_allclose(est.intercept_, -rho, rtol=1e-12)
+    np.testing.assert_allclose(est.dual_coef_, coef.T, rtol=1e-12)
 
 
 @pytest.mark.parametrize("Estimator", ESTIMATORS, ids=lambda e: e.__name__)
