@@ -3,7 +3,7 @@
 // fastest loop changed with the shape: masked at d <= 4 with k <= 8, the
 // register-transposed wide loop everywhere else up to d = 32 (it beat
 // sgemm there at every k), the row-by-row loop past d = 32 with k <= 8,
-// and sgemm beyond. That rule is the default.
+// and sgemm beyond. That rule is the default (ACCEL_KMEANS_LOOP=rule).
 //
 // The default is a rule, not a timing, because the result of a launch
 // must be a function of its rows and centroids alone: the loops sum in
@@ -18,8 +18,8 @@
 // large enough runs each loop that fits twice on 16Ki-row slices of its
 // own rows and keeps the fastest for the rest of the launch and for every
 // later launch of that shape in the process (ACCEL_LOG_LEVEL=debug prints
-// the times). ACCEL_KMEANS_LOOP=masked|wide|rows|gemm runs that loop
-// wherever it fits. Every loop conforms to the same reference
+// the times). ACCEL_KMEANS_LOOP=masked|wide|rows|gemm|block16 runs that
+// loop wherever it fits; old, the rule of before the grid. Every loop conforms to the same reference
 // (tests/conformance/kmeans_assign_test.cpp); labels can differ between
 // loops only where two centroids are within float rounding of a tie.
 #include <algorithm>
@@ -93,21 +93,20 @@ std::optional<Loop> forced(const std::vector<Loop>& loops) {
   return std::nullopt;
 }
 
-// The grid's rule (above), ACCEL_KMEANS_LOOP=rule.
-Loop grid_rule(std::int64_t d, std::int64_t k) {
+// The grid's rule (above): the default. (It was opt-in while the wide
+// loop summed distances in float lanes: a coordinator re-running
+// iterations after a restart logged inertias 1e-10 away from the first
+// run's, CI's cluster.coordinator_restart_worker_lost. Its lanes are
+// double now.)
+Loop rule(std::int64_t d, std::int64_t k) {
   if (kmeans_assign_masked_fits(d, k) && k <= 8) return Loop::Masked;
   if (kmeans_assign_wide_fits(d)) return Loop::Wide;
   if (kmeans_assign_rows_fits(d, k) && d > 32) return Loop::Rows;
   return Loop::Gemm;
 }
 
-// The default for now: the loops of before the grid. With the wide loop
-// by default, CI's cluster.coordinator_restart_worker_lost had a restarted
-// worker compute a different inertia (1e-10 relative) from the others for
-// a few rounds, every run; with these loops it does not. Until that is
-// understood the faster loops are opt-in (ACCEL_KMEANS_LOOP=rule, timed,
-// or one loop).
-Loop rule(std::int64_t d, std::int64_t k) {
+// The loops of before the grid, ACCEL_KMEANS_LOOP=old: for comparisons.
+Loop old_rule(std::int64_t d, std::int64_t k) {
   if (d <= 16 && k <= 64) return kmeans_assign_masked_fits(d, k) ? Loop::Masked : Loop::Block16;
   return Loop::Gemm;
 }
@@ -119,7 +118,7 @@ void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* 
   const std::vector<Loop> loops = eligible(d, k);
   const Key key{d, k, omp_get_max_threads()};
   std::optional<Loop> pick = forced(loops);
-  if (!pick && std::string(env_loop()) == "rule") pick = grid_rule(d, k);
+  if (!pick && std::string(env_loop()) == "old") pick = old_rule(d, k);
   if (!pick && std::string(env_loop()) != "timed") pick = rule(d, k);
   if (!pick) {
     std::lock_guard lock(mu);

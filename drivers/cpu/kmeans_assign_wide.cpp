@@ -6,11 +6,12 @@
 //
 // Here sixteen points are transposed in registers (three shuffle stages per
 // 8 x 8 tile), distances are computed exactly, (x - c)^2 summed over d in
-// order, sixteen points per vector with the centroids broadcast from L1. Each row is then added whole (one
-// or two vectors) into float sums for its label, in one of four copies
-// taken in turn so that rows of one cluster do not chain through memory.
-// The float sums take at most 64 rows each before they are flushed into
-// double (relative error below 4e-6, as the masked kernel's lanes).
+// order, sixteen points per vector with the centroids broadcast from L1.
+// Each row is then added whole (one or two vectors) into double sums for
+// its label, in one of four copies taken in turn so that rows of one
+// cluster do not chain through memory; the distances go into double lanes.
+// Where a launch's rows begin then moves the sums by double rounding
+// (1e-16 relative) at most, not by float's (see WideAcc).
 #include "kmeans_assign.hpp"
 
 #include <omp.h>
@@ -65,17 +66,26 @@ inline void transpose8(const v8f (&a)[8], v8f* out) {
 // stands in for lost ones, and checks the result against a single-node
 // run's to 1e-6 after hundreds of iterations; float groupings that moved
 // with the split put it 2e-2 away).
+// The inertia too is summed in double lanes: float lanes flushed every few
+// steps grouped rows by where the launch began, and a coordinator that
+// re-ran iterations after a restart, standing in for a lost member's rows,
+// logged inertias 1e-10 (relative) away from the first run's.
 template <int D>
 struct WideAcc {
   std::int64_t k;
   std::vector<double> sum;           // kCopies x k x D
   std::vector<std::int64_t> count;   // kCopies x k
-  v16f inertia{};
+  v8d inertia[2] = {};
   double dinertia = 0;
   explicit WideAcc(std::int64_t k_) : k(k_), sum(kCopies * k_ * D, 0.0), count(kCopies * k_, 0) {}
+  void add(v16f best) {
+    inertia[0] += __builtin_convertvector(__builtin_shufflevector(best, best, 0, 1, 2, 3, 4, 5, 6, 7), v8d);
+    inertia[1] += __builtin_convertvector(__builtin_shufflevector(best, best, 8, 9, 10, 11, 12, 13, 14, 15), v8d);
+  }
   void flush() {
-    for (int q = 0; q < 16; ++q) dinertia += inertia[q];
-    inertia = v16f{};
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 8; ++q) dinertia += inertia[h][q];
+    inertia[0] = inertia[1] = v8d{};
   }
 };
 
@@ -135,7 +145,7 @@ inline void step(const float* p, int valid, const float* c, std::int64_t k, std:
     }
   }
   const v16i lane = v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  for (int g = 0; g < kGroups; ++g) acc.inertia += (lane + 16 * g) < valid ? best[g] : v16f{};
+  for (int g = 0; g < kGroups; ++g) acc.add((lane + 16 * g) < valid ? best[g] : v16f{});
   for (int q = 0; q < valid; ++q) {
     const std::int32_t lab = arg[q / 16][q % 16];
     labels[q] = lab;

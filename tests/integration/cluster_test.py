@@ -702,9 +702,10 @@ def scenario_stale_snapshot_rows(a, tmp):
 def scenario_sigstop(a, tmp, snapshot_fails=False):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 300000, 8, 8, 3)
-    # k = 128: iterations of tens of ms even on a fast machine, so the job
-    # outlasts the 2.5 s stop and the rejoin.
-    job = Job(a, tmp, 3, data, 128, 300, 700)
+    # k = 1024: iterations of ~10 ms even with the register-transposed
+    # loop (k = 128 ran 2 ms ones there, and the job ended inside the stop),
+    # so the job outlasts the 2.5 s stop and the rejoin.
+    job = Job(a, tmp, 3, data, 1024, 700, 700)
     job.wait_iteration(5)
     if snapshot_fails:
         # Every later save of worker 1's snapshot fails (a directory where its
