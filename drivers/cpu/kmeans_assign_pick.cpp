@@ -1,17 +1,18 @@
 // Which CPU kmeans_assign loop runs a shape. Over a grid of d = 2..784 and
 // k = 4..1024 (1M rows, bench_kmeans.py --grid, timed per loop) the
 // fastest loop changed with the shape: masked at d <= 4 with k <= 8, the
-// register-transposed wide loop everywhere else up to d = 32 (it beat
-// sgemm there at every k), the row-by-row loop past d = 32 with k <= 8,
-// and sgemm beyond. That rule is the default (ACCEL_KMEANS_LOOP=rule).
+// register-transposed wide loop elsewhere where it is built (d <= 16, 24
+// and 32: it beat sgemm there at every k), the row-by-row loop past d = 32
+// with k <= 8, and sgemm for the rest. That rule is the default.
 //
-// The default is a rule, not a timing, because the result of a launch
-// must be a function of its rows and centroids alone: the loops sum in
-// different orders, and the cluster engine has participants stand in for
-// lost members' rows and check that a run with failures ends bit for bit
-// where the failure-free one does. Choosing by timing in each process
-// broke that (participants that timed differently disagreed in the last
-// bits; CI's kill_restart and coordinator_restart scenarios).
+// The default is a rule, not a timing, because every process must run the
+// same loop on a shape: the loops sum in different orders (one loop's sums
+// move only by double rounding with where a launch's rows begin), and the
+// cluster engine has participants stand in for lost members' rows and
+// checks that a run with failures ends where the failure-free one does.
+// Choosing by timing in each process broke that (participants that timed
+// differently disagreed in the last bits; CI's kill_restart and
+// coordinator_restart scenarios).
 //
 // ACCEL_KMEANS_LOOP=timed times the loops instead, for one process on a
 // machine unlike the grid's: the first launch of a (d, k, threads) shape
@@ -19,7 +20,8 @@
 // own rows and keeps the fastest for the rest of the launch and for every
 // later launch of that shape in the process (ACCEL_LOG_LEVEL=debug prints
 // the times). ACCEL_KMEANS_LOOP=masked|wide|rows|gemm|block16 runs that
-// loop wherever it fits; old, the rule of before the grid. Every loop conforms to the same reference
+// loop wherever it fits; old, the rule of before the grid; rule (or unset),
+// the default. Another value is warned about once and ignored. Every loop conforms to the same reference
 // (tests/conformance/kmeans_assign_test.cpp); labels can differ between
 // loops only where two centroids are within float rounding of a tie.
 #include <algorithm>
@@ -80,8 +82,15 @@ constexpr std::int64_t kSliceRows = 16384;
 constexpr int kRounds = 2;
 
 const char* env_loop() {
-  static const char* env = std::getenv("ACCEL_KMEANS_LOOP");
-  return env ? env : "";
+  static const char* env = [] {
+    const char* e = std::getenv("ACCEL_KMEANS_LOOP");
+    const std::string v = e ? e : "";
+    for (const char* known : {"", "rule", "old", "timed", "masked", "wide", "rows", "gemm", "block16"})
+      if (v == known) return e ? e : "";
+    log::warn("accel cpu") << "ACCEL_KMEANS_LOOP=" << v << " is not rule, old, timed, masked, wide, rows, gemm or block16: ignored";
+    return "";
+  }();
+  return env;
 }
 
 // ACCEL_KMEANS_LOOP, when it names one of `loops`.

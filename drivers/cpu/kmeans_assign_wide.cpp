@@ -32,7 +32,7 @@ typedef double v8d __attribute__((vector_size(64)));
 typedef std::int32_t v16i __attribute__((vector_size(64)));
 
 constexpr int kCopies = 4;
-constexpr std::int64_t kFlushSteps = 4;  // 64-point steps between the inertia lanes' flushes into double
+constexpr std::int64_t kFlushSteps = 4;  // 64-point steps between the inertia lanes' flushes into one double
 
 inline v8f load8(const float* p) {
   v8f v;
@@ -61,11 +61,11 @@ inline void transpose8(const v8f (&a)[8], v8f* out) {
 
 // One thread's sums: double, in four copies taken in turn (rows of one
 // cluster in a row then do not wait on each other's adds). Double, not
-// float flushed every 64 rows: the sums must not depend on where a launch's
-// rows begin and end (the cluster engine splits them among members and
-// stands in for lost ones, and checks the result against a single-node
-// run's to 1e-6 after hundreds of iterations; float groupings that moved
-// with the split put it 2e-2 away).
+// float flushed every 64 rows: where a launch's rows begin and end may move
+// the sums by double rounding only (the cluster engine splits the rows
+// among members and stands in for lost ones, and checks the result against
+// a single-node run's to 1e-6 after hundreds of iterations; float groupings
+// that moved with the split put it 2e-2 away).
 // The inertia too is summed in double lanes: float lanes flushed every few
 // steps grouped rows by where the launch began, and a coordinator that
 // re-ran iterations after a restart, standing in for a lost member's rows,

@@ -142,8 +142,12 @@ class KMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             raise ValueError(f"n_samples={n} should be >= n_clusters={self.n_clusters}.")
         rs = check_random_state(self.random_state)
         given = not isinstance(self.init, str)
-        n_init = 1 if given or (self.n_init == "auto" and self.init != "random") else (
-            10 if self.n_init == "auto" else self.n_init)
+        if given and not callable(self.init):
+            n_init = 1  # explicit centers: one start, as scikit-learn
+        elif self.n_init == "auto":
+            n_init = 1 if self.init == "k-means++" else 10  # scikit-learn's 'auto'
+        else:
+            n_init = self.n_init
         tol = float(np.sqrt(np.mean(np.var(X, axis=0)) * self.tol)) if self.tol > 0 else 0.0
         best = None
         for _ in range(n_init):
@@ -257,6 +261,7 @@ class _BaseSVM(BaseEstimator):
         self.dual_coef_, self.intercept_ = self._dual_coef, self._intercept
         self.fit_status_ = 0
         self.shape_fit_ = shape
+        self.n_iter_ = np.asarray(m.iterations, dtype=np.int32)  # SMO iterations per binary problem
 
     @property
     def n_support_(self):
@@ -267,10 +272,24 @@ class _BaseSVM(BaseEstimator):
 
     @property
     def coef_(self):
+        """Linear kernel: the primal weights, one row per class pair (scikit-learn's layout)."""
         if self.kernel != "linear":
             raise AttributeError("coef_ is only available when using a linear kernel")
         check_is_fitted(self)
-        return np.asarray(self.dual_coef_ @ self.support_vectors_)
+        sv = self.support_vectors_
+        if self.dual_coef_.shape[0] == 1:
+            return np.asarray(sv.T @ self.dual_coef_.T).T
+        # Pair (a, b): class a's vectors weigh with their row b - 1, class b's
+        # with their row a (LIBSVM's layout of dual_coef_).
+        at = np.concatenate([[0], np.cumsum(self._n_support)])
+        k = len(self._n_support)
+        rows = []
+        for a in range(k):
+            for b in range(a + 1, k):
+                wa = self.dual_coef_[b - 1, at[a]:at[a + 1]] @ sv[at[a]:at[a + 1]]
+                wb = self.dual_coef_[a, at[b]:at[b + 1]] @ sv[at[b]:at[b + 1]]
+                rows.append(np.asarray(wa + wb).ravel())
+        return np.vstack(rows)
 
     def _rows(self, X):
         check_is_fitted(self)
@@ -293,8 +312,8 @@ class _BaseSVM(BaseEstimator):
         return _accel.svm_decision(self._accel_model(), _csr(X), self.device)
 
     def __getstate__(self):
-        state = self.__dict__.copy()
-        state.pop("_model", None)
+        state = super().__getstate__()
+        state.pop("_model", None)  # rebuilt from the attributes when needed
         return state
 
     def _more_tags(self):

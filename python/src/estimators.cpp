@@ -3,8 +3,10 @@
 // validates inputs with scikit-learn's own checks and hands over float32
 // C-contiguous rows (used in place: no copy) or a CSR matrix's three arrays
 // (copied once into accel's CSR layout: int64 row pointers, int32 columns,
-// float32 values). Every call releases the GIL; Ctrl-C stops a fit at its
-// next interruption point (accel/interrupt.hpp) with KeyboardInterrupt.
+// float32 values). Every fit, prediction and conversion releases the GIL;
+// Ctrl-C stops a fit on the main thread (where Python runs its signal
+// handlers) at its next interruption point (accel/interrupt.hpp) with
+// KeyboardInterrupt.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -97,6 +99,8 @@ py::dict kmeans_fit(const Rows& x, std::int64_t k, const std::string& init, std:
   accel::kmeans_uses_bounds(o.algorithm, 16);  // an unknown name before any work
   const accel::Matrix rows = view_rows(x);
   accel::Matrix start;
+  if (init_centers && (init_centers->ndim() != 2 || init_centers->shape(0) != k || init_centers->shape(1) != rows.cols))
+    throw accel::InputError("initial centers are not k x d");
   if (init_centers) {
     start.rows = init_centers->shape(0);
     start.cols = init_centers->shape(1);
@@ -126,6 +130,7 @@ py::dict kmeans_fit(const Rows& x, std::int64_t k, const std::string& init, std:
 // Labels and inertia of x against fixed centers.
 py::tuple kmeans_assign(const Rows& x, const Rows& centers, const std::string& device) {
   const accel::Matrix rows = view_rows(x);
+  if (centers.ndim() != 2 || centers.shape(1) != rows.cols) throw accel::InputError("centers are not k x d");
   const std::int64_t k = centers.shape(0);
   std::vector<float> c(centers.data(), centers.data() + centers.size());
   std::vector<std::int32_t> labels(rows.rows);
@@ -169,8 +174,21 @@ accel::CsrMatrix csr_from(const py::array_t<std::int64_t, py::array::c_style | p
   m.row_ptr.assign(indptr.data(), indptr.data() + indptr.size());
   m.col_idx.assign(indices.data(), indices.data() + indices.size());
   m.values.assign(data.data(), data.data() + data.size());
-  if (m.rows < 0 || m.row_ptr.front() != 0 || m.row_ptr.back() != m.nnz())
-    throw accel::InputError("CSR row pointers do not match the values");
+  if (m.rows < 0 || m.col_idx.size() != m.values.size() || m.row_ptr.front() != 0 || m.row_ptr.back() != m.nnz())
+    throw accel::InputError("CSR row pointers, indices and values do not match");
+  // The kernels trust the structure: rows in order, columns in range and
+  // ascending within a row (scipy's canonical format, which the caller made).
+  bool bad = false;
+#pragma omp parallel for schedule(static) reduction(|| : bad)
+  for (std::int64_t i = 0; i < m.rows; ++i) {
+    if (m.row_ptr[i + 1] < m.row_ptr[i]) {
+      bad = true;
+      continue;
+    }
+    for (std::int64_t e = m.row_ptr[i]; e < m.row_ptr[i + 1]; ++e)
+      bad = bad || m.col_idx[e] < 0 || m.col_idx[e] >= cols || (e > m.row_ptr[i] && m.col_idx[e] <= m.col_idx[e - 1]);
+  }
+  if (bad) throw accel::InputError("CSR matrix is malformed: row pointers decrease, or columns are out of range or not ascending");
   finite(m.values.data(), static_cast<std::int64_t>(m.values.size()));
   return m;
 }

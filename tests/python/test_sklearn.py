@@ -133,6 +133,20 @@ def test_pickle_round_trip(Estimator):
         np.testing.assert_array_equal(getattr(again, m)(x), getattr(est, m)(x), err_msg=m)
 
 
+def test_linear_coef_and_n_iter_follow_scikit_learn():
+    from sklearn import svm
+    x, y = load_iris(return_X_y=True)
+    y4 = np.where(x[:, 0] > 6.5, 3, y)  # four classes: the pairs' weights are not dual_coef_ @ support_vectors_
+    for labels in (y4, (y == 1).astype(int)):
+        ours = SVC(kernel="linear", C=2, decision_function_shape="ovo").fit(x, labels)
+        theirs = svm.SVC(kernel="linear", C=2).fit(x, labels)
+        assert ours.coef_.shape == theirs.coef_.shape
+        np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=2e-3, atol=2e-3)
+        primal = x @ ours.coef_.T + ours.intercept_  # the ovo decisions, pair by pair
+        np.testing.assert_allclose(ours.decision_function(x).reshape(primal.shape), primal, atol=1e-4)
+        assert ours.n_iter_.shape == theirs.n_iter_.shape and (ours.n_iter_ > 0).all()
+
+
 def test_svc_probability_survives_pickling():
     x, y = load_iris(return_X_y=True)
     est = SVC(probability=True).fit(x, y)

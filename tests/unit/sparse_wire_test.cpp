@@ -35,6 +35,13 @@ StepView check(const Bytes& b) {
   return validate(kept.back());
 }
 
+// The view of bytes that validate() would refuse (kept alive).
+StepView encode_view(Kind kind, const Route& route) {
+  static std::vector<Bytes> kept;
+  kept.push_back(encode(kind, 10, {}, {}, 0, route));
+  return view(kept.back());
+}
+
 }  // namespace
 
 TEST(SparseWire, RoundTrips) {
@@ -315,4 +322,35 @@ TEST(SparseWire, RoutesRoundTripAndNextIsRewrittenInPlace) {
   EXPECT_EQ(check(b).route.next, Mode::AllGather);
   r.owners = {3, 1};
   EXPECT_THROW(check(encode(Kind::Shard, 100, {}, {}, 0, r)), accel::InputError);  // owners not ascending
+}
+
+TEST(SparseReduceScatter, ASumLongerThanAContributionIsIncomplete) {
+  // Two members whose pairs all fall in owner 0's half: its sum would hold
+  // both, more than one contribution may, and every peer would refuse it.
+  const auto half = static_cast<std::uint32_t>(accel::kMaxSparsePairs) - 8;
+  const std::uint64_t n = std::uint64_t{4} * half + 64;
+  const std::vector<std::uint32_t> owners{0, 1};
+  std::map<std::uint32_t, std::vector<Bytes>> cut;
+  for (std::uint32_t m : owners) {
+    Step st{Kind::Pairs, n, {}, {}, m};
+    for (std::uint32_t i = 0; i < half; ++i) st.indices.push_back(2 * i + m);  // disjoint: the union is 2 x half
+    st.values.assign(half, 1.0f);
+    cut[m] = shards(st.view(), owners, Mode::ReduceScatter);
+  }
+  std::map<std::uint32_t, StepView> first{{0, check(cut[0][0])}, {1, check(cut[1][0])}};
+  const StepView r = check(reduce(0, first, owners, Mode::ReduceScatter));
+  EXPECT_FALSE(r.route.complete);
+  EXPECT_TRUE(r.indices.empty());
+}
+
+TEST(SparseReduceScatter, RoutesWithoutTheirOwnerAreRefused) {
+  const std::vector<std::uint32_t> i{1};
+  const std::vector<float> v{1.0f};
+  EXPECT_THROW(check(encode(Kind::Shard, 10, i, v, 0, Route{Mode::ReduceScatter, 0, false, 1, {}, {}})),
+               accel::InputError);  // no owners
+  EXPECT_THROW(check(encode(Kind::Reduced, 10, i, v, 0, Route{Mode::ReduceScatter, 5, true, 1, {0, 1}, {0, 0}})),
+               accel::InputError);  // sent by an owner that is not one
+  // A second round whose lowest sender names no owners is no sum.
+  std::map<std::uint32_t, StepView> second{{0, encode_view(Kind::Reduced, Route{Mode::AllGather, 0, true, 0, {}, {}})}};
+  EXPECT_FALSE(assemble(second));
 }

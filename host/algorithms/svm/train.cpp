@@ -186,6 +186,7 @@ std::vector<double> svm_cross_validation(const LabeledCsr& data, const SvmParams
   std::vector<double> out(n);
   SvmParams local = params;
   local.solver_hook = nullptr;  // the folds are other data than the hook's training set
+  local.on_problem = nullptr;
   for (int f = 0; f < folds; ++f) {
     std::vector<std::int32_t> train, test;
     for (std::int64_t r = 0; r < n; ++r) (fold_of[r] == f ? test : train).push_back(static_cast<std::int32_t>(r));

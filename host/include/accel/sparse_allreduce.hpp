@@ -18,11 +18,16 @@
 // Either way every member holds the bitwise same sum. Rank 0 picks the
 // exchange step by step from the last step's sizes (or as `exchange`
 // asks). A reduce-scatter whose owners were not the rounds' members (one
-// lost between its rounds, one back) is redone as an allgather. A member that dies mid-step is
-// evicted after the timeout (at once when the transport reports it) and the
-// step completes with the others' contributions: the dead member's residual
-// gradient dies with it. A member restarted with the same snapshot
-// directory rejoins at a later step.
+// lost between its rounds, one back), or whose sum of a range would exceed
+// kMaxSparsePairs, is redone as an allgather. Rank 0 closing the group in
+// a reduce-scatter's first round ends the step in flight with the group
+// (its allreduce throws), where an allgather would still deliver it.
+//
+// A member that dies mid-step is evicted after the timeout (at once when
+// the transport reports it) and the step completes with the others'
+// contributions: the dead member's residual gradient dies with it. A
+// member restarted with the same snapshot directory rejoins at a later
+// step.
 //
 // Rank 0 runs the job's coordinator in its process (it is a member too);
 // ranks 1..size-1 connect to it. One open group per process at a time.

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include "accel/sparse_allreduce.hpp"
+
 namespace accel::cluster::sparse {
 
 std::uint64_t range_begin(std::uint64_t n, std::size_t m, std::size_t j) {
-  // n <= 2^32 and m < 2^16: the product fits.
-  return n * j / m;
+  // n <= 2^32 and j <= m <= 2^16: the product fits in 64 bits.
+  return m == 0 ? 0 : n * j / m;
 }
 
 std::vector<Bytes> shards(const StepView& mine, const std::vector<std::uint32_t>& owners, Mode next) {
@@ -54,6 +56,13 @@ Bytes reduce(std::uint32_t self, const std::map<std::uint32_t, StepView>& steps,
   Route r{next, self, complete, 0, owners, {}};
   if (!complete) return encode(Kind::Reduced, n, {}, {}, 0, r);
   const Merged m = merge(steps, Kind::Shard);
+  if (m.indices.size() > kMaxSparsePairs) {
+    // A sum longer than one contribution may be (its range drew more than
+    // a member's worth of indices): every peer would refuse it. Incomplete
+    // instead, and the step is redone as an allgather.
+    r.complete = false;
+    return encode(Kind::Reduced, n, {}, {}, 0, r);
+  }
   for (const auto& [id, s] : steps) r.inputs += s.indices.size();
   r.tags = m.tags;
   return encode(Kind::Reduced, n, m.indices, m.values, 0, r);
@@ -68,6 +77,7 @@ std::optional<Merged> assemble(const std::map<std::uint32_t, StepView>& steps) {
     }
   if (!lead) return std::nullopt;
   const auto& owners = lead->route.owners;
+  if (owners.empty()) return std::nullopt;
   Merged m;
   m.n = lead->n;
   m.members = owners;

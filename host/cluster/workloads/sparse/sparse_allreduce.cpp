@@ -78,7 +78,8 @@ class SparsePartition final : public Partition {
     }
     ++rounds_;
     set_next(held_, announce());
-    const bool split = !redo_ && mode_ == Mode::ReduceScatter && peers() > 0;
+    const bool in = std::find(believed_.begin(), believed_.end(), self_) != believed_.end();
+    const bool split = !redo_ && mode_ == Mode::ReduceScatter && in && peers() > 0;
     if (!split) {
       sent_ += held_.size() * peers();
       return held_;  // a copy: the step stays held until its sum comes
@@ -159,7 +160,7 @@ class SparsePartition final : public Partition {
     for (const auto& [id, s] : steps) inputs += s.kind == Kind::Pairs ? s.indices.size() : 0;
     out.log["exchange"] = "allgather";
     if (!m.members.empty()) note(m.members.size(), inputs, m.indices.size());
-    deliver(round, std::move(m), out);
+    deliver(round, std::move(m), out, "allgather");
   }
   void first_round(const std::map<std::uint32_t, StepView>& steps, RoundOutcome& out) {
     out.log["exchange"] = "reduce-scatter 1/2";
@@ -175,7 +176,8 @@ class SparsePartition final : public Partition {
     for (auto o : m->members) inputs += steps.at(o).route.inputs;
     note(m->members.size(), inputs, m->indices.size());
     // A member back mid-step, not among the owners, keeps its step for the next round.
-    if (std::find(m->members.begin(), m->members.end(), self_) != m->members.end()) deliver(round, std::move(*m), out);
+    if (std::find(m->members.begin(), m->members.end(), self_) != m->members.end())
+      deliver(round, std::move(*m), out, "reduce-scatter");
   }
   // The owners were not the round's members: every member holding a step
   // sends it again, as an allgather (one round, whoever is there).
@@ -189,7 +191,7 @@ class SparsePartition final : public Partition {
     last_inputs_ = inputs;
     last_sum_ = sum;
   }
-  void deliver(std::int64_t round, Merged m, RoundOutcome& out) {
+  void deliver(std::int64_t round, Merged m, RoundOutcome& out, const char* exchange) {
     out.log["pairs"] = m.indices.size();
     out.log["members_counted"] = m.members.size();
     if (mine_ == 0) return;  // a returning member's first round, or closing: nobody waits for this sum
@@ -205,7 +207,7 @@ class SparsePartition final : public Partition {
       ch.sum.tags = std::move(m.tags);
       ch.sum.bytes_sent = sent_;
       ch.sum.rounds = rounds_;
-      ch.sum.exchange = redo_ || rounds_ == 1 ? "allgather" : "reduce-scatter";
+      ch.sum.exchange = exchange;
     }
     ch.cv.notify_all();
     mine_ = 0;

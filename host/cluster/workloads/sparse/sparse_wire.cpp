@@ -103,8 +103,12 @@ void set_next(Bytes& b, Mode next) {
 StepView validate(std::span<const std::byte> in) {
   StepView s = view(in);
   check_pairs(s.n, s.indices, s.values);
-  for (std::size_t i = 1; i < s.route.owners.size(); ++i)
-    if (s.route.owners[i] <= s.route.owners[i - 1]) throw InputError("sparse step's owners are not ascending");
+  const auto& owners = s.route.owners;
+  for (std::size_t i = 1; i < owners.size(); ++i)
+    if (owners[i] <= owners[i - 1]) throw InputError("sparse step's owners are not ascending");
+  if ((s.kind == Kind::Shard || s.kind == Kind::Reduced) &&
+      (owners.empty() || std::find(owners.begin(), owners.end(), s.route.to) == owners.end()))
+    throw InputError("sparse step routed to " + std::to_string(s.route.to) + ", not one of its owners");
   return s;
 }
 
