@@ -13,7 +13,6 @@ processes add (bench_kmeans.py and bench_svm.py compare separate runs).
     PYTHONPATH=build/python python3 scripts/bench_sklearn_overhead.py [--repeat 7]
 """
 import argparse
-import gzip
 import statistics
 import sys
 import time
@@ -23,30 +22,28 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "build" / "python"))
-FASHION = Path("/usr/share/datasets/fashion-mnist")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from accel import _accel  # noqa: E402
 from accel.sklearn import SVC, KMeans  # noqa: E402
-
-
-def idx(name):
-    with gzip.open(FASHION / name) as f:
-        raw = f.read()
-    dims = raw[3]
-    shape = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * dims).reshape(shape)
+from bench_svm import FASHION, read_idx  # noqa: E402
 
 
 def pairs(repeat, python_fit, direct):
+    """(fit() seconds, the direct call's seconds) `repeat` times, alternated;
+    direct() returns the seconds of what it times."""
     out = []
     for _ in range(repeat):
         t = time.perf_counter()
         python_fit()
-        py = time.perf_counter() - t
-        t = time.perf_counter()
-        direct()
-        out.append((py, time.perf_counter() - t))
+        out.append((time.perf_counter() - t, direct()))
     return out
+
+
+def timed(call):
+    t = time.perf_counter()
+    call()
+    return time.perf_counter() - t
 
 
 def report(name, runs):
@@ -61,36 +58,27 @@ def main():
     ap.add_argument("--repeat", type=int, default=7)
     a = ap.parse_args()
     _accel.devices()  # discovery once a process, outside the timing as in the CLI's seconds
-    images = idx("train-images-idx3-ubyte.gz").reshape(60000, -1)
-    labels = idx("train-labels-idx1-ubyte.gz")
+    images = read_idx(FASHION / "train-images-idx3-ubyte.gz").reshape(60000, -1)
+    labels = read_idx(FASHION / "train-labels-idx1-ubyte.gz")
 
     x = np.ascontiguousarray(images, dtype=np.float32) / np.float32(255)
     c0 = np.ascontiguousarray(x[np.random.default_rng(0).choice(len(x), 256, replace=False)])
     km = KMeans(256, init=c0, max_iter=20, tol=0, algorithm="lloyd", device="cpu")
     report("KMeans 60000 x 784, K = 256, 20 iterations", pairs(
         a.repeat, lambda: km.fit(x),
-        lambda: _accel.kmeans_fit(x, 256, "", c0, 20, 0.0, 0, "lloyd", "cpu", None)))
+        lambda: timed(lambda: _accel.kmeans_fit(x, 256, "", c0, 20, 0.0, 0, "lloyd", "cpu", None))))
 
     xs, ys = x[:10000], (labels[:10000] % 2).astype(np.int64)
     svc = SVC(C=10, gamma=0.02, cache_size=100, device="cpu")
     svc.fit(xs[:100], ys[:100])
+
+    def direct():
+        csr = _accel.csr_dense(xs)  # what svm-train has parsed before its clock starts: not timed
+        return timed(lambda: _accel.svm_fit(csr, ys.astype(np.float64), svc._accel_params, "cpu", None))
+
     for dtype in (np.float32, np.float64):
         xd = xs.astype(dtype)
-
-        def direct():
-            csr = _accel.csr_dense(xs)  # what svm-train has parsed before its clock starts: not timed below
-            t = time.perf_counter()
-            _accel.svm_fit(csr, ys.astype(np.float64), svc._accel_params, "cpu", None)
-            return time.perf_counter() - t
-
-        runs = []
-        for _ in range(a.repeat):
-            t = time.perf_counter()
-            svc.fit(xd, ys)
-            py = time.perf_counter() - t
-            runs.append((py, direct()))
-        report(f"SVC 10000 x 784 ({np.dtype(dtype).name} rows)", runs)
-
+        report(f"SVC 10000 x 784 ({np.dtype(dtype).name} rows)", pairs(a.repeat, lambda: svc.fit(xd, ys), direct))
 
 if __name__ == "__main__":
     main()

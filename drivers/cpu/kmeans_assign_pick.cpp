@@ -43,6 +43,7 @@ namespace accel::cpu {
 namespace {
 
 enum class Loop { Masked, Wide, Rows, Gemm, Block16 };
+constexpr const char* kLoopNames[] = {"masked", "wide", "rows", "gemm", "block16"};  // by Loop
 
 std::vector<Loop> eligible(std::int64_t d, std::int64_t k) {
   std::vector<Loop> out;
@@ -96,9 +97,8 @@ const char* env_loop() {
 // ACCEL_KMEANS_LOOP, when it names one of `loops`.
 std::optional<Loop> forced(const std::vector<Loop>& loops) {
   const std::string name = env_loop();
-  const char* names[] = {"masked", "wide", "rows", "gemm", "block16"};
   for (Loop l : loops)
-    if (name == names[static_cast<int>(l)]) return l;
+    if (name == kLoopNames[static_cast<int>(l)]) return l;
   return std::nullopt;
 }
 
@@ -166,11 +166,10 @@ void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* 
     chosen.emplace(key, loops[win]);
   }
   {
-    const char* names[] = {"masked", "wide", "rows", "gemm", "block16"};
     auto line = log::debug("accel cpu");
     line << "kmeans_assign d=" << d << " k=" << k << ", ms per " << kSliceRows << " rows:";
-    for (std::size_t l = 0; l < loops.size(); ++l) line << " " << names[static_cast<int>(loops[l])] << " " << best[l] * 1e3;
-    line << "; " << names[static_cast<int>(loops[win])] << " from here on";
+    for (std::size_t l = 0; l < loops.size(); ++l) line << " " << kLoopNames[static_cast<int>(loops[l])] << " " << best[l] * 1e3;
+    line << "; " << kLoopNames[static_cast<int>(loops[win])] << " from here on";
   }
   double part = 0;
   run(loops[win], x + at * d, n - at, d, c, k, labels + at, {s.data(), cn.data(), &part});

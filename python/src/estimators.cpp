@@ -57,14 +57,6 @@ void report(const py::object& progress, const std::string& message) {
   progress(message);
 }
 
-template <class T>
-py::array_t<T> to_numpy(std::vector<T>&& v, std::vector<py::ssize_t> shape = {}) {
-  auto* heap = new std::vector<T>(std::move(v));
-  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  if (shape.empty()) shape = {static_cast<py::ssize_t>(heap->size())};
-  return py::array_t<T>(shape, heap->data(), owner);
-}
-
 // The rows of a float32 C-contiguous (n, d) array, in place: the array is
 // kept alive by the Matrix's view.
 accel::Matrix view_rows(const Rows& x) {

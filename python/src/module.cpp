@@ -43,13 +43,6 @@ accel::TopKOptions topk_options(double ratio, const std::string& method, const s
   return o;
 }
 
-template <class T>
-py::array_t<T> to_numpy(std::vector<T>&& v) {
-  auto* heap = new std::vector<T>(std::move(v));
-  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>({static_cast<py::ssize_t>(heap->size())}, {sizeof(T)}, heap->data(), owner);
-}
-
 struct TopK {
   py::array_t<std::int64_t> indices;
   float tau;

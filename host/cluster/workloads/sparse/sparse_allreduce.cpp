@@ -78,8 +78,7 @@ class SparsePartition final : public Partition {
     }
     ++rounds_;
     set_next(held_, announce());
-    const bool in = std::find(believed_.begin(), believed_.end(), self_) != believed_.end();
-    const bool split = !redo_ && mode_ == Mode::ReduceScatter && in && peers() > 0;
+    const bool split = !redo_ && mode_ == Mode::ReduceScatter && believes_active() && peers() > 0;
     if (!split) {
       sent_ += held_.size() * peers();
       return held_;  // a copy: the step stays held until its sum comes
@@ -144,10 +143,8 @@ class SparsePartition final : public Partition {
     redo_ = false;
     return true;
   }
-  std::size_t peers() const {
-    const bool in = std::find(believed_.begin(), believed_.end(), self_) != believed_.end();
-    return believed_.size() - (in ? 1 : 0);
-  }
+  bool believes_active() const { return std::find(believed_.begin(), believed_.end(), self_) != believed_.end(); }
+  std::size_t peers() const { return believed_.size() - (believes_active() ? 1 : 0); }
   // Rank 0's word on the next new step: as asked, or by the last step's sizes.
   Mode announce() const {
     if (forced_) return *forced_;
