@@ -6,8 +6,12 @@
 #include "accel/svm_parallel.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "accel/error.hpp"
@@ -16,6 +20,34 @@
 namespace accel::svm_parallel {
 
 using namespace svm_detail;
+
+namespace {
+
+// ACCEL_FAULT_SLOW_ROWS=R:F makes a member F times slower from its R-th
+// Rows op on (it waits (F - 1) times the rows' time, inside the timed
+// part): a slowed machine whose slowdown is the same in every round. A
+// busy process on the member's core slows short rounds by chance
+// (the scheduler lets a member that sleeps between rounds run first), so
+// the re-split test needs this to be repeatable.
+struct SlowRowsFault {
+  long long from = -1;
+  double factor = 1;
+  long long calls = 0;
+
+  SlowRowsFault() {
+    const char* f = std::getenv("ACCEL_FAULT_SLOW_ROWS");
+    if (!f) return;
+    if (std::sscanf(f, "%lld:%lf", &from, &factor) != 2 || from < 0 || !(factor >= 1) || factor > 100)
+      throw InputError(std::string("ACCEL_FAULT_SLOW_ROWS: not R:F with R >= 0 and 1 <= F <= 100: ") + f);
+  }
+  double apply(double seconds) {
+    if (from < 0 || calls++ < from) return seconds;
+    std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * seconds));
+    return factor * seconds;
+  }
+};
+
+}  // namespace
 
 struct Member::Impl {
   const LabeledCsr& data;
@@ -35,6 +67,7 @@ struct Member::Impl {
   std::vector<std::int32_t> block_vars;
   std::vector<float> block;
   double rows_seconds = 0;
+  SlowRowsFault slow_rows;
 
   Impl(const LabeledCsr& d, SvmParams p, std::vector<Device*> devs, std::uint32_t member)
       : data(d), params(std::move(p)), devices(std::move(devs)), id(member) {
@@ -213,7 +246,7 @@ struct Member::Impl {
     if (s->active.empty()) return;
     const auto t0 = clock_type::now();
     const std::vector<const float*> r = kr->rows(op.ws);
-    rows_seconds = since(t0);
+    rows_seconds = slow_rows.apply(since(t0));
     for (const std::int32_t k : op.ws) {
       if (!is_active[k]) continue;
       const auto slot = std::lower_bound(s->active.begin(), s->active.end(), k) - s->active.begin();
