@@ -1,8 +1,10 @@
 // kmeans_assign on NVIDIA GPUs: one Lloyd step (contract in
 // host/include/accel/kernels.hpp). Two ways to find the labels, as on the CPU:
-//  - fused (d <= kFusedMaxD): one thread per point with its row in registers;
-//    centroids pass through shared memory a tile at a time and every thread
-//    reads the same centroid element (a broadcast). No distance matrix.
+//  - fused (d <= kFusedMaxD): each thread holds its points' rows in
+//    registers (several points a thread where d is one the CPU wide loop
+//    is built for); centroids pass through shared memory a tile at a time
+//    and every thread reads the same centroid element (a broadcast). No
+//    distance matrix.
 //  - gemm: cuBLAS sgemm gives x.c for a block of rows, then one warp per row
 //    takes argmin of ||c||^2 - 2 x.c (||x||^2 does not move the argmin) and
 //    recomputes the exact ||x - c||^2 of the winner for the inertia, so the
@@ -96,6 +98,96 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (active) labels[i] = arg;
   add_block_sum(active ? static_cast<double>(best) : 0.0, inertia);
+}
+
+// assign_fused with d fixed at compile time (1..16, 24, 32: the CPU wide
+// loop's set) and P points per thread, the CPU loop's register blocking:
+// each centroid element read from shared memory serves P points instead of
+// one, and the distance loop is exactly d long instead of kFusedMaxD
+// predicated steps. Same roundings and order as assign_fused, so the same
+// labels and inertia. Point p of a thread is first + p * kThreads, so each
+// of the P loads is a warp's consecutive rows.
+template <int D, int P>
+__global__ void __launch_bounds__(kThreads)
+    assign_fused_d(const float* __restrict__ x, const float* __restrict__ c, std::int64_t n, int k,
+                   std::int32_t* __restrict__ labels, double* __restrict__ inertia) {
+  __shared__ float tile[kTileFloats];
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kThreads * P + threadIdx.x;
+  float xr[P][D];
+  float best[P];
+  int arg[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const std::int64_t i = first + static_cast<std::int64_t>(p) * kThreads;
+#pragma unroll
+    for (int j = 0; j < D; ++j) xr[p][j] = i < n ? x[i * D + j] : 0.0f;
+    best[p] = INFINITY;
+    arg[p] = 0;
+  }
+  constexpr int per_tile = kTileFloats / D;
+  for (int k0 = 0; k0 < k; k0 += per_tile) {
+    const int tk = min(per_tile, k - k0);
+    __syncthreads();  // the previous tile is no longer read
+    for (int e = threadIdx.x; e < tk * D; e += kThreads) tile[e] = c[static_cast<std::int64_t>(k0) * D + e];
+    __syncthreads();
+    for (int t = 0; t < tk; ++t) {
+      const float* ct = tile + t * D;
+      float acc[P];
+#pragma unroll
+      for (int p = 0; p < P; ++p) acc[p] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < D; ++j) {
+        const float cj = ct[j];
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+          const float u = xr[p][j] - cj;
+          acc[p] = __fadd_rn(acc[p], __fmul_rn(u, u));
+        }
+      }
+#pragma unroll
+      for (int p = 0; p < P; ++p)
+        if (acc[p] < best[p]) {
+          best[p] = acc[p];
+          arg[p] = k0 + t;
+        }
+    }
+  }
+  double sum = 0.0;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const std::int64_t i = first + static_cast<std::int64_t>(p) * kThreads;
+    if (i < n) {
+      labels[i] = arg[p];
+      sum += static_cast<double>(best[p]);
+    }
+  }
+  add_block_sum(sum, inertia);
+}
+
+template <int D>
+cudaError_t launch_fused_d(const float* x, const float* c, std::int64_t n, int k, std::int32_t* labels,
+                           double* inertia, cudaStream_t stream) {
+  // Points per thread: P * D floats of x in registers stay at 32 or fewer.
+  constexpr int P = D <= 8 ? 4 : D <= 16 ? 2 : 1;
+  const auto blocks = static_cast<unsigned>((n + kThreads * P - 1) / (kThreads * P));
+  assign_fused_d<D, P><<<blocks, kThreads, 0, stream>>>(x, c, n, k, labels, inertia);
+  return cudaGetLastError();
+}
+
+// The fused launch for d known at compile time; cudaErrorNotSupported for
+// the other d (assign_fused takes them).
+cudaError_t launch_fused_fixed(const float* x, const float* c, std::int64_t n, std::int64_t d, int k,
+                               std::int32_t* labels, double* inertia, cudaStream_t stream) {
+  switch (d) {
+#define ACCEL_FUSED_CASE(D) \
+  case D: return launch_fused_d<D>(x, c, n, k, labels, inertia, stream);
+    ACCEL_FUSED_CASE(1) ACCEL_FUSED_CASE(2) ACCEL_FUSED_CASE(3) ACCEL_FUSED_CASE(4) ACCEL_FUSED_CASE(5)
+    ACCEL_FUSED_CASE(6) ACCEL_FUSED_CASE(7) ACCEL_FUSED_CASE(8) ACCEL_FUSED_CASE(9) ACCEL_FUSED_CASE(10)
+    ACCEL_FUSED_CASE(11) ACCEL_FUSED_CASE(12) ACCEL_FUSED_CASE(13) ACCEL_FUSED_CASE(14) ACCEL_FUSED_CASE(15)
+    ACCEL_FUSED_CASE(16) ACCEL_FUSED_CASE(24) ACCEL_FUSED_CASE(32)
+#undef ACCEL_FUSED_CASE
+    default: return cudaErrorNotSupported;
+  }
 }
 
 // ||c_k||^2, one warp per centroid.
@@ -246,9 +338,13 @@ const char* launch_kmeans_assign(const float* x, const float* centroids, std::in
 
   const int di = static_cast<int>(d), ki = static_cast<int>(k);
   if (path == KMeansPath::Fused) {
-    const auto blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
-    assign_fused<<<blocks, kThreads, 0, stream>>>(x, centroids, n, di, ki, labels, inertia);
-    if (const char* err = last_launch_error()) return err;
+    e = launch_fused_fixed(x, centroids, n, d, ki, labels, inertia, stream);
+    if (e == cudaErrorNotSupported) {
+      const auto blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
+      assign_fused<<<blocks, kThreads, 0, stream>>>(x, centroids, n, di, ki, labels, inertia);
+      e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) return cudaGetErrorString(e);
   } else {
     auto* norms = static_cast<float*>(scratch);
     auto* dot = reinterpret_cast<float*>(static_cast<char*>(scratch) + align_up(k * sizeof(float)));
