@@ -9,6 +9,7 @@
 //    carries no cancellation error.
 // Labels tie toward the lower centroid index (strict < in a forward scan).
 #include "kmeans_assign.hpp"
+#include "kmeans_dist.hpp"
 #include "runtime/blas_threads.hpp"
 
 #include <cblas.h>
@@ -321,13 +322,7 @@ std::map<LayoutKey, LayoutTrial> layout_trials;
 // Exact distance to the chosen centroid, the label and the accumulation.
 inline void finish_point(const float* xi, std::int64_t d, const float* c, std::int64_t arg, std::int32_t* label,
                          Partial& p) {
-  const float* ci = c + arg * d;
-  float exact = 0;
-#pragma omp simd reduction(+ : exact)
-  for (std::int64_t j = 0; j < d; ++j) {
-    const float t = xi[j] - ci[j];
-    exact += t * t;
-  }
+  const float exact = detail::dist2(xi, c + arg * d, d);
   *label = static_cast<std::int32_t>(arg);
   p.inertia += exact;
   accumulate_row(xi, d, static_cast<std::int32_t>(arg), p);
@@ -353,9 +348,7 @@ struct TieBound {
   }
   // In double, so the bound's own rounding stays far below its margin.
   float operator()(const float* xi, std::int64_t d) const {
-    double xx = 0;
-#pragma omp simd reduction(+ : xx)
-    for (std::int64_t j = 0; j < d; ++j) xx += static_cast<double>(xi[j]) * xi[j];
+    const double xx = detail::norm2_exact(xi, d);
     return static_cast<float>(gamma * (std::sqrt(xx) * cmax + hmax) * (1 + 1e-6));
   }
 };

@@ -36,9 +36,14 @@
 #include "accel/kernels.hpp"
 #include "runtime/blas_threads.hpp"
 #include "kmeans_assign.hpp"
+#include "kmeans_dist.hpp"
 
 namespace accel::cpu {
 namespace {
+
+using detail::dist2;
+using detail::hsum;
+using detail::v8f;
 
 constexpr std::int64_t kMagic = 0x59696e59616e6731;  // "Yinyang1"
 constexpr float kSlack = 1e-5f;
@@ -52,40 +57,6 @@ inline float gemm_slack(std::int64_t d) {
   const double u = std::ldexp(1.0, -24);
   const double gamma = d * u / (1 - std::min(0.5, d * u));
   return static_cast<float>(2 * (2 * gamma + 3 * u));
-}
-
-typedef float v8f __attribute__((vector_size(32)));
-
-inline float hsum(v8f v) {
-  float s = 0;
-  for (int q = 0; q < 8; ++q) s += v[q];
-  return s;
-}
-
-// The distance kernels below keep several independent sums per centroid, so
-// that no step waits on the previous add's latency; what limits them is
-// then the loads (two 128-bit loads a cycle on the machines this was tuned
-// on). Rounding differs between them, which the bounds' slack covers.
-
-// sum_q acc[q], then the last lanes of each in turn.
-inline float hsum4(v8f a0, v8f a1, v8f a2, v8f a3) { return hsum((a0 + a1) + (a2 + a3)); }
-
-// ||x - c||^2 for one centroid, in four sums (chunks 4t .. 4t+3).
-inline float dist2(const float* x, const float* c, std::int64_t d) {
-  v8f a0{}, a1{}, a2{}, a3{};
-  std::int64_t j = 0;
-  auto step = [&](v8f& acc, std::int64_t at) {
-    v8f a, b;
-    std::memcpy(&a, x + at, sizeof a);
-    std::memcpy(&b, c + at, sizeof b);
-    const v8f t = a - b;
-    acc += t * t;
-  };
-  for (; j + 32 <= d; j += 32) step(a0, j), step(a1, j + 8), step(a2, j + 16), step(a3, j + 24);
-  for (; j + 8 <= d; j += 8) step(a0, j);
-  float s = hsum4(a0, a1, a2, a3);
-  for (; j < d; ++j) s += (x[j] - c[j]) * (x[j] - c[j]);
-  return s;
 }
 
 // ||x - c_q||^2 for two centroids, two sums each (even and odd chunks).
@@ -331,9 +302,7 @@ double first_bounds(const float* xi, std::int64_t d, const float* c, std::int64_
                     std::vector<float>& gmin) {
   const std::int64_t G = s.l.groups;
   const std::int64_t arg = detail::argmax_low(sc, k);
-  double xx_exact = 0;  // in double lanes (sequential, it took a third of this loop's samples)
-#pragma omp simd reduction(+ : xx_exact)
-  for (std::int64_t j = 0; j < d; ++j) xx_exact += static_cast<double>(xi[j]) * xi[j];
+  const double xx_exact = detail::norm2_exact(xi, d);  // in double lanes (sequential, it took a third of this loop's samples)
   const float xx = static_cast<float>(xx_exact);
   float* lower = s.lower + i * G;
   // ||x - c||^2 from the score, lowered by its worst-case error.
