@@ -32,7 +32,9 @@ namespace {
 // Per-thread partial results, merged once per launch (no atomics in the
 // loop). Sums in double (kmeans_assign_wide.cpp's WideAcc says why not
 // float).
-struct Partial {
+// One cache line (or more) per thread: the per-row inertia adds of two
+// threads' partials had shared one, and the line went back and forth.
+struct alignas(64) Partial {
   std::vector<double> sums;
   std::vector<std::int64_t> counts;
   double inertia = 0;
@@ -328,46 +330,8 @@ inline void finish_point(const float* xi, std::int64_t d, const float* c, std::i
   accumulate_row(xi, d, static_cast<std::int32_t>(arg), p);
 }
 
-// A label must not depend on the order sgemm summed a score in: the two
-// layouts sum x.c in different orders on some OpenBLAS kernels (Zen 4's:
-// 844 of 20,000 rows halfway between two centroids were labelled
-// differently), and the layout is picked by timing. Where another float
-// score lies within the rounding bound of the best, the label is the
-// nearest of those contenders by distance in double, the lowest index on
-// an exact tie. A float score x.c - |c|^2/2 of d terms is within
-// (d + 2) 2^-24 (|x| |c| + |c|^2/2) of the exact one (Higham's bound for
-// dot products, one more rounding for the prefilled -|c|^2/2); twice that
-// between two scores, so the exact nearest is always a contender, and every
-// layout finds the same label.
-struct TieBound {
-  double gamma, cmax, hmax;  // 2 (d + 2) 2^-24; max |c|; max |c|^2 / 2
-  TieBound(const std::vector<float>& half_norm, std::int64_t d)
-      : gamma(2.0 * static_cast<double>(d + 2) * 0x1p-24), cmax(0), hmax(0) {
-    for (float h : half_norm) hmax = std::max(hmax, -static_cast<double>(h));
-    cmax = std::sqrt(2 * hmax);
-  }
-  // In double, so the bound's own rounding stays far below its margin.
-  float operator()(const float* xi, std::int64_t d) const {
-    const double xx = detail::norm2_exact(xi, d);
-    return static_cast<float>(gamma * (std::sqrt(xx) * cmax + hmax) * (1 + 1e-6));
-  }
-};
-
-// The nearest of the contenders by distance in double; the lowest index on
-// a tie (contenders ascending).
-std::int64_t nearest_exactly(const float* xi, std::int64_t d, const float* c, const std::vector<std::int32_t>& cand) {
-  std::int64_t arg = cand.front();
-  double best = std::numeric_limits<double>::infinity();
-  for (std::int32_t kk : cand) {
-    double s = 0;
-    for (std::int64_t j = 0; j < d; ++j) {
-      const double t = static_cast<double>(xi[j]) - c[kk * d + j];
-      s += t * t;
-    }
-    if (s < best) best = s, arg = kk;
-  }
-  return arg;
-}
+using detail::nearest_exactly;
+using detail::TieBound;
 
 }  // namespace
 
@@ -524,12 +488,7 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   // when measured), and the argmax pass refills each score as it reads it.
   // -|c|^2/2 summed in double and rounded once: its error then stays
   // within the half ulp the tie bound's slack allows for it.
-  std::vector<float> half_norm(k);
-  for (std::int64_t kk = 0; kk < k; ++kk) {
-    double s = 0;
-    for (std::int64_t j = 0; j < d; ++j) s += static_cast<double>(c[kk * d + j]) * c[kk * d + j];
-    half_norm[kk] = static_cast<float>(-0.5 * s);
-  }
+  const std::vector<float> half_norm = detail::half_norms(c, k, d);
   const TieBound bound(half_norm, d);
   // One parallel region for the whole call: each thread takes whole blocks
   // (static, so the partial sums are the same every run), runs a one-thread

@@ -31,7 +31,7 @@ void kmeans_assign_block16(const float* x, std::int64_t n, std::int64_t d, const
 inline bool kmeans_assign_wide_fits(std::int64_t d) { return (d >= 1 && d <= 16) || d == 24 || d == 32; }
 void kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
-// d >= 16 and k <= 8: row by row, each row read once (kmeans_assign_rows.cpp).
+// d >= 16 and k <= 16: two rows at a time, each row read once (kmeans_assign_rows.cpp).
 bool kmeans_assign_rows_fits(std::int64_t d, std::int64_t k);
 void kmeans_assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);

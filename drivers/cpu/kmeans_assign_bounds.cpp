@@ -272,7 +272,8 @@ void form_groups(const float* c, std::int64_t k, std::int64_t d, std::int64_t gr
 }
 
 // Per-thread sums and counts (a delta during updates), merged once.
-struct Acc {
+// alignas: `touched` is stored on every add; threads' Accs must not share a line.
+struct alignas(64) Acc {
   std::vector<double> sums;
   std::vector<std::int64_t> counts;
   bool touched = false;

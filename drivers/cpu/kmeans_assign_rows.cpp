@@ -1,16 +1,21 @@
-// CPU kmeans_assign for d >= 16 with few centroids, row by row. There the
-// input's read is the limit (1M x 784 floats, k = 4: 3 GB of rows, 25
-// MFLOP a thousand rows), and the gemm path ran at a quarter of it: sgemm
-// on a k = 4 block is far below its rate, and the path reads each row
-// again for the exact distance and for the sums.
+// CPU kmeans_assign for d >= 16 with up to 16 centroids, a few rows at a
+// time. There the input's read is the limit (1M x 784 floats, k = 4: 3 GB
+// of rows, 25 MFLOP a thousand rows), and the gemm path ran at a quarter of
+// it: sgemm on a k = 4 block is far below its rate, and the path reads each
+// row again for the exact distance and for the sums.
 //
-// Here each row is read once: its sixteen-float chunks are subtracted from
-// every centroid's and squared into two running sums per centroid (even
-// and odd chunks, so the chains of dependent FMAs interleave), which are
-// added across lanes at the end of the row -- exact distances, as the other
-// loops have, only summed in another order. The row is then added into
-// double sums for its label.
+// Here each row is read from memory once. Two rows' sixteen-float chunks
+// are multiplied into x.c for eight centroids at a time, |x|^2 alongside, in
+// registers (one FMA per row, centroid and float; the difference form it
+// replaces took a subtraction as well, and its rate at k = 8 was half of
+// this). The rows are then labelled as the gemm path labels them, with the
+// same helpers (kmeans_dist.hpp): the best score x.c - |c|^2/2, a near tie
+// settled by distance in double, the exact distance to the winner for the
+// inertia. So the labels are the gemm path's, and each row's distance too;
+// only the sums' grouping differs. Each row is added into double sums for
+// its label.
 #include "kmeans_assign.hpp"
+#include "kmeans_dist.hpp"
 
 #include <omp.h>
 
@@ -27,7 +32,9 @@ namespace {
 
 typedef float v16f __attribute__((vector_size(64)));
 
-constexpr std::int64_t kMaxK = 8;
+constexpr int kGroup = 8;            // centroids a pass over the rows
+constexpr int kRows = 2;             // rows a step: each centroid chunk loaded serves both
+constexpr std::int64_t kMaxK = 2 * kGroup;
 constexpr std::int64_t kAheadRows = 2;  // rows prefetched ahead
 inline v16f load16(const float* p) {
   v16f v;
@@ -46,85 +53,130 @@ inline float lanes_sum(v16f v) {
 }
 
 // Double sums (kmeans_assign_wide.cpp's WideAcc says why not float).
-struct RowAcc {
+// alignas: the per-row inertia adds of two threads' RowAccs had shared a
+// cache line (1M x 64, k = 4: 47 ms an iteration; the line went back and
+// forth between the cores).
+struct alignas(64) RowAcc {
   std::vector<double> dsum;
   std::vector<std::int64_t> dcount;
   double dinertia = 0;
   RowAcc(std::int64_t k_, std::int64_t d_) : dsum(k_ * d_, 0.0), dcount(k_, 0) {}
 };
 
-// One row: the nearest centroid (ties to the lower index) and its distance.
-// K known at compile time: the 2K running sums stay in registers. The next
-// rows' lines are fetched a chunk at a time (the hardware prefetcher alone
-// left the loads of x waiting: a third of the loop's time at d = 784).
-template <int K>
-inline std::int32_t nearest(const float* xi, std::int64_t d, const float* c, float& dist_out) {
-  v16f even[K], odd[K];
-  for (int kk = 0; kk < K; ++kk) even[kk] = odd[kk] = v16f{};
-  const std::int64_t full = d / 16;
-  // An address, not a pointer into x: past the last rows it lies beyond x
-  // (a prefetch never faults).
-  const auto ahead = reinterpret_cast<const float*>(reinterpret_cast<std::uintptr_t>(xi) +
-                                                    static_cast<std::uintptr_t>(kAheadRows * d) * sizeof(float));
-  std::int64_t ch = 0;
-  for (; ch + 2 <= full; ch += 2) {
-    __builtin_prefetch(ahead + ch * 16);
-    __builtin_prefetch(ahead + ch * 16 + 16);
-    const v16f a = load16(xi + ch * 16), b = load16(xi + ch * 16 + 16);
-    for (int kk = 0; kk < K; ++kk) {
-      const float* ck = c + kk * d + ch * 16;
-      const v16f ta = a - load16(ck), tb = b - load16(ck + 16);
-      even[kk] += ta * ta;
-      odd[kk] += tb * tb;
-    }
-  }
-  if (ch < full) {
-    __builtin_prefetch(ahead + ch * 16);
-    const v16f a = load16(xi + ch * 16);
-    for (int kk = 0; kk < K; ++kk) {
-      const v16f ta = a - load16(c + kk * d + ch * 16);
-      even[kk] += ta * ta;
-    }
-  }
-  float best = std::numeric_limits<float>::infinity();
-  std::int32_t arg = 0;
-  for (int kk = 0; kk < K; ++kk) {
-    float s = lanes_sum(even[kk] + odd[kk]);
-    for (std::int64_t j = full * 16; j < d; ++j) {
-      const float t = xi[j] - c[kk * d + j];
-      s += t * t;
-    }
-    if (s < best) best = s, arg = kk;
-  }
-  dist_out = best;
-  return arg;
-}
-
 inline void add_row(const float* xi, std::int64_t d, double* s) {
 #pragma omp simd
   for (std::int64_t j = 0; j < d; ++j) s[j] += xi[j];
 }
 
+// Scores x.c_g - |c_g|^2/2 of R rows for G centroids (c: G rows of d
+// floats), and each row's float |x|^2, in one pass over the rows' chunks:
+// one FMA per row, centroid and float. R x G sums stay in registers; each
+// centroid chunk loaded serves R rows. The next rows' lines are fetched a
+// chunk at a time by the first group (the hardware prefetcher alone left
+// the loads of x waiting: a third of the loop's time at d = 784).
+template <int R, int G>
+inline void scores(const float* x, std::int64_t d, const float* c, const float* half, bool first_group,
+                   float (&out)[R][G], float (&xx)[R]) {
+  v16f acc[R][G], sq[R];
+  for (int r = 0; r < R; ++r) {
+    sq[r] = v16f{};
+    for (int g = 0; g < G; ++g) acc[r][g] = v16f{};
+  }
+  const std::int64_t full = d / 16;
+  // An address, not a pointer into x: past the last rows it lies beyond x
+  // (a prefetch never faults).
+  const auto ahead = reinterpret_cast<const float*>(reinterpret_cast<std::uintptr_t>(x) +
+                                                    static_cast<std::uintptr_t>(kAheadRows * R * d) * sizeof(float));
+  for (std::int64_t ch = 0; ch < full; ++ch) {
+    v16f xv[R];
+    for (int r = 0; r < R; ++r) {
+      if (first_group) __builtin_prefetch(ahead + r * d + ch * 16);
+      xv[r] = load16(x + r * d + ch * 16);
+      if (first_group) sq[r] += xv[r] * xv[r];
+    }
+    for (int g = 0; g < G; ++g) {
+      const v16f cv = load16(c + g * d + ch * 16);
+      for (int r = 0; r < R; ++r) acc[r][g] += xv[r] * cv;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float* xr = x + r * d;
+    for (int g = 0; g < G; ++g) {
+      float s = lanes_sum(acc[r][g]);
+      for (std::int64_t j = full * 16; j < d; ++j) s += xr[j] * c[g * d + j];
+      out[r][g] = s + half[g];
+    }
+    if (first_group) {
+      float s = lanes_sum(sq[r]);
+      for (std::int64_t j = full * 16; j < d; ++j) s += xr[j] * xr[j];
+      xx[r] = s;
+    }
+  }
+}
+
+// One step: R rows at x (numbered from i) scored against all K centroids,
+// eight at a time (the rows come again from L1 for the next eight), then
+// each labelled as the gemm path labels its rows: the best score, a near
+// tie settled by distance in double, the exact distance to the winner.
+template <int R, int K>
+inline void step(const float* x, std::int64_t d, const float* c, const float* half, const detail::TieBound& bound,
+                 std::int32_t* labels, RowAcc& acc, std::vector<std::int32_t>& cand) {
+  float sc[R][K], xx[R];
+  constexpr int G0 = K < kGroup ? K : kGroup;
+  {
+    float part[R][G0];
+    scores<R, G0>(x, d, c, half, true, part, xx);
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G0; ++g) sc[r][g] = part[r][g];
+  }
+  if constexpr (K > kGroup) {
+    float part[R][K - kGroup], unused[R];
+    scores<R, K - kGroup>(x, d, c + kGroup * d, half + kGroup, false, part, unused);
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < K - kGroup; ++g) sc[r][kGroup + g] = part[r][g];
+  }
+  // A float sum of d squares is within d 2^-24 of the exact one (relative);
+  // scaled up by that, it bounds |x|^2 for the tie bound.
+  const double grow = 1 + static_cast<double>(d + 1) * 0x1p-23;
+  for (int r = 0; r < R; ++r) {
+    const float* xi = x + r * d;
+    std::int32_t arg = 0;
+    float best = sc[r][0], second = -std::numeric_limits<float>::infinity();
+    for (int kk = 1; kk < K; ++kk) {
+      const float v = sc[r][kk];
+      if (v > best) second = best, best = v, arg = kk;  // strict: ties stay with the lower index
+      else second = std::max(second, v);
+    }
+    const float delta = bound.of_norm2(static_cast<double>(xx[r]) * grow);
+    if (best - second <= delta) {
+      cand.clear();
+      for (int kk = 0; kk < K; ++kk)
+        if (kk == arg || sc[r][kk] >= best - delta) cand.push_back(kk);
+      arg = static_cast<std::int32_t>(detail::nearest_exactly(xi, d, c, cand));
+    }
+    labels[r] = arg;
+    acc.dinertia += detail::dist2(xi, c + arg * d, d);
+    add_row(xi, d, acc.dsum.data() + arg * d);
+    ++acc.dcount[arg];
+  }
+}
 
 template <int K>
 void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int32_t* labels, double* sums,
                  std::int64_t* counts, double* inertia) {
+  const std::vector<float> half = detail::half_norms(c, K, d);
+  const detail::TieBound bound(half, d);
   const int threads = omp_get_max_threads();
   std::vector<RowAcc> accs(threads, RowAcc(K, d));
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     RowAcc& acc = accs[t];
+    std::vector<std::int32_t> cand;
     const std::int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
-    for (std::int64_t i = i0; i < i1; ++i) {
-      const float* xi = x + i * d;
-      float dist;
-      const std::int32_t lab = nearest<K>(xi, d, c, dist);
-      labels[i] = lab;
-      acc.dinertia += dist;
-      add_row(xi, d, acc.dsum.data() + lab * d);
-      ++acc.dcount[lab];
-    }
+    std::int64_t i = i0;
+    for (; i + kRows <= i1; i += kRows) step<kRows, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, cand);
+    for (; i < i1; ++i) step<1, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, cand);
   }
   std::fill(sums, sums + K * d, 0.0);
   std::fill(counts, counts + K, 0);
@@ -148,8 +200,10 @@ void kmeans_assign_rows(const float* x, std::int64_t n, std::int64_t d, const fl
   case K: return assign_rows<K>(x, n, d, c, labels, sums, counts, inertia);
     ACCEL_ROWS_CASE(1) ACCEL_ROWS_CASE(2) ACCEL_ROWS_CASE(3) ACCEL_ROWS_CASE(4)
     ACCEL_ROWS_CASE(5) ACCEL_ROWS_CASE(6) ACCEL_ROWS_CASE(7) ACCEL_ROWS_CASE(8)
+    ACCEL_ROWS_CASE(9) ACCEL_ROWS_CASE(10) ACCEL_ROWS_CASE(11) ACCEL_ROWS_CASE(12)
+    ACCEL_ROWS_CASE(13) ACCEL_ROWS_CASE(14) ACCEL_ROWS_CASE(15) ACCEL_ROWS_CASE(16)
 #undef ACCEL_ROWS_CASE
-    default: throw std::invalid_argument("kmeans_assign_rows: k = " + std::to_string(k) + " is not 1..8");
+    default: throw std::invalid_argument("kmeans_assign_rows: k = " + std::to_string(k) + " is not 1..16");
   }
 }
 

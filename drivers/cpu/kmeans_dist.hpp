@@ -5,8 +5,12 @@
 // iteration at 1M x 64, K = 8.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 namespace accel::cpu::detail {
 
@@ -62,6 +66,61 @@ inline double norm2_exact(const float* x, std::int64_t d) {
   double s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
   for (; j < d; ++j) s += static_cast<double>(x[j]) * x[j];
   return s;
+}
+
+
+// -|c_k|^2 / 2 per centroid, summed in double and rounded once: its error
+// then stays within the half ulp the tie bound's slack allows for it. The
+// score x.c - |c|^2/2 is largest for the nearest centroid.
+inline std::vector<float> half_norms(const float* c, std::int64_t k, std::int64_t d) {
+  std::vector<float> half(k);
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    double s = 0;
+    for (std::int64_t j = 0; j < d; ++j) s += static_cast<double>(c[kk * d + j]) * c[kk * d + j];
+    half[kk] = static_cast<float>(-0.5 * s);
+  }
+  return half;
+}
+
+// A label must not depend on the order sgemm summed a score in: the two
+// layouts sum x.c in different orders on some OpenBLAS kernels (Zen 4's:
+// 844 of 20,000 rows halfway between two centroids were labelled
+// differently), and the layout is picked by timing. Where another float
+// score lies within the rounding bound of the best, the label is the
+// nearest of those contenders by distance in double, the lowest index on
+// an exact tie. A float score x.c - |c|^2/2 of d terms is within
+// (d + 2) 2^-24 (|x| |c| + |c|^2/2) of the exact one (Higham's bound for
+// dot products, one more rounding for the prefilled -|c|^2/2); twice that
+// between two scores, so the exact nearest is always a contender, and every
+// layout finds the same label.
+struct TieBound {
+  double gamma, cmax, hmax;  // 2 (d + 2) 2^-24; max |c|; max |c|^2 / 2
+  TieBound(const std::vector<float>& half_norm, std::int64_t d)
+      : gamma(2.0 * static_cast<double>(d + 2) * 0x1p-24), cmax(0), hmax(0) {
+    for (float h : half_norm) hmax = std::max(hmax, -static_cast<double>(h));
+    cmax = std::sqrt(2 * hmax);
+  }
+  // In double, so the bound's own rounding stays far below its margin.
+  float operator()(const float* xi, std::int64_t d) const { return of_norm2(norm2_exact(xi, d)); }
+  // From |x|^2 known to within its slack already (a float sum of d squares
+  // scaled up by (1 + (d + 1) 2^-23) bounds the exact one).
+  float of_norm2(double xx) const { return static_cast<float>(gamma * (std::sqrt(xx) * cmax + hmax) * (1 + 1e-6)); }
+};
+
+// The nearest of the contenders by distance in double; the lowest index on
+// a tie (contenders ascending).
+inline std::int64_t nearest_exactly(const float* xi, std::int64_t d, const float* c, const std::vector<std::int32_t>& cand) {
+  std::int64_t arg = cand.front();
+  double best = std::numeric_limits<double>::infinity();
+  for (std::int32_t kk : cand) {
+    double s = 0;
+    for (std::int64_t j = 0; j < d; ++j) {
+      const double t = static_cast<double>(xi[j]) - c[kk * d + j];
+      s += t * t;
+    }
+    if (s < best) best = s, arg = kk;
+  }
+  return arg;
 }
 
 }  // namespace accel::cpu::detail

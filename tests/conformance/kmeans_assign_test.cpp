@@ -131,6 +131,8 @@ const std::vector<Case> kCases = {
     {"wide32_float", 777, 32, 12, false},
     {"rows_odd_d", 901, 37, 5, true},  // row by row: a partial last chunk, an odd number of chunks
     {"rows_mnist_like", 650, 784, 8, false},
+    {"rows_two_groups", 903, 37, 13, true},  // k > 8: centroids in two passes over the rows; an odd last row
+    {"rows_k16_float", 651, 784, 16, false},
     {"timed_pick", 400000, 3, 6, true},  // enough rows for the cpu to time its loops on slices of one launch
     {"float_wide", 1031, 100, 70, false},
     {"float_mnist_like", 700, 784, 256, false},
