@@ -100,8 +100,8 @@ __global__ void __launch_bounds__(kThreads)
   add_block_sum(active ? static_cast<double>(best) : 0.0, inertia);
 }
 
-// assign_fused with d fixed at compile time (1..16, 24, 32: the CPU wide
-// loop's set) and P points per thread, the CPU loop's register blocking:
+// assign_fused with d fixed at compile time (1..16, 24, 32: where the CPU
+// wide loop is built, up to kFusedMaxD) and P points per thread, the CPU loop's register blocking:
 // each centroid element read from shared memory serves P points instead of
 // one, and the distance loop is exactly d long instead of kFusedMaxD
 // predicated steps. Same roundings and order as assign_fused, so the same

@@ -1,6 +1,6 @@
 // CPU kmeans_assign's loops (kmeans_assign_pick.cpp times them per shape):
 //  - masked: d <= 4 with k * d <= 64, below; the register-transposed direct
-//    loop for d <= 16, 24 and 32 is kmeans_assign_wide.cpp. Distances point
+//    loop for d <= 16, 24, 32, 48, 64 and 128 is kmeans_assign_wide.cpp. Distances point
 //    by point with the centroids in registers/L1; no distance matrix.
 //  - gemm: ||x||^2 - 2 x.c + ||c||^2 with OpenBLAS sgemm on row blocks sized to
 //    stay in cache, argmin fused right after each block. ||x||^2 does not

@@ -26,9 +26,11 @@ void kmeans_assign_masked(const float* x, std::int64_t n, std::int64_t d, const 
 // kmeans_assign_pick.cpp).
 void kmeans_assign_block16(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                            std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
-// d <= 16, 24 or 32: sixteen points a vector, transposed in registers
-// (kmeans_assign_wide.cpp).
-inline bool kmeans_assign_wide_fits(std::int64_t d) { return (d >= 1 && d <= 16) || d == 24 || d == 32; }
+// d <= 16, 24, 32, 48, 64 or 128: sixteen points a vector, transposed in
+// registers (past d = 32 the transposed points live in L1; kmeans_assign_wide.cpp).
+inline bool kmeans_assign_wide_fits(std::int64_t d) {
+  return (d >= 1 && d <= 16) || d == 24 || d == 32 || d == 48 || d == 64 || d == 128;
+}
 void kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
 // d >= 16 and k <= 16: two rows at a time, each row read once (kmeans_assign_rows.cpp).

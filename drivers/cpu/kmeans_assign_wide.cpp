@@ -1,4 +1,4 @@
-// CPU kmeans_assign for d <= 16, 24 and 32. At 500k x 8, k = 8, the rows
+// CPU kmeans_assign for d <= 16, 24, 32, 48, 64 and 128. At 500k x 8, k = 8, the rows
 // are memory-bound (one read is 0.7 ms at 22 GB/s, the distances 0.5 ms of
 // sgemm), and the earlier direct loop ran at ~9% of that limit: it staged
 // points through memory with masked scalar loads and added each row into
@@ -212,9 +212,9 @@ void kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const fl
     ACCEL_WIDE_CASE(1) ACCEL_WIDE_CASE(2) ACCEL_WIDE_CASE(3) ACCEL_WIDE_CASE(4) ACCEL_WIDE_CASE(5)
     ACCEL_WIDE_CASE(6) ACCEL_WIDE_CASE(7) ACCEL_WIDE_CASE(8) ACCEL_WIDE_CASE(9) ACCEL_WIDE_CASE(10)
     ACCEL_WIDE_CASE(11) ACCEL_WIDE_CASE(12) ACCEL_WIDE_CASE(13) ACCEL_WIDE_CASE(14) ACCEL_WIDE_CASE(15)
-    ACCEL_WIDE_CASE(16) ACCEL_WIDE_CASE(24) ACCEL_WIDE_CASE(32)
+    ACCEL_WIDE_CASE(16) ACCEL_WIDE_CASE(24) ACCEL_WIDE_CASE(32) ACCEL_WIDE_CASE(48) ACCEL_WIDE_CASE(64) ACCEL_WIDE_CASE(128)
 #undef ACCEL_WIDE_CASE
-    default: throw std::invalid_argument("kmeans_assign_wide: d = " + std::to_string(d) + " is not 1..16, 24 or 32");
+    default: throw std::invalid_argument("kmeans_assign_wide: d = " + std::to_string(d) + " is not 1..16, 24, 32, 48, 64 or 128");
   }
 }
 

@@ -129,6 +129,8 @@ const std::vector<Case> kCases = {
     {"wide16_float", 2003, 16, 30, false},
     {"wide16_dups", 515, 16, 9, true, 100},
     {"wide32_float", 777, 32, 12, false},
+    {"wide48_float", 333, 48, 7, false},    // past d = 32 the transposed points live in L1
+    {"wide128_float", 1000, 128, 20, false},
     {"rows_odd_d", 901, 37, 5, true},  // row by row: a partial last chunk, an odd number of chunks
     {"rows_mnist_like", 650, 784, 8, false},
     {"rows_two_groups", 903, 37, 13, true},  // k > 8: centroids in two passes over the rows; an odd last row
