@@ -104,9 +104,10 @@ __global__ void __launch_bounds__(kThreads)
 // wide loop is built, up to kFusedMaxD) and P points per thread, the CPU loop's register blocking:
 // each centroid element read from shared memory serves P points instead of
 // one, and the distance loop is exactly d long instead of kFusedMaxD
-// predicated steps. Same roundings and order as assign_fused, so the same
-// labels and inertia. Point p of a thread is first + p * kThreads, so each
-// of the P loads is a warp's consecutive rows.
+// predicated steps. Same roundings and order per point as assign_fused, so
+// the same labels and distances (the inertia adds P points a thread before
+// the block's sum, so its last bits may differ). Point p of a thread is
+// first + p * kThreads, so each of the P loads is a warp's consecutive rows.
 template <int D, int P>
 __global__ void __launch_bounds__(kThreads)
     assign_fused_d(const float* __restrict__ x, const float* __restrict__ c, std::int64_t n, int k,
@@ -174,8 +175,10 @@ cudaError_t launch_fused_d(const float* x, const float* c, std::int64_t n, int k
   return cudaGetLastError();
 }
 
-// The fused launch for d known at compile time; cudaErrorNotSupported for
-// the other d (assign_fused takes them).
+// Whether assign_fused_d is built for d (else assign_fused takes it).
+bool fused_fixed_fits(std::int64_t d) { return (d >= 1 && d <= 16) || d == 24 || d == 32; }
+
+// The fused launch for d known at compile time (fused_fixed_fits(d)).
 cudaError_t launch_fused_fixed(const float* x, const float* c, std::int64_t n, std::int64_t d, int k,
                                std::int32_t* labels, double* inertia, cudaStream_t stream) {
   switch (d) {
@@ -186,7 +189,7 @@ cudaError_t launch_fused_fixed(const float* x, const float* c, std::int64_t n, s
     ACCEL_FUSED_CASE(11) ACCEL_FUSED_CASE(12) ACCEL_FUSED_CASE(13) ACCEL_FUSED_CASE(14) ACCEL_FUSED_CASE(15)
     ACCEL_FUSED_CASE(16) ACCEL_FUSED_CASE(24) ACCEL_FUSED_CASE(32)
 #undef ACCEL_FUSED_CASE
-    default: return cudaErrorNotSupported;
+    default: return cudaErrorInvalidValue;  // not reached: fused_fixed_fits(d) is checked first
   }
 }
 
@@ -338,8 +341,9 @@ const char* launch_kmeans_assign(const float* x, const float* centroids, std::in
 
   const int di = static_cast<int>(d), ki = static_cast<int>(k);
   if (path == KMeansPath::Fused) {
-    e = launch_fused_fixed(x, centroids, n, d, ki, labels, inertia, stream);
-    if (e == cudaErrorNotSupported) {
+    if (fused_fixed_fits(d)) {
+      e = launch_fused_fixed(x, centroids, n, d, ki, labels, inertia, stream);
+    } else {
       const auto blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
       assign_fused<<<blocks, kThreads, 0, stream>>>(x, centroids, n, di, ki, labels, inertia);
       e = cudaGetLastError();

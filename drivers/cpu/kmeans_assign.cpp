@@ -1,7 +1,8 @@
-// CPU kmeans_assign's loops (kmeans_assign_pick.cpp times them per shape):
+// CPU kmeans_assign's loops (kmeans_assign_pick.cpp picks one per shape):
 //  - masked: d <= 4 with k * d <= 64, below; the register-transposed direct
-//    loop for d <= 16, 24, 32, 48, 64 and 128 is kmeans_assign_wide.cpp. Distances point
-//    by point with the centroids in registers/L1; no distance matrix.
+//    loop for d <= 16, 24, 32, 48, 64 and 128 is kmeans_assign_wide.cpp, the
+//    rows loop (d >= 16, k <= 16) kmeans_assign_rows.cpp. Distances point by
+//    point with the centroids in registers/L1; no distance matrix.
 //  - gemm: ||x||^2 - 2 x.c + ||c||^2 with OpenBLAS sgemm on row blocks sized to
 //    stay in cache, argmin fused right after each block. ||x||^2 does not
 //    change the argmin so it is left out; the inertia is then recomputed
@@ -38,7 +39,7 @@ struct alignas(64) Partial {
   std::vector<double> sums;
   std::vector<std::int64_t> counts;
   double inertia = 0;
-  Partial(std::int64_t k, std::int64_t d) : sums(k * d, 0.0), counts(k, 0) {}
+  Partial(std::int64_t k, std::int64_t d) : sums(k * d + detail::kLinePad, 0.0), counts(k + detail::kLinePad, 0) {}
 };
 
 inline void accumulate_row(const float* xi, std::int64_t d, std::int32_t label, Partial& p) {
@@ -330,7 +331,6 @@ inline void finish_point(const float* xi, std::int64_t d, const float* c, std::i
   accumulate_row(xi, d, static_cast<std::int32_t>(arg), p);
 }
 
-using detail::nearest_exactly;
 using detail::TieBound;
 
 }  // namespace
@@ -442,14 +442,9 @@ void assign_block(bool transposed, float* score, std::int64_t cap, std::int64_t 
       }
       for (std::int64_t t = 0; t < qn; ++t) {
         const float* xi = xb + (q0 + t) * d;
-        std::int64_t a = arg[t];
-        const float delta = bound(xi, d);
-        if (best[t] - second[t] <= delta) {
-          cand.clear();
-          for (std::int64_t kk = 0; kk < k; ++kk)
-            if (kk == a || score[kk * cap + q0 + t] >= best[t] - delta) cand.push_back(static_cast<std::int32_t>(kk));
-          a = nearest_exactly(xi, d, c, cand);
-        }
+        const float* col = score + q0 + t;
+        const std::int64_t a = detail::settle(xi, d, c, k, arg[t], best[t], second[t], bound(xi, d),
+                                              [&](std::int64_t kk) { return col[kk * cap]; }, cand);
         finish_point(xi, d, c, a, labels + q0 + t, p);
       }
       for (std::int64_t kk = 0; kk < k; ++kk)  // ready for the next block
@@ -466,13 +461,7 @@ void assign_block(bool transposed, float* score, std::int64_t cap, std::int64_t 
     float second = kNone;
 #pragma omp simd reduction(max : second)
     for (std::int64_t kk = 0; kk < k; ++kk) second = std::max(second, kk == arg ? kNone : g[kk]);
-    const float delta = bound(xi, d);
-    if (top - second <= delta) {
-      cand.clear();
-      for (std::int64_t kk = 0; kk < k; ++kk)
-        if (kk == arg || g[kk] >= top - delta) cand.push_back(static_cast<std::int32_t>(kk));
-      arg = nearest_exactly(xi, d, c, cand);
-    }
+    arg = detail::settle(xi, d, c, k, arg, top, second, bound(xi, d), [&](std::int64_t kk) { return g[kk]; }, cand);
     std::copy(half_norm.begin(), half_norm.end(), g);  // ready for the next block
     finish_point(xi, d, c, arg, labels + q, p);
   }

@@ -8,10 +8,10 @@
 
 namespace accel::cpu {
 
-// The CPU kmeans_assign kernel (contract in accel/kernels.hpp): the
-// fastest of the loops below that fit the shape, timed on the first launch
-// of each shape (kmeans_assign_pick.cpp). OpenMP threads keep private sums
-// and merge once at the end.
+// The CPU kmeans_assign kernel (contract in accel/kernels.hpp): one of the
+// loops below by the roofline grid's rule, or timed per shape when asked
+// (kmeans_assign_pick.cpp). OpenMP threads keep private sums and merge
+// once at the end.
 void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                    std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
 

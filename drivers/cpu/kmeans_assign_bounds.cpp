@@ -277,7 +277,7 @@ struct alignas(64) Acc {
   std::vector<double> sums;
   std::vector<std::int64_t> counts;
   bool touched = false;
-  Acc(std::int64_t k, std::int64_t d) : sums(k * d, 0.0), counts(k, 0) {}
+  Acc(std::int64_t k, std::int64_t d) : sums(k * d + detail::kLinePad, 0.0), counts(k + detail::kLinePad, 0) {}
   void add(const float* xi, std::int64_t d, std::int32_t label, double sign) {
     double* s = sums.data() + static_cast<std::int64_t>(label) * d;
     for (std::int64_t j = 0; j < d; ++j) s[j] += sign * xi[j];

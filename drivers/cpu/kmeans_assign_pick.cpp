@@ -1,11 +1,12 @@
 // Which CPU kmeans_assign loop runs a shape. Over a grid of d = 2..784 and
 // k = 4..1024 (1M rows, bench_kmeans.py --grid, timed per loop) the
 // fastest loop changed with the shape: masked at d <= 4 with k <= 8, the
-// register-transposed wide loop elsewhere where it is built (d <= 16, 24,
-// 32, 48 and 64: it beat sgemm there at every k, by 10-25% at d = 64; at
-// d = 128 up to k = 256, sgemm was 8% faster at k = 1024), the rows loop
-// from d = 128 with k <= 16 (at d = 64 the wide loop and sgemm were both
-// faster), and sgemm for the rest. That rule is the default.
+// rows loop from d = 128 with k <= 16 (at d = 64 the wide loop and sgemm
+// were both faster), the register-transposed wide loop elsewhere where it
+// is built (d <= 16, 24, 32, 48 and 64 at every k: it beat sgemm by 10-25%
+// at d = 64; d = 128 up to k = 256: sgemm was 8% faster at k = 1024), and
+// sgemm for the rest (other d up to 127 with k <= 8 included: the rows loop
+// was slower there). That rule is the default.
 //
 // The default is a rule, not a timing, because every process must run the
 // same loop on a shape: the loops sum in different orders (one loop's sums

@@ -60,7 +60,7 @@ struct alignas(64) RowAcc {
   std::vector<double> dsum;
   std::vector<std::int64_t> dcount;
   double dinertia = 0;
-  RowAcc(std::int64_t k_, std::int64_t d_) : dsum(k_ * d_, 0.0), dcount(k_, 0) {}
+  RowAcc(std::int64_t k_, std::int64_t d_) : dsum(k_ * d_ + detail::kLinePad, 0.0), dcount(k_ + detail::kLinePad, 0) {}
 };
 
 inline void add_row(const float* xi, std::int64_t d, double* s) {
@@ -85,12 +85,13 @@ inline void scores(const float* x, std::int64_t d, const float* c, const float* 
   const std::int64_t full = d / 16;
   // An address, not a pointer into x: past the last rows it lies beyond x
   // (a prefetch never faults).
-  const auto ahead = reinterpret_cast<const float*>(reinterpret_cast<std::uintptr_t>(x) +
-                                                    static_cast<std::uintptr_t>(kAheadRows * R * d) * sizeof(float));
+  const std::uintptr_t ahead =
+      reinterpret_cast<std::uintptr_t>(x) + static_cast<std::uintptr_t>(kAheadRows * R * d) * sizeof(float);
   for (std::int64_t ch = 0; ch < full; ++ch) {
     v16f xv[R];
     for (int r = 0; r < R; ++r) {
-      if (first_group) __builtin_prefetch(ahead + r * d + ch * 16);
+      if (first_group)
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead + static_cast<std::uintptr_t>(r * d + ch * 16) * 4));
       xv[r] = load16(x + r * d + ch * 16);
       if (first_group) sq[r] += xv[r] * xv[r];
     }
@@ -114,7 +115,7 @@ inline void scores(const float* x, std::int64_t d, const float* c, const float* 
   }
 }
 
-// One step: R rows at x (numbered from i) scored against all K centroids,
+// One step: R rows at x (labels: theirs) scored against all K centroids,
 // eight at a time (the rows come again from L1 for the next eight), then
 // each labelled as the gemm path labels its rows: the best score, a near
 // tie settled by distance in double, the exact distance to the winner.
@@ -135,8 +136,10 @@ inline void step(const float* x, std::int64_t d, const float* c, const float* ha
     for (int r = 0; r < R; ++r)
       for (int g = 0; g < K - kGroup; ++g) sc[r][kGroup + g] = part[r][g];
   }
-  // A float sum of d squares is within d 2^-24 of the exact one (relative);
-  // scaled up by that, it bounds |x|^2 for the tie bound.
+  // A float sum S' of d squares is at least S (1 - 2^-24)^d of the exact S
+  // (no underflow: each square is > 2^-126 or contributes nothing that
+  // matters next to the bound's |c|^2/2 term), so S <= S' / (1 - d 2^-24)
+  // <= S' (1 + (d + 1) 2^-23): an upper bound of |x|^2 for the tie bound.
   const double grow = 1 + static_cast<double>(d + 1) * 0x1p-23;
   for (int r = 0; r < R; ++r) {
     const float* xi = x + r * d;
@@ -148,12 +151,8 @@ inline void step(const float* x, std::int64_t d, const float* c, const float* ha
       else second = std::max(second, v);
     }
     const float delta = bound.of_norm2(static_cast<double>(xx[r]) * grow);
-    if (best - second <= delta) {
-      cand.clear();
-      for (int kk = 0; kk < K; ++kk)
-        if (kk == arg || sc[r][kk] >= best - delta) cand.push_back(kk);
-      arg = static_cast<std::int32_t>(detail::nearest_exactly(xi, d, c, cand));
-    }
+    arg = static_cast<std::int32_t>(
+        detail::settle(xi, d, c, K, arg, best, second, delta, [&](std::int64_t kk) { return sc[r][kk]; }, cand));
     labels[r] = arg;
     acc.dinertia += detail::dist2(xi, c + arg * d, d);
     add_row(xi, d, acc.dsum.data() + arg * d);

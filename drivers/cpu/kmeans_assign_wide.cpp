@@ -13,6 +13,7 @@
 // Where a launch's rows begin then moves the sums by double rounding
 // (1e-16 relative) at most, not by float's (see WideAcc).
 #include "kmeans_assign.hpp"
+#include "kmeans_dist.hpp"
 
 #include <omp.h>
 
@@ -77,7 +78,8 @@ struct WideAcc {
   std::vector<std::int64_t> count;   // kCopies x k
   v8d inertia[2] = {};
   double dinertia = 0;
-  explicit WideAcc(std::int64_t k_) : k(k_), sum(kCopies * k_ * D, 0.0), count(kCopies * k_, 0) {}
+  explicit WideAcc(std::int64_t k_)
+      : k(k_), sum(kCopies * k_ * D + detail::kLinePad, 0.0), count(kCopies * k_ + detail::kLinePad, 0) {}
   void add(v16f best) {
     inertia[0] += __builtin_convertvector(__builtin_shufflevector(best, best, 0, 1, 2, 3, 4, 5, 6, 7), v8d);
     inertia[1] += __builtin_convertvector(__builtin_shufflevector(best, best, 8, 9, 10, 11, 12, 13, 14, 15), v8d);

@@ -14,6 +14,11 @@
 
 namespace accel::cpu::detail {
 
+// Elements (8 bytes each) of padding after each per-thread array: the
+// threads' arrays are allocated one after another, and one thread's last
+// counters would share a cache line with the next one's first sums.
+constexpr std::int64_t kLinePad = 8;
+
 typedef float v8f __attribute__((vector_size(32)));
 
 inline float hsum(v8f v) {
@@ -121,6 +126,20 @@ inline std::int64_t nearest_exactly(const float* xi, std::int64_t d, const float
     if (s < best) best = s, arg = kk;
   }
   return arg;
+}
+
+
+// A row's label from its scores (best at arg, the runner-up second): when
+// another score lies within the tie bound delta of the best, the nearest
+// of those contenders by distance in double. score(kk): the row's kk-th.
+template <class Score>
+inline std::int64_t settle(const float* xi, std::int64_t d, const float* c, std::int64_t k, std::int64_t arg,
+                           float best, float second, float delta, Score score, std::vector<std::int32_t>& cand) {
+  if (best - second > delta) return arg;
+  cand.clear();
+  for (std::int64_t kk = 0; kk < k; ++kk)
+    if (kk == arg || score(kk) >= best - delta) cand.push_back(static_cast<std::int32_t>(kk));
+  return nearest_exactly(xi, d, c, cand);
 }
 
 }  // namespace accel::cpu::detail

@@ -31,7 +31,7 @@ int kmeans_main(const std::vector<std::string>& args) {
       ("init", po::value(&ko.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy (k x d)")
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
       ("algorithm", po::value(&ko.algorithm)->default_value("auto"),
-       "lloyd | yinyang (same iterations, rows skipped when bounds prove their label unchanged) | auto (yinyang for d >= 16)")
+       "lloyd | yinyang (same iterations, rows skipped when bounds prove their label unchanged) | auto (yinyang for d > 64)")
       ("device", po::value(&device)->default_value("auto"), "auto | cpu | fpga-emu | cuda | opencl[:N] | fpga | <name> | all (every hardware device), or a comma list")
       ("output-centroids", po::value(&out_centroids), "write centroids (k x d float32 .npy)")
       ("output-labels", po::value(&out_labels), "write labels (n int32 .npy)")

@@ -9,6 +9,9 @@ namespace accel {
 // seeding's one-thread sgemm inside their own parallel regions), restored on every way out of it
 // (the save/restore pairs it replaces left the count changed for the whole
 // process when anything between them threw).
+// Meant for n = 1 (one-thread sgemm inside the caller's own parallel
+// regions): OpenBLAS's OpenMP build follows OpenMP's count again on its
+// next call outside a parallel region.
 // OpenBLAS's OpenMP build sets OpenMP's count as well, so every parallel
 // region opened in the scope without num_threads ran on one thread
 // (k-means|| rounds did, at half a Lloyd iteration's speed on 2 cores);

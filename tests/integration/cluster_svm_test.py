@@ -293,7 +293,7 @@ def scenario_svm_sigstop(a, tmp):
 
 def scenario_svm_rebalance(a, tmp):
     # Coordinator on core 0, one worker on core 1, one thread each; from its
-    # 40th Rows round the worker computes its kernel rows at half speed
+    # Rows round 40 (counted from 0) the worker computes its kernel rows at half speed
     # (ACCEL_FAULT_SLOW_ROWS). It must lose rows (Algorithm 1 of the USTC
     # system-information management framework paper on the measured rates,
     # DriftPolicy, SwingDamper) and the rounds must get faster again; the
@@ -333,7 +333,10 @@ def scenario_svm_rebalance(a, tmp):
     assigns = [i for i, o in enumerate(ops) if "5" in o]
     if len(assigns) != len(splits):
         fail(f"{len(assigns)} Assign rounds but {len(splits)} re-splits printed")
-    slowed_at = [i for i, o in enumerate(ops) if "7" in o][slow_from]
+    rows_rounds = [i for i, o in enumerate(ops) if "7" in o]
+    if len(rows_rounds) <= slow_from + 20:
+        fail(f"only {len(rows_rounds)} Rows rounds: the job ended before the slowdown could be answered")
+    slowed_at = rows_rounds[slow_from]
     worker1 = [int(m[1]) - int(m[2]) for m in (re.search(r"(?:^| )1:(\d+)->(\d+)", s) for s in splits)]  # rows lost
     moved = [i for i, lost in zip(assigns, worker1) if i >= slowed_at and lost > 0]
     if not moved:

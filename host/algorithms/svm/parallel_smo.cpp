@@ -23,9 +23,10 @@ using namespace svm_detail;
 
 namespace {
 
-// ACCEL_FAULT_SLOW_ROWS=R:F makes a member F times slower from its R-th
-// Rows op on (it waits (F - 1) times the rows' time, inside the timed
-// part): a slowed machine whose slowdown is the same in every round. A
+// ACCEL_FAULT_SLOW_ROWS=R:F makes a member F times slower from the Rows op
+// numbered R on (counted from 0, every Rows op the member gets: it waits
+// (F - 1) times the rows' time, inside the timed part): a slowed machine
+// whose slowdown is the same in every round. A
 // busy process on the member's core slows short rounds by chance
 // (the scheduler lets a member that sleeps between rounds run first), so
 // the re-split test needs this to be repeatable.
@@ -40,8 +41,9 @@ struct SlowRowsFault {
     if (std::sscanf(f, "%lld:%lf", &from, &factor) != 2 || from < 0 || !(factor >= 1) || factor > 100)
       throw InputError(std::string("ACCEL_FAULT_SLOW_ROWS: not R:F with R >= 0 and 1 <= F <= 100: ") + f);
   }
-  double apply(double seconds) {
-    if (from < 0 || calls++ < from) return seconds;
+  // Counts a Rows op; whether it is slowed.
+  bool next() { return from >= 0 && calls++ >= from; }
+  double slow(double seconds) const {
     std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * seconds));
     return factor * seconds;
   }
@@ -243,10 +245,12 @@ struct Member::Impl {
     block_vars.clear();
     block.clear();
     rows_seconds = 0;
+    const bool slowed = slow_rows.next();
     if (s->active.empty()) return;
     const auto t0 = clock_type::now();
     const std::vector<const float*> r = kr->rows(op.ws);
-    rows_seconds = slow_rows.apply(since(t0));
+    rows_seconds = since(t0);
+    if (slowed) rows_seconds = slow_rows.slow(rows_seconds);
     for (const std::int32_t k : op.ws) {
       if (!is_active[k]) continue;
       const auto slot = std::lower_bound(s->active.begin(), s->active.end(), k) - s->active.begin();

@@ -25,8 +25,9 @@ struct KMeansOptions {
   std::uint64_t seed = 0;
   // lloyd: every distance every iteration. yinyang: the same iterations with
   // rows skipped when bounds prove their label unchanged (devices that keep
-  // bounds; the others run lloyd). auto: yinyang when d >= 16, where a row
-  // costs more to read and score than its bounds do.
+  // bounds; the others run lloyd). auto: yinyang when d > 64, where a row
+  // costs more to read and score than its bounds do (below, the cpu's
+  // direct Lloyd loops are faster).
   std::string algorithm = "auto";
 };
 
