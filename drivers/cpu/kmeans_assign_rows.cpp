@@ -69,14 +69,15 @@ inline void add_row(const float* xi, std::int64_t d, double* s) {
 }
 
 // Scores x.c_g - |c_g|^2/2 of R rows for G centroids (c: G rows of d
-// floats), and each row's float |x|^2, in one pass over the rows' chunks:
+// floats) into out[r * stride + g], and with the first group each row's
+// float |x|^2 into xx[r], in one pass over the rows' chunks:
 // one FMA per row, centroid and float. R x G sums stay in registers; each
 // centroid chunk loaded serves R rows. The next rows' lines are fetched a
 // chunk at a time by the first group (the hardware prefetcher alone left
 // the loads of x waiting: a third of the loop's time at d = 784).
 template <int R, int G>
-inline void scores(const float* x, std::int64_t d, const float* c, const float* half, bool first_group,
-                   float (&out)[R][G], float (&xx)[R]) {
+inline void scores(const float* x, std::int64_t d, const float* c, const float* half, bool first_group, float* out,
+                   int stride, float* xx) {
   v16f acc[R][G], sq[R];
   for (int r = 0; r < R; ++r) {
     sq[r] = v16f{};
@@ -105,7 +106,7 @@ inline void scores(const float* x, std::int64_t d, const float* c, const float* 
     for (int g = 0; g < G; ++g) {
       float s = lanes_sum(acc[r][g]);
       for (std::int64_t j = full * 16; j < d; ++j) s += xr[j] * c[g * d + j];
-      out[r][g] = s + half[g];
+      out[r * stride + g] = s + half[g];
     }
     if (first_group) {
       float s = lanes_sum(sq[r]);
@@ -123,19 +124,8 @@ template <int R, int K>
 inline void step(const float* x, std::int64_t d, const float* c, const float* half, const detail::TieBound& bound,
                  std::int32_t* labels, RowAcc& acc, std::vector<std::int32_t>& cand) {
   float sc[R][K], xx[R];
-  constexpr int G0 = K < kGroup ? K : kGroup;
-  {
-    float part[R][G0];
-    scores<R, G0>(x, d, c, half, true, part, xx);
-    for (int r = 0; r < R; ++r)
-      for (int g = 0; g < G0; ++g) sc[r][g] = part[r][g];
-  }
-  if constexpr (K > kGroup) {
-    float part[R][K - kGroup], unused[R];
-    scores<R, K - kGroup>(x, d, c + kGroup * d, half + kGroup, false, part, unused);
-    for (int r = 0; r < R; ++r)
-      for (int g = 0; g < K - kGroup; ++g) sc[r][kGroup + g] = part[r][g];
-  }
+  scores<R, (K < kGroup ? K : kGroup)>(x, d, c, half, true, &sc[0][0], K, xx);
+  if constexpr (K > kGroup) scores<R, K - kGroup>(x, d, c + kGroup * d, half + kGroup, false, &sc[0][kGroup], K, nullptr);
   // A float sum S' of d squares is at least S (1 - 2^-24)^d of the exact S
   // (no underflow: each square is > 2^-126 or contributes nothing that
   // matters next to the bound's |c|^2/2 term), so S <= S' / (1 - d 2^-24)

@@ -27,10 +27,11 @@ inline float hsum(v8f v) {
   return s;
 }
 
-// The distance kernels below keep several independent sums per centroid, so
-// that no step waits on the previous add's latency; what limits them is
-// then the loads (two 128-bit loads a cycle on the machines this was tuned
-// on). Rounding differs between them, which the bounds' slack covers.
+// dist2 (and the Yinyang bounds' dist2_x2 / dist2_x4) keep several
+// independent sums per centroid, so that no step waits on the previous
+// add's latency; what limits them is then the loads (two 128-bit loads a
+// cycle on the machines this was tuned on). Rounding differs between them,
+// which the bounds' slack covers.
 
 // sum_q acc[q], then the last lanes of each in turn.
 inline float hsum4(v8f a0, v8f a1, v8f a2, v8f a3) { return hsum((a0 + a1) + (a2 + a3)); }

@@ -26,10 +26,10 @@ namespace {
 // ACCEL_FAULT_SLOW_ROWS=R:F makes a member F times slower from the Rows op
 // numbered R on (counted from 0, every Rows op the member gets: it waits
 // (F - 1) times the rows' time, inside the timed part): a slowed machine
-// whose slowdown is the same in every round. A
-// busy process on the member's core slows short rounds by chance
-// (the scheduler lets a member that sleeps between rounds run first), so
-// the re-split test needs this to be repeatable.
+// whose slowdown is the same in every round. A busy process on the
+// member's core slows short rounds by chance (the scheduler lets a member
+// that sleeps between rounds run first), so the re-split test needs this
+// to be repeatable.
 struct SlowRowsFault {
   long long from = -1;
   double factor = 1;
