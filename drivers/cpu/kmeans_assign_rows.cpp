@@ -42,14 +42,70 @@ inline v16f load16(const float* p) {
   return v;
 }
 
-// A tree of halves: four shuffles and adds (a scalar loop over the lanes
-// chained 16 adds, most of a row's time at d = 32).
-inline float lanes_sum(v16f v) {
-  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-  return v[0];
+// Sums of many vectors' lanes, folded together: each fold of two vectors
+// adds their halves side by side (three instructions for two vectors'
+// halving), so M vectors take about 3M instructions where summing each on
+// its own took eight (a third of a row's time at d = 64, k = 4).
+// fold<1>(a, b): lanes 0-7 a's eight partial sums, 8-15 b's; fold<2> of
+// two such: four lanes each for four vectors, in order; and so on, until
+// fold<4> leaves one lane for each of sixteen vectors, in order.
+template <int L>
+__attribute__((always_inline)) inline v16f fold(v16f a, v16f b) {
+  if constexpr (L == 1)
+    return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+           __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  else if constexpr (L == 2)
+    return __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+           __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  else if constexpr (L == 3)
+    return __builtin_shufflevector(a, b, 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+           __builtin_shufflevector(a, b, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  else
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+           __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// One level of folds: N vectors in v to (N + 1) / 2, a missing partner
+// zero. Forced inline, as everything below: GCC otherwise called each
+// level with the vectors in memory, which cost more than it saved.
+#define ACCEL_ROWS_INLINE inline __attribute__((always_inline))
+template <int L, int N>
+ACCEL_ROWS_INLINE void fold_level(v16f* v) {
+  for (int j = 0; 2 * j < N; ++j) v[j] = fold<L>(v[2 * j], 2 * j + 1 < N ? v[2 * j + 1] : v16f{});
+}
+
+// out[i] = the sum of v[i]'s sixteen lanes, i < M <= 16 (v is overwritten).
+template <int M>
+ACCEL_ROWS_INLINE void lane_sums(v16f* v, float* out) {
+  static_assert(M >= 1 && M <= 16);
+  constexpr int n1 = (M + 1) / 2, n2 = (n1 + 1) / 2, n3 = (n2 + 1) / 2;
+  fold_level<1, M>(v);
+  fold_level<2, n1>(v);
+  fold_level<3, n2>(v);
+  fold_level<4, n3>(v);
+  for (int i = 0; i < M; ++i) out[i] = v[0][i];
+}
+
+// ||x - c||^2 of one row, sixteen floats a step in two sums (the winner's
+// distance, for the inertia: it lay in eight-float steps before).
+inline float dist2_row(const float* x, const float* c, std::int64_t d) {
+  v16f a0{}, a1{};
+  std::int64_t j = 0;
+  for (; j + 32 <= d; j += 32) {
+    const v16f t0 = load16(x + j) - load16(c + j), t1 = load16(x + j + 16) - load16(c + j + 16);
+    a0 += t0 * t0;
+    a1 += t1 * t1;
+  }
+  if (j + 16 <= d) {
+    const v16f t0 = load16(x + j) - load16(c + j);
+    a0 += t0 * t0;
+    j += 16;
+  }
+  v16f v[1] = {a0 + a1};
+  float s;
+  lane_sums<1>(v, &s);
+  for (; j < d; ++j) s += (x[j] - c[j]) * (x[j] - c[j]);
+  return s;
 }
 
 // Double sums (kmeans_assign_wide.cpp's WideAcc says why not float).
@@ -101,15 +157,23 @@ inline void scores(const float* x, std::int64_t d, const float* c, const float* 
       for (int r = 0; r < R; ++r) acc[r][g] += xv[r] * cv;
     }
   }
+  // Every sum's lanes at once: the R x G scores, then the R squares.
+  constexpr int M = R * G;
+  float dots[M], sqs[R];
+  v16f fv[M];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) fv[r * G + g] = acc[r][g];
+  lane_sums<M>(fv, dots);
+  if (first_group) lane_sums<R>(sq, sqs);
   for (int r = 0; r < R; ++r) {
     const float* xr = x + r * d;
     for (int g = 0; g < G; ++g) {
-      float s = lanes_sum(acc[r][g]);
+      float s = dots[r * G + g];
       for (std::int64_t j = full * 16; j < d; ++j) s += xr[j] * c[g * d + j];
       out[r * stride + g] = s + half[g];
     }
     if (first_group) {
-      float s = lanes_sum(sq[r]);
+      float s = sqs[r];
       for (std::int64_t j = full * 16; j < d; ++j) s += xr[j] * xr[j];
       xx[r] = s;
     }
@@ -122,7 +186,7 @@ inline void scores(const float* x, std::int64_t d, const float* c, const float* 
 // tie settled by distance in double, the exact distance to the winner.
 template <int R, int K>
 inline void step(const float* x, std::int64_t d, const float* c, const float* half, const detail::TieBound& bound,
-                 std::int32_t* labels, RowAcc& acc, std::vector<std::int32_t>& cand) {
+                 std::int32_t* labels, RowAcc& acc, double& inertia, std::vector<std::int32_t>& cand) {
   float sc[R][K], xx[R];
   scores<R, (K < kGroup ? K : kGroup)>(x, d, c, half, true, &sc[0][0], K, xx);
   if constexpr (K > kGroup) scores<R, K - kGroup>(x, d, c + kGroup * d, half + kGroup, false, &sc[0][kGroup], K, nullptr);
@@ -135,16 +199,18 @@ inline void step(const float* x, std::int64_t d, const float* c, const float* ha
     const float* xi = x + r * d;
     std::int32_t arg = 0;
     float best = sc[r][0], second = -std::numeric_limits<float>::infinity();
-    for (int kk = 1; kk < K; ++kk) {
+    for (int kk = 1; kk < K; ++kk) {  // selects, not branches: a random winner mispredicted them
       const float v = sc[r][kk];
-      if (v > best) second = best, best = v, arg = kk;  // strict: ties stay with the lower index
-      else second = std::max(second, v);
+      const bool gt = v > best;  // strict: ties stay with the lower index
+      second = std::max(second, std::min(best, v));
+      arg ^= (arg ^ kk) & -static_cast<std::int32_t>(gt);  // GCC made `gt ? kk : arg` a branch
+      best = std::max(best, v);
     }
     const float delta = bound.of_norm2(static_cast<double>(xx[r]) * grow);
     arg = static_cast<std::int32_t>(
         detail::settle(xi, d, c, K, arg, best, second, delta, [&](std::int64_t kk) { return sc[r][kk]; }, cand));
     labels[r] = arg;
-    acc.dinertia += detail::dist2(xi, c + arg * d, d);
+    inertia += dist2_row(xi, c + arg * d, d);
     add_row(xi, d, acc.dsum.data() + arg * d);
     ++acc.dcount[arg];
   }
@@ -164,8 +230,11 @@ void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c,
     std::vector<std::int32_t> cand;
     const std::int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
     std::int64_t i = i0;
-    for (; i + kRows <= i1; i += kRows) step<kRows, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, cand);
-    for (; i < i1; ++i) step<1, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, cand);
+    double inertia = 0;  // a local: in acc, each row's add waited on the sums' stores (they might alias)
+    for (; i + kRows <= i1; i += kRows)
+      step<kRows, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, inertia, cand);
+    for (; i < i1; ++i) step<1, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, inertia, cand);
+    acc.dinertia = inertia;
   }
   std::fill(sums, sums + K * d, 0.0);
   std::fill(counts, counts + K, 0);

@@ -135,6 +135,8 @@ const std::vector<Case> kCases = {
     {"rows_mnist_like", 650, 784, 8, false},
     {"rows_two_groups", 903, 37, 13, true},  // k > 8: centroids in two passes over the rows; an odd last row
     {"rows_k16_float", 651, 784, 16, false},
+    {"rows_d64_float", 1001, 64, 4, false},   // the rule takes the rows loop from d = 48 with k <= 8
+    {"rows_d64_dups", 777, 64, 8, true, 50},  // exact ties between rows and centroids
     {"timed_pick", 400000, 3, 6, true},  // enough rows for the cpu to time its loops on slices of one launch
     {"float_wide", 1031, 100, 70, false},
     {"float_mnist_like", 700, 784, 256, false},
