@@ -135,6 +135,8 @@ const std::vector<Case> kCases = {
     {"rows_mnist_like", 650, 784, 8, false},
     {"rows_two_groups", 903, 37, 13, true},  // k > 8: centroids in two passes over the rows; an odd last row
     {"rows_k16_float", 651, 784, 16, false},
+    {"masked_d3_k7", 1005, 3, 7, false},      // float sums' lanes in double, k at compile time
+    {"masked_d4_k8", 2001, 4, 8, false},
     {"rows_d64_float", 1001, 64, 4, false},   // the rule takes the rows loop from d = 48 with k <= 8
     {"rows_d64_dups", 777, 64, 8, true, 50},  // exact ties between rows and centroids
     {"timed_pick", 400000, 3, 6, true},  // enough rows for the cpu to time its loops on slices of one launch
@@ -353,6 +355,65 @@ TEST(KMeansAssignLayouts, NearTiesGetTheSameLabelFromEitherLayout) {
   EXPECT_EQ(o[0].counts, o[1].counts);
   EXPECT_EQ(o[0].sums, o[1].sums);
   EXPECT_EQ(o[0].inertia, o[1].inertia);
+}
+
+// The cluster engine splits rows among members and has members stand in
+// for lost ones' rows, and checks that a run with failures ends where the
+// failure-free one does: so where a launch's rows begin may move a loop's
+// sums and inertia by double rounding only, never by float's. Each loop
+// runs on all rows, and on three launches split at odd rows whose outputs
+// are added; float lanes flushed by position (the masked loop's, before)
+// put them ~1e-7 apart.
+TEST(KMeansAssignLoops, SplitLaunchesAgreeToDoubleRounding) {
+  struct Shape {
+    const char* loop;
+    std::int64_t d, k;
+  };
+  const Shape shapes[] = {{"masked", 2, 8}, {"masked", 3, 5}, {"masked", 4, 4}, {"wide", 8, 8},
+                          {"wide", 2, 16},  {"rows", 64, 4},  {"gemm", 100, 70}};
+  const std::int64_t n = 20011, cuts[] = {0, 6007, 13001, n};
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(std::string(sh.loop) + " d=" + std::to_string(sh.d) + " k=" + std::to_string(sh.k));
+    const Case c{"split", n, sh.d, sh.k, false};
+    std::vector<float> x, cent;
+    make_inputs(c, x, cent);
+    auto run = [&](std::int64_t i0, std::int64_t i1, Out& o) {
+      o.labels.resize(i1 - i0);
+      o.sums.assign(c.k * c.d, 0.0);
+      o.counts.assign(c.k, 0);
+      const float* xs = x.data() + i0 * c.d;
+      const std::string l = sh.loop;
+      if (l == "masked")
+        cpu::kmeans_assign_masked(xs, i1 - i0, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(), &o.inertia);
+      else if (l == "wide")
+        cpu::kmeans_assign_wide(xs, i1 - i0, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(), &o.inertia);
+      else if (l == "rows")
+        cpu::kmeans_assign_rows(xs, i1 - i0, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(), &o.inertia);
+      else
+        cpu::kmeans_assign_gemm(xs, i1 - i0, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(), &o.inertia, 0);
+    };
+    Out whole;
+    run(0, n, whole);
+    std::vector<double> sums(c.k * c.d, 0.0);
+    std::vector<std::int64_t> counts(c.k, 0);
+    double inertia = 0;
+    for (int p = 0; p < 3; ++p) {
+      Out part;
+      run(cuts[p], cuts[p + 1], part);
+      for (std::size_t e = 0; e < sums.size(); ++e) sums[e] += part.sums[e];
+      for (std::int64_t kk = 0; kk < c.k; ++kk) counts[kk] += part.counts[kk];
+      inertia += part.inertia;
+      for (std::int64_t i = cuts[p]; i < cuts[p + 1]; ++i) ASSERT_EQ(part.labels[i - cuts[p]], whole.labels[i]) << "row " << i;
+    }
+    EXPECT_EQ(counts, whole.counts);
+    // Each sum is of ~n / k rows of |x| < 6: double rounding moves it by far
+    // less than 1e-10 of the sum of the magnitudes; float's by ~1e-7.
+    std::vector<double> mag(c.k * c.d, 0.0);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < c.d; ++j) mag[whole.labels[i] * c.d + j] += std::abs(x[i * c.d + j]);
+    for (std::size_t e = 0; e < sums.size(); ++e) EXPECT_NEAR(sums[e], whole.sums[e], 1e-10 * mag[e]) << "sum " << e;
+    EXPECT_NEAR(inertia, whole.inertia, 1e-10 * whole.inertia);
+  }
 }
 
 }  // namespace
