@@ -137,7 +137,7 @@ const std::vector<Case> kCases = {
     {"rows_k16_float", 651, 784, 16, false},
     {"masked_d3_k7", 1005, 3, 7, false},      // float sums' lanes in double, k at compile time
     {"masked_d4_k8", 2001, 4, 8, false},
-    {"rows_d64_float", 1001, 64, 4, false},   // the rule takes the rows loop from d = 48 with k <= 8
+    {"rows_d64_float", 1001, 64, 4, false},   // the rule takes the rows loop from d = 64 with k <= 8
     {"rows_d64_dups", 777, 64, 8, true, 50},  // exact ties between rows and centroids
     {"timed_pick", 400000, 3, 6, true},  // enough rows for the cpu to time its loops on slices of one launch
     {"float_wide", 1031, 100, 70, false},
