@@ -17,9 +17,11 @@
 #include "kmeans_assign.hpp"
 #include "kmeans_dist.hpp"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -31,6 +33,7 @@ namespace accel::cpu {
 namespace {
 
 typedef float v16f __attribute__((vector_size(64)));
+typedef std::int32_t v16i __attribute__((vector_size(64)));
 
 constexpr int kGroup = 8;            // centroids a pass over the rows
 constexpr int kRows = 2;             // rows a step: each centroid chunk loaded serves both
@@ -125,7 +128,7 @@ inline void add_row(const float* xi, std::int64_t d, double* s) {
 }
 
 // Scores x.c_g - |c_g|^2/2 of R rows for G centroids (c: G rows of d
-// floats) into out[r * stride + g], and with the first group each row's
+// floats) into out[r * rs + g * gs], and with the first group each row's
 // float |x|^2 into xx[r], in one pass over the rows' chunks:
 // one FMA per row, centroid and float. R x G sums stay in registers; each
 // centroid chunk loaded serves R rows. The next rows' lines are fetched a
@@ -133,7 +136,7 @@ inline void add_row(const float* xi, std::int64_t d, double* s) {
 // the loads of x waiting: a third of the loop's time at d = 784).
 template <int R, int G>
 inline void scores(const float* x, std::int64_t d, const float* c, const float* half, bool first_group, float* out,
-                   int stride, float* xx) {
+                   int rs, int gs, float* xx) {
   v16f acc[R][G], sq[R];
   for (int r = 0; r < R; ++r) {
     sq[r] = v16f{};
@@ -170,7 +173,7 @@ inline void scores(const float* x, std::int64_t d, const float* c, const float* 
     for (int g = 0; g < G; ++g) {
       float s = dots[r * G + g];
       for (std::int64_t j = full * 16; j < d; ++j) s += xr[j] * c[g * d + j];
-      out[r * stride + g] = s + half[g];
+      out[r * rs + g * gs] = s + half[g];
     }
     if (first_group) {
       float s = sqs[r];
@@ -188,8 +191,9 @@ template <int R, int K>
 inline void step(const float* x, std::int64_t d, const float* c, const float* half, const detail::TieBound& bound,
                  std::int32_t* labels, RowAcc& acc, double& inertia, std::vector<std::int32_t>& cand) {
   float sc[R][K], xx[R];
-  scores<R, (K < kGroup ? K : kGroup)>(x, d, c, half, true, &sc[0][0], K, xx);
-  if constexpr (K > kGroup) scores<R, K - kGroup>(x, d, c + kGroup * d, half + kGroup, false, &sc[0][kGroup], K, nullptr);
+  scores<R, (K < kGroup ? K : kGroup)>(x, d, c, half, true, &sc[0][0], K, 1, xx);
+  if constexpr (K > kGroup)
+    scores<R, K - kGroup>(x, d, c + kGroup * d, half + kGroup, false, &sc[0][kGroup], K, 1, nullptr);
   // A float sum S' of d squares is at least S (1 - 2^-24)^d of the exact S
   // (no underflow: each square is > 2^-126 or contributes nothing that
   // matters next to the bound's |c|^2/2 term), so S <= S' / (1 - d 2^-24)
@@ -216,11 +220,79 @@ inline void step(const float* x, std::int64_t d, const float* c, const float* ha
   }
 }
 
+// The tie bound of sixteen rows at once, in float lanes: |x|^2 (a float
+// sum, scaled by `grow` to bound the exact one) to TieBound's delta. Four
+// float roundings (2^-24 each) stay far inside the extra 1e-6 of slack.
+struct LaneBound {
+  float grow, gamma, cmax, hmax;
+  LaneBound(const detail::TieBound& b, std::int64_t d)
+      : grow(static_cast<float>(1 + static_cast<double>(d + 2) * 0x1p-23)),
+        gamma(static_cast<float>(b.gamma * (1 + 2e-6))),
+        cmax(static_cast<float>(b.cmax * (1 + 1e-6))),
+        hmax(static_cast<float>(b.hmax * (1 + 1e-6))) {}
+  v16f operator()(v16f xx) const {
+    v16f root = xx * grow;
+#ifdef __AVX512F__
+    root = reinterpret_cast<v16f>(_mm512_sqrt_ps(reinterpret_cast<__m512>(root)));
+#else
+    for (int q = 0; q < 16; ++q) root[q] = std::sqrt(root[q]);
+#endif
+    return gamma * (root * cmax + hmax);
+  }
+};
+
+// Sixteen rows: scored two at a time as step does, the scores stored by
+// centroid (sc[g][r]), then labelled sixteen rows a vector: the best
+// score, the runner-up and the tie test in lanes, not a branchy scalar loop
+// a row (half of a row's instructions at d = 64, k = 4). A row whose
+// runner-up lies within the bound is settled by distance in double, as in
+// step.
+constexpr int kBlockRows = 16;
+template <int K>
+inline void block_step(const float* x, std::int64_t d, const float* c, const float* half, const LaneBound& lanes,
+                       std::int32_t* labels, RowAcc& acc, double& inertia, std::vector<std::int32_t>& cand) {
+  alignas(64) float sc[K][kBlockRows];
+  alignas(64) float xx[kBlockRows];
+  constexpr int G0 = K < kGroup ? K : kGroup;
+  for (int r = 0; r < kBlockRows; r += kRows) {
+    scores<kRows, G0>(x + r * d, d, c, half, true, &sc[0][r], 1, kBlockRows, xx + r);
+    if constexpr (K > kGroup)
+      scores<kRows, K - kGroup>(x + r * d, d, c + kGroup * d, half + kGroup, false, &sc[kGroup][r], 1, kBlockRows,
+                                nullptr);
+  }
+  v16f best = load16(sc[0]), second = v16f{} - std::numeric_limits<float>::infinity();
+  v16i arg{};
+  for (int g = 1; g < K; ++g) {
+    const v16f v = load16(sc[g]);
+    const v16i gt = v > best;  // strict: ties stay with the lower index
+    second = second > v ? second : (best < v ? best : v);
+    arg = gt ? (v16i{} + g) : arg;
+    best = gt ? v : best;
+  }
+  const v16f delta = lanes(load16(xx));
+  const v16i clear = (best - second) > delta;
+  alignas(64) std::int32_t lab[kBlockRows];
+  std::memcpy(lab, &arg, sizeof lab);
+  for (int r = 0; r < kBlockRows; ++r) {
+    if (__builtin_expect(clear[r] == 0, 0))
+      lab[r] = static_cast<std::int32_t>(detail::settle(x + r * d, d, c, K, lab[r], best[r], second[r], delta[r],
+                                                        [&](std::int64_t kk) { return sc[kk][r]; }, cand));
+  }
+  std::memcpy(labels, lab, sizeof lab);
+  for (int r = 0; r < kBlockRows; ++r) {
+    const float* xi = x + r * d;
+    inertia += dist2_row(xi, c + lab[r] * d, d);
+    add_row(xi, d, acc.dsum.data() + lab[r] * d);
+    ++acc.dcount[lab[r]];
+  }
+}
+
 template <int K>
 void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int32_t* labels, double* sums,
                  std::int64_t* counts, double* inertia) {
   const std::vector<float> half = detail::half_norms(c, K, d);
   const detail::TieBound bound(half, d);
+  const LaneBound lanes(bound, d);
   const int threads = omp_get_max_threads();
   std::vector<RowAcc> accs(threads, RowAcc(K, d));
 #pragma omp parallel num_threads(threads)
@@ -231,6 +303,8 @@ void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c,
     const std::int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
     std::int64_t i = i0;
     double inertia = 0;  // a local: in acc, each row's add waited on the sums' stores (they might alias)
+    for (; i + kBlockRows <= i1; i += kBlockRows)
+      block_step<K>(x + i * d, d, c, half.data(), lanes, labels + i, acc, inertia, cand);
     for (; i + kRows <= i1; i += kRows)
       step<kRows, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, inertia, cand);
     for (; i < i1; ++i) step<1, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, inertia, cand);
