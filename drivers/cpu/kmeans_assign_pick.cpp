@@ -1,13 +1,13 @@
 // Which CPU kmeans_assign loop runs a shape. Over a grid of d = 2..784 and
 // k = 4..1024 (1M rows, bench_kmeans.py --grid, timed per loop) the
-// fastest loop changed with the shape: masked at d <= 4 with k <= 7 (at
-// k = 8 the wide loop was 5-15% faster for d = 3 and 4, as fast at
-// d = 2); the rows loop from d = 64 with k <= 8 and from d = 128 with
-// k <= 16 (at d = 48, and at d = 64 with k = 16, the wide loop was faster;
-// at d = 100, k = 16, sgemm); the register-transposed wide loop elsewhere
-// where it is built (d <= 16, 24, 32, 48 and 64 at every k: it beat sgemm
-// by 10-25% at d = 64; d = 128 up to k = 256: sgemm was 8% faster at
-// k = 1024); and sgemm for the rest.
+// fastest loop changed with the shape: masked at d <= 4 with k <= 8
+// (sixteen points a vector with AVX-512; the wide loop had been 5-15%
+// faster at k = 8 than its eight-lane form); the rows loop from d = 64
+// with k <= 8 and from d = 128 with k <= 16 (at d = 48, and at d = 64 with
+// k = 16, the wide loop was faster; at d = 100, k = 16, sgemm); the
+// register-transposed wide loop elsewhere where it is built (d <= 16, 24,
+// 32, 48 and 64 at every k: it beat sgemm by 10-25% at d = 64; d = 128 up
+// to k = 256: sgemm was 8% faster at k = 1024); and sgemm for the rest.
 // That rule is the default.
 //
 // The default is a rule, not a timing, because every process must run the
@@ -113,7 +113,7 @@ std::optional<Loop> forced(const std::vector<Loop>& loops) {
 // run's, CI's cluster.coordinator_restart_worker_lost. Its lanes are
 // double now.)
 Loop rule(std::int64_t d, std::int64_t k) {
-  if (kmeans_assign_masked_fits(d, k) && (k <= 7 || (d <= 2 && k <= 8))) return Loop::Masked;
+  if (kmeans_assign_masked_fits(d, k) && k <= 8) return Loop::Masked;
   if (kmeans_assign_rows_fits(d, k) && (d >= 128 || (d >= 64 && k <= 8))) return Loop::Rows;
   if (kmeans_assign_wide_fits(d) && (d <= 64 || k <= 256)) return Loop::Wide;
   return Loop::Gemm;

@@ -1,0 +1,368 @@
+// CPU kmeans_assign for d <= 4 with few centroids (kmeans_assign_pick.cpp
+// takes it up to k = 7): the masked loop. Distances point by point with the
+// centroids in registers; the sums by masked vector adds, no scatter.
+#include "kmeans_assign.hpp"
+#include "kmeans_dist.hpp"
+#include "kmeans_lanes.hpp"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::cpu {
+namespace {
+
+// Few centroids and dimensions (k*d <= kMaskedMaxKD, the blobs benchmark's
+// k = 4, d = 2): memory-bound, so every cycle per point counts. Eight points
+// per vector (GCC vector extensions: AVX where the CPU has it, SSE pairs
+// elsewhere), centroids in registers, and the update done with masked vector
+// adds instead of a scatter, so points of one cluster never form a
+// dependency chain through memory. The lanes add in double (one AVX-512
+// vector of eight doubles per sum): where a launch's rows begin then moves
+// the sums and the inertia by double rounding only, as in the other loops
+// (kmeans_assign_wide.cpp's WideAcc says why that matters). Float lanes
+// flushed every 512 points had grouped rows by where the launch began.
+constexpr std::int64_t kMaskedMaxKD = 64;
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef std::int32_t v8i __attribute__((vector_size(32)));
+
+// Lane q of a transposed block holds point kPointOf<D>[q]. For D = 2 the
+// points come out of in-lane shuffles (one vshufps each, where keeping their
+// order costs cross-lane permutes): 0 1 4 5 2 3 6 7. Sums, counts and inertia
+// do not care; labels are put back in order when stored.
+template <int D>
+constexpr v8i kPointOf = D == 2 ? v8i{0, 1, 4, 5, 2, 3, 6, 7} : v8i{0, 1, 2, 3, 4, 5, 6, 7};
+
+template <int D>
+inline void load_transposed(const float* x, v8f (&xs)[D]) {
+  if constexpr (D == 2) {
+    v8f a, b;
+    std::memcpy(&a, x, sizeof a);
+    std::memcpy(&b, x + 8, sizeof b);
+    xs[0] = __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14);
+    xs[1] = __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
+  } else if constexpr (D == 3) {
+    // Point q's element j is float 3q + j of three vectors: two shuffles
+    // each (lanes built one at a time went through the stack).
+    v8f a, b, e;
+    std::memcpy(&a, x, sizeof a);
+    std::memcpy(&b, x + 8, sizeof b);
+    std::memcpy(&e, x + 16, sizeof e);
+    const v8f s0 = __builtin_shufflevector(a, b, 0, 3, 6, 9, 12, 15, 0, 0);
+    const v8f s1 = __builtin_shufflevector(a, b, 1, 4, 7, 10, 13, 0, 0, 0);
+    const v8f s2 = __builtin_shufflevector(a, b, 2, 5, 8, 11, 14, 0, 0, 0);
+    xs[0] = __builtin_shufflevector(s0, e, 0, 1, 2, 3, 4, 5, 10, 13);
+    xs[1] = __builtin_shufflevector(s1, e, 0, 1, 2, 3, 4, 8, 11, 14);
+    xs[2] = __builtin_shufflevector(s2, e, 0, 1, 2, 3, 4, 9, 12, 15);
+  } else if constexpr (D == 4) {
+    v8f a[4];
+    for (int h = 0; h < 4; ++h) std::memcpy(&a[h], x + 8 * h, sizeof a[h]);
+    // Elements 0 and 1 (t), 2 and 3 (u) of points 0-3, then of points 4-7.
+    const v8f t0 = __builtin_shufflevector(a[0], a[1], 0, 4, 8, 12, 1, 5, 9, 13);
+    const v8f u0 = __builtin_shufflevector(a[0], a[1], 2, 6, 10, 14, 3, 7, 11, 15);
+    const v8f t1 = __builtin_shufflevector(a[2], a[3], 0, 4, 8, 12, 1, 5, 9, 13);
+    const v8f u1 = __builtin_shufflevector(a[2], a[3], 2, 6, 10, 14, 3, 7, 11, 15);
+    xs[0] = __builtin_shufflevector(t0, t1, 0, 1, 2, 3, 8, 9, 10, 11);
+    xs[1] = __builtin_shufflevector(t0, t1, 4, 5, 6, 7, 12, 13, 14, 15);
+    xs[2] = __builtin_shufflevector(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11);
+    xs[3] = __builtin_shufflevector(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15);
+  } else {
+    for (int j = 0; j < D; ++j) {
+      v8f v{};  // built whole, then stored: setting lanes of xs[j] in place drew -Wmaybe-uninitialized
+      for (int q = 0; q < 8; ++q) v[q] = x[q * D + j];
+      xs[j] = v;
+    }
+  }
+}
+
+typedef double v8d __attribute__((vector_size(64)));
+typedef std::int64_t v8l __attribute__((vector_size(64)));
+
+// Per-thread state of the masked kernel. With K known at compile time the
+// lanes are plain locals the compiler keeps in registers; K = 0 means k is
+// only known at run time (up to kMaskedMaxKD / D) and they live in memory.
+template <int D, int K>
+struct MaskedLanes {
+  static constexpr int kCap = K > 0 ? K : kMaskedMaxKD;
+  v8d sum[kCap * D];
+  v8i count[kCap];  // minus the members: a mask lane is -1
+  v8d inertia;
+};
+
+// Eight points; lanes at or past `valid` are padding and count nowhere.
+template <int D, int K>
+inline void masked_step(const v8f (&xs)[D], const float* c, std::int64_t k_rt, int valid, std::int32_t* labels,
+                        MaskedLanes<D, K>& L) {
+  const std::int32_t k = K > 0 ? K : static_cast<std::int32_t>(k_rt);
+  v8f best = v8f{} + std::numeric_limits<float>::infinity();
+  v8i arg = v8i{};
+  for (std::int32_t kk = 0; kk < k; ++kk) {
+    v8f dist = v8f{};
+    for (int j = 0; j < D; ++j) {
+      const v8f t = xs[j] - c[kk * D + j];
+      dist += t * t;
+    }
+    const v8i better = dist < best;  // strict: ties stay with the lower index
+    best = better ? dist : best;
+    arg = better ? (v8i{} + kk) : arg;
+  }
+  // Point order: the shuffle that maps lanes to points is its own inverse.
+  const v8i in_order = D == 2 ? __builtin_shufflevector(arg, arg, 0, 1, 4, 5, 2, 3, 6, 7) : arg;
+  if (valid < 8) {
+    const v8i live = kPointOf<D> < valid;
+    arg = live ? arg : (v8i{} - 1);
+    best = live ? best : v8f{};
+    for (int q = 0; q < valid; ++q) labels[q] = in_order[q];
+  } else {
+    std::memcpy(labels, &in_order, sizeof in_order);
+  }
+  L.inertia += __builtin_convertvector(best, v8d);
+  v8d xd[D];
+  for (int j = 0; j < D; ++j) xd[j] = __builtin_convertvector(xs[j], v8d);
+  for (std::int32_t kk = 0; kk < k; ++kk) {
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+    // A mask register: one masked add per sum. (Widening the 32-bit mask
+    // to 64-bit lanes and selecting took three instructions a sum, and the
+    // loop ran at half its float lanes' speed.)
+    const __mmask8 mine = _mm256_cmpeq_epi32_mask(reinterpret_cast<__m256i>(arg), _mm256_set1_epi32(kk));
+    L.count[kk] = reinterpret_cast<v8i>(_mm256_mask_sub_epi32(reinterpret_cast<__m256i>(L.count[kk]), mine,
+                                                              reinterpret_cast<__m256i>(L.count[kk]),
+                                                              _mm256_set1_epi32(1)));
+    for (int j = 0; j < D; ++j)
+      L.sum[kk * D + j] = reinterpret_cast<v8d>(
+          _mm512_mask_add_pd(reinterpret_cast<__m512d>(L.sum[kk * D + j]), mine,
+                             reinterpret_cast<__m512d>(L.sum[kk * D + j]), reinterpret_cast<__m512d>(xd[j])));
+#else
+    const v8i mine = arg == kk;
+    L.count[kk] += mine;  // one integer add instead of a select and an add
+    const v8l wide = __builtin_convertvector(mine, v8l);
+    for (int j = 0; j < D; ++j) L.sum[kk * D + j] += wide ? xd[j] : v8d{};
+#endif
+  }
+}
+
+template <int D, int K>
+void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::int64_t k_rt, std::int32_t* labels,
+                          double* sums, std::int64_t* counts, double* inertia) {
+  const std::int64_t k = K > 0 ? K : k_rt;
+  const std::int64_t steps = n / 8;
+  const int threads = omp_get_max_threads();
+  // One stride of sums and counts a thread, padded (detail::kLinePad): a
+  // thread's last counts would share a cache line with the next one's sums.
+  const std::int64_t stride = k * D + k + detail::kLinePad;
+  std::vector<double> part(stride * threads, 0.0), pin(threads * detail::kLinePad, 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    MaskedLanes<D, K> L{};
+    const std::int64_t s0 = steps * t / nt, s1 = steps * (t + 1) / nt;
+    for (std::int64_t s = s0; s < s1; ++s) {
+      v8f xs[D];
+      load_transposed<D>(x + s * 8 * D, xs);
+      masked_step<D, K>(xs, c, k, 8, labels + s * 8, L);
+    }
+    if (t == nt - 1 && steps * 8 < n) {  // the last partial vector, zero-padded
+      alignas(32) float tail[8 * D] = {};
+      const int valid = static_cast<int>(n - steps * 8);
+      std::memcpy(tail, x + steps * 8 * D, sizeof(float) * valid * D);
+      v8f xs[D];
+      load_transposed<D>(tail, xs);
+      masked_step<D, K>(xs, c, k, valid, labels + steps * 8, L);
+    }
+    double* mine = part.data() + t * stride;
+    for (std::int64_t e = 0; e < k * D; ++e)
+      for (int q = 0; q < 8; ++q) mine[e] += L.sum[e][q];
+    for (std::int64_t kk = 0; kk < k; ++kk)
+      for (int q = 0; q < 8; ++q) mine[k * D + kk] -= L.count[kk][q];
+    for (int q = 0; q < 8; ++q) pin[t * detail::kLinePad] += L.inertia[q];
+  }
+  std::fill(sums, sums + k * D, 0.0);
+  std::fill(counts, counts + k, 0);
+  double total = 0;
+  for (int t = 0; t < threads; ++t) {  // in thread order: the same sums every run
+    for (std::int64_t e = 0; e < k * D; ++e) sums[e] += part[t * stride + e];
+    for (std::int64_t kk = 0; kk < k; ++kk) counts[kk] += static_cast<std::int64_t>(part[t * stride + k * D + kk]);
+    total += pin[t * detail::kLinePad];
+  }
+  *inertia = total;
+}
+
+
+#if defined(__AVX512F__)
+// Sixteen points a vector where k * d <= 32 (the sums in registers up to
+// 16, spilled past that and still faster than the wide loop at k = 8):
+// one AVX-512 vector holds twice the points, so each distance, compare and
+// select serves sixteen (the blobs benchmark's d = 2, k = 4 ran at eight
+// instructions a point with eight lanes). Each sum stays one vector of
+// eight doubles; the two halves of the sixteen points are added into it by
+// two masked adds.
+constexpr std::int64_t kWideMaskedMaxKD = 32;
+typedef double v8d_t __attribute__((vector_size(64)));
+typedef std::int32_t v16i __attribute__((vector_size(64)));
+using detail::v16f;
+
+template <int D, int K>
+struct Lanes16 {
+  v8d_t sum[K * D];
+  v16i count[K];  // minus the members
+  v8d_t inertia;
+};
+
+inline __m512d lo_pd(v16f v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(reinterpret_cast<__m512>(v))); }
+inline __m512d hi_pd(v16f v) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(reinterpret_cast<__m512>(v)), 1)));
+}
+
+// Sixteen points; lanes at or past `valid` count nowhere.
+template <int D, int K>
+inline void masked16_step(const v16f (&xs)[D], const float* c, int valid, std::int32_t* labels, Lanes16<D, K>& L) {
+  v16f best = v16f{} + std::numeric_limits<float>::infinity();
+  v16i arg = v16i{};
+  for (int kk = 0; kk < K; ++kk) {
+    v16f dist = v16f{};
+    for (int j = 0; j < D; ++j) {
+      const v16f t = xs[j] - c[kk * D + j];
+      dist += t * t;
+    }
+    const v16i better = dist < best;  // strict: ties stay with the lower index
+    best = better ? dist : best;
+    arg = better ? (v16i{} + kk) : arg;
+  }
+  if (valid < 16) {
+    const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const v16i live = lane < valid;
+    arg = live ? arg : (v16i{} - 1);
+    best = live ? best : v16f{};
+    std::memcpy(labels, &arg, sizeof(std::int32_t) * valid);
+  } else {
+    std::memcpy(labels, &arg, sizeof arg);
+  }
+  L.inertia = reinterpret_cast<v8d_t>(_mm512_add_pd(_mm512_add_pd(reinterpret_cast<__m512d>(L.inertia), lo_pd(best)),
+                                                    hi_pd(best)));
+  __m512d xl[D], xh[D];
+  for (int j = 0; j < D; ++j) xl[j] = lo_pd(xs[j]), xh[j] = hi_pd(xs[j]);
+  for (int kk = 0; kk < K; ++kk) {
+    const __mmask16 mine = _mm512_cmpeq_epi32_mask(reinterpret_cast<__m512i>(arg), _mm512_set1_epi32(kk));
+    L.count[kk] = reinterpret_cast<v16i>(_mm512_mask_sub_epi32(reinterpret_cast<__m512i>(L.count[kk]), mine,
+                                                               reinterpret_cast<__m512i>(L.count[kk]),
+                                                               _mm512_set1_epi32(1)));
+    const auto lo = static_cast<__mmask8>(mine), hi = static_cast<__mmask8>(mine >> 8);
+    for (int j = 0; j < D; ++j) {
+      __m512d s = reinterpret_cast<__m512d>(L.sum[kk * D + j]);
+      s = _mm512_mask_add_pd(s, lo, s, xl[j]);
+      s = _mm512_mask_add_pd(s, hi, s, xh[j]);
+      L.sum[kk * D + j] = reinterpret_cast<v8d_t>(s);
+    }
+  }
+}
+
+template <int D, int K>
+void kmeans_assign_masked16(const float* x, std::int64_t n, const float* c, std::int32_t* labels, double* sums,
+                            std::int64_t* counts, double* inertia) {
+  const std::int64_t steps = n / 16;
+  const int threads = omp_get_max_threads();
+  const std::int64_t stride = K * D + K + detail::kLinePad;  // one padded stride a thread
+  std::vector<double> part(stride * threads, 0.0), pin(threads * detail::kLinePad, 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    Lanes16<D, K> L{};
+    const std::int64_t s0 = steps * t / nt, s1 = steps * (t + 1) / nt;
+    for (std::int64_t s = s0; s < s1; ++s) {
+      v16f xs[D];
+      detail::narrow16<D>(x + s * 16 * D, xs);
+      masked16_step<D, K>(xs, c, 16, labels + s * 16, L);
+    }
+    if (t == nt - 1 && steps * 16 < n) {  // the last partial vector, zero-padded
+      alignas(64) float tail[16 * D] = {};
+      const int valid = static_cast<int>(n - steps * 16);
+      std::memcpy(tail, x + steps * 16 * D, sizeof(float) * valid * D);
+      v16f xs[D];
+      detail::narrow16<D>(tail, xs);
+      masked16_step<D, K>(xs, c, valid, labels + steps * 16, L);
+    }
+    double* mine = part.data() + t * stride;
+    for (int e = 0; e < K * D; ++e)
+      for (int q = 0; q < 8; ++q) mine[e] += L.sum[e][q];
+    for (int kk = 0; kk < K; ++kk)
+      for (int q = 0; q < 16; ++q) mine[K * D + kk] -= L.count[kk][q];
+    for (int q = 0; q < 8; ++q) pin[t * detail::kLinePad] += L.inertia[q];
+  }
+  std::fill(sums, sums + K * D, 0.0);
+  std::fill(counts, counts + K, 0);
+  double total = 0;
+  for (int t = 0; t < threads; ++t) {  // in thread order: the same sums every run
+    for (int e = 0; e < K * D; ++e) sums[e] += part[t * stride + e];
+    for (int kk = 0; kk < K; ++kk) counts[kk] += static_cast<std::int64_t>(part[t * stride + K * D + kk]);
+    total += pin[t * detail::kLinePad];
+  }
+  *inertia = total;
+}
+#endif
+
+#if defined(__AVX512F__)
+// The sixteen-lane loop for k = K <= 8 with k * d <= 32 (at d = 2,
+// k = 12 and 16 its spilled sums made it slower than the wide loop, 1.1 and
+// 1.4 ms against 0.8 and 0.85 at 1M rows).
+template <int D, int K>
+bool masked16_if(std::int64_t k, const float* x, std::int64_t n, const float* c, std::int32_t* labels, double* sums,
+                 std::int64_t* counts, double* inertia) {
+  if constexpr (K * D <= kWideMaskedMaxKD) {
+    if (k == K) {
+      kmeans_assign_masked16<D, K>(x, n, c, labels, sums, counts, inertia);
+      return true;
+    }
+  }
+  return false;
+}
+template <int D, int... Ks>
+bool masked16_any(std::int64_t k, const float* x, std::int64_t n, const float* c, std::int32_t* labels,
+                  double* sums, std::int64_t* counts, double* inertia, std::integer_sequence<int, Ks...>) {
+  return (masked16_if<D, Ks + 1>(k, x, n, c, labels, sums, counts, inertia) || ...);
+}
+#endif
+
+// Compile-time k for the common small cases, run-time k otherwise.
+template <int D>
+void masked_dispatch(const float* x, std::int64_t n, const float* c, std::int64_t k, std::int32_t* labels,
+                     double* sums, std::int64_t* counts, double* inertia) {
+#if defined(__AVX512F__)
+  if (masked16_any<D>(k, x, n, c, labels, sums, counts, inertia, std::make_integer_sequence<int, 8>{})) return;
+#endif
+  switch (k) {
+    case 2: return kmeans_assign_masked<D, 2>(x, n, c, k, labels, sums, counts, inertia);
+    case 3: return kmeans_assign_masked<D, 3>(x, n, c, k, labels, sums, counts, inertia);
+    case 4: return kmeans_assign_masked<D, 4>(x, n, c, k, labels, sums, counts, inertia);
+    case 5: return kmeans_assign_masked<D, 5>(x, n, c, k, labels, sums, counts, inertia);
+    case 6: return kmeans_assign_masked<D, 6>(x, n, c, k, labels, sums, counts, inertia);
+    case 7: return kmeans_assign_masked<D, 7>(x, n, c, k, labels, sums, counts, inertia);
+    case 8: return kmeans_assign_masked<D, 8>(x, n, c, k, labels, sums, counts, inertia);
+    default: return kmeans_assign_masked<D, 0>(x, n, c, k, labels, sums, counts, inertia);
+  }
+}
+
+}  // namespace
+
+bool kmeans_assign_masked_fits(std::int64_t d, std::int64_t k) { return d <= 4 && k * d <= kMaskedMaxKD; }
+
+void kmeans_assign_masked(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
+                          std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
+  switch (d) {
+    case 1: return masked_dispatch<1>(x, n, c, k, labels, sums, counts, inertia);
+    case 2: return masked_dispatch<2>(x, n, c, k, labels, sums, counts, inertia);
+    case 3: return masked_dispatch<3>(x, n, c, k, labels, sums, counts, inertia);
+    case 4: return masked_dispatch<4>(x, n, c, k, labels, sums, counts, inertia);
+    default: throw std::invalid_argument("kmeans_assign_masked: d = " + std::to_string(d) + " is not 1..4");
+  }
+}
+
+}  // namespace accel::cpu
