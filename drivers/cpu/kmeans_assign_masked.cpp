@@ -87,6 +87,24 @@ inline void load_transposed(const float* x, v8f (&xs)[D]) {
 typedef double v8d __attribute__((vector_size(64)));
 typedef std::int64_t v8l __attribute__((vector_size(64)));
 
+// Each lane's nearest centroid (centroids broadcast from c, k x D floats)
+// and its float distance, eight or sixteen points a vector.
+template <class VF, class VI, int D>
+inline void nearest(const VF (&xs)[D], const float* c, std::int32_t k, VF& best, VI& arg) {
+  best = VF{} + std::numeric_limits<float>::infinity();
+  arg = VI{};
+  for (std::int32_t kk = 0; kk < k; ++kk) {
+    VF dist = VF{};
+    for (int j = 0; j < D; ++j) {
+      const VF t = xs[j] - c[kk * D + j];
+      dist += t * t;
+    }
+    const VI better = dist < best;  // strict: ties stay with the lower index
+    best = better ? dist : best;
+    arg = better ? (VI{} + kk) : arg;
+  }
+}
+
 // Per-thread state of the masked kernel. With K known at compile time the
 // lanes are plain locals the compiler keeps in registers; K = 0 means k is
 // only known at run time (up to kMaskedMaxKD / D) and they live in memory.
@@ -103,18 +121,9 @@ template <int D, int K>
 inline void masked_step(const v8f (&xs)[D], const float* c, std::int64_t k_rt, int valid, std::int32_t* labels,
                         MaskedLanes<D, K>& L) {
   const std::int32_t k = K > 0 ? K : static_cast<std::int32_t>(k_rt);
-  v8f best = v8f{} + std::numeric_limits<float>::infinity();
-  v8i arg = v8i{};
-  for (std::int32_t kk = 0; kk < k; ++kk) {
-    v8f dist = v8f{};
-    for (int j = 0; j < D; ++j) {
-      const v8f t = xs[j] - c[kk * D + j];
-      dist += t * t;
-    }
-    const v8i better = dist < best;  // strict: ties stay with the lower index
-    best = better ? dist : best;
-    arg = better ? (v8i{} + kk) : arg;
-  }
+  v8f best;
+  v8i arg;
+  nearest<v8f, v8i, D>(xs, c, k, best, arg);
   // Point order: the shuffle that maps lanes to points is its own inverse.
   const v8i in_order = D == 2 ? __builtin_shufflevector(arg, arg, 0, 1, 4, 5, 2, 3, 6, 7) : arg;
   if (valid < 8) {
@@ -150,11 +159,15 @@ inline void masked_step(const v8f (&xs)[D], const float* c, std::int64_t k_rt, i
   }
 }
 
-template <int D, int K>
-void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::int64_t k_rt, std::int32_t* labels,
-                          double* sums, std::int64_t* counts, double* inertia) {
-  const std::int64_t k = K > 0 ? K : k_rt;
-  const std::int64_t steps = n / 8;
+// Runs the masked loop, W points a step: each thread keeps its own lanes
+// (Lanes: sum[k * D], count[k] (minus the members), inertia), `load` puts
+// W rows into the vectors xs[D], `step(xs, valid, labels, lanes)` labels
+// them and adds them in (lanes at or past `valid` are zero padding that
+// counts nowhere), and the threads' lanes are added up in thread order.
+template <int W, int D, class VF, class Lanes, class Load, class Step>
+void masked_driver(const float* x, std::int64_t n, std::int64_t k, std::int32_t* labels, double* sums,
+                   std::int64_t* counts, double* inertia, Load load, Step step) {
+  const std::int64_t steps = n / W;
   const int threads = omp_get_max_threads();
   // One stride of sums and counts a thread, padded (detail::kLinePad): a
   // thread's last counts would share a cache line with the next one's sums.
@@ -163,27 +176,27 @@ void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::i
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    MaskedLanes<D, K> L{};
+    Lanes L{};
     const std::int64_t s0 = steps * t / nt, s1 = steps * (t + 1) / nt;
     for (std::int64_t s = s0; s < s1; ++s) {
-      v8f xs[D];
-      load_transposed<D>(x + s * 8 * D, xs);
-      masked_step<D, K>(xs, c, k, 8, labels + s * 8, L);
+      VF xs[D];
+      load(x + s * W * D, xs);
+      step(xs, W, labels + s * W, L);
     }
-    if (t == nt - 1 && steps * 8 < n) {  // the last partial vector, zero-padded
-      alignas(32) float tail[8 * D] = {};
-      const int valid = static_cast<int>(n - steps * 8);
-      std::memcpy(tail, x + steps * 8 * D, sizeof(float) * valid * D);
-      v8f xs[D];
-      load_transposed<D>(tail, xs);
-      masked_step<D, K>(xs, c, k, valid, labels + steps * 8, L);
+    if (t == nt - 1 && steps * W < n) {  // the last partial vector, zero-padded
+      alignas(64) float tail[W * D] = {};
+      const int valid = static_cast<int>(n - steps * W);
+      std::memcpy(tail, x + steps * W * D, sizeof(float) * valid * D);
+      VF xs[D];
+      load(tail, xs);
+      step(xs, valid, labels + steps * W, L);
     }
     double* mine = part.data() + t * stride;
     for (std::int64_t e = 0; e < k * D; ++e)
-      for (int q = 0; q < 8; ++q) mine[e] += L.sum[e][q];
+      for (std::size_t q = 0; q < sizeof L.sum[0] / sizeof(double); ++q) mine[e] += L.sum[e][q];
     for (std::int64_t kk = 0; kk < k; ++kk)
-      for (int q = 0; q < 8; ++q) mine[k * D + kk] -= L.count[kk][q];
-    for (int q = 0; q < 8; ++q) pin[t * detail::kLinePad] += L.inertia[q];
+      for (int q = 0; q < W; ++q) mine[k * D + kk] -= L.count[kk][q];
+    for (std::size_t q = 0; q < sizeof L.inertia / sizeof(double); ++q) pin[t * detail::kLinePad] += L.inertia[q];
   }
   std::fill(sums, sums + k * D, 0.0);
   std::fill(counts, counts + k, 0);
@@ -196,6 +209,16 @@ void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::i
   *inertia = total;
 }
 
+template <int D, int K>
+void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::int64_t k_rt, std::int32_t* labels,
+                          double* sums, std::int64_t* counts, double* inertia) {
+  const std::int64_t k = K > 0 ? K : k_rt;
+  masked_driver<8, D, v8f, MaskedLanes<D, K>>(
+      x, n, k, labels, sums, counts, inertia, [](const float* p, v8f(&xs)[D]) { load_transposed<D>(p, xs); },
+      [&](const v8f(&xs)[D], int valid, std::int32_t* lab, MaskedLanes<D, K>& L) {
+        masked_step<D, K>(xs, c, k, valid, lab, L);
+      });
+}
 
 #if defined(__AVX512F__)
 // Sixteen points a vector where k * d <= 32 (the sums in registers up to
@@ -225,18 +248,9 @@ inline __m512d hi_pd(v16f v) {
 // Sixteen points; lanes at or past `valid` count nowhere.
 template <int D, int K>
 inline void masked16_step(const v16f (&xs)[D], const float* c, int valid, std::int32_t* labels, Lanes16<D, K>& L) {
-  v16f best = v16f{} + std::numeric_limits<float>::infinity();
-  v16i arg = v16i{};
-  for (int kk = 0; kk < K; ++kk) {
-    v16f dist = v16f{};
-    for (int j = 0; j < D; ++j) {
-      const v16f t = xs[j] - c[kk * D + j];
-      dist += t * t;
-    }
-    const v16i better = dist < best;  // strict: ties stay with the lower index
-    best = better ? dist : best;
-    arg = better ? (v16i{} + kk) : arg;
-  }
+  v16f best;
+  v16i arg;
+  nearest<v16f, v16i, D>(xs, c, K, best, arg);
   if (valid < 16) {
     const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     const v16i live = lane < valid;
@@ -268,44 +282,11 @@ inline void masked16_step(const v16f (&xs)[D], const float* c, int valid, std::i
 template <int D, int K>
 void kmeans_assign_masked16(const float* x, std::int64_t n, const float* c, std::int32_t* labels, double* sums,
                             std::int64_t* counts, double* inertia) {
-  const std::int64_t steps = n / 16;
-  const int threads = omp_get_max_threads();
-  const std::int64_t stride = K * D + K + detail::kLinePad;  // one padded stride a thread
-  std::vector<double> part(stride * threads, 0.0), pin(threads * detail::kLinePad, 0.0);
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    Lanes16<D, K> L{};
-    const std::int64_t s0 = steps * t / nt, s1 = steps * (t + 1) / nt;
-    for (std::int64_t s = s0; s < s1; ++s) {
-      v16f xs[D];
-      detail::narrow16<D>(x + s * 16 * D, xs);
-      masked16_step<D, K>(xs, c, 16, labels + s * 16, L);
-    }
-    if (t == nt - 1 && steps * 16 < n) {  // the last partial vector, zero-padded
-      alignas(64) float tail[16 * D] = {};
-      const int valid = static_cast<int>(n - steps * 16);
-      std::memcpy(tail, x + steps * 16 * D, sizeof(float) * valid * D);
-      v16f xs[D];
-      detail::narrow16<D>(tail, xs);
-      masked16_step<D, K>(xs, c, valid, labels + steps * 16, L);
-    }
-    double* mine = part.data() + t * stride;
-    for (int e = 0; e < K * D; ++e)
-      for (int q = 0; q < 8; ++q) mine[e] += L.sum[e][q];
-    for (int kk = 0; kk < K; ++kk)
-      for (int q = 0; q < 16; ++q) mine[K * D + kk] -= L.count[kk][q];
-    for (int q = 0; q < 8; ++q) pin[t * detail::kLinePad] += L.inertia[q];
-  }
-  std::fill(sums, sums + K * D, 0.0);
-  std::fill(counts, counts + K, 0);
-  double total = 0;
-  for (int t = 0; t < threads; ++t) {  // in thread order: the same sums every run
-    for (int e = 0; e < K * D; ++e) sums[e] += part[t * stride + e];
-    for (int kk = 0; kk < K; ++kk) counts[kk] += static_cast<std::int64_t>(part[t * stride + K * D + kk]);
-    total += pin[t * detail::kLinePad];
-  }
-  *inertia = total;
+  masked_driver<16, D, v16f, Lanes16<D, K>>(
+      x, n, K, labels, sums, counts, inertia, [](const float* p, v16f(&xs)[D]) { detail::narrow16<D>(p, xs); },
+      [&](const v16f(&xs)[D], int valid, std::int32_t* lab, Lanes16<D, K>& L) {
+        masked16_step<D, K>(xs, c, valid, lab, L);
+      });
 }
 #endif
 
