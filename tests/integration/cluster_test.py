@@ -567,13 +567,16 @@ def scenario_rebalance(a, tmp):
     # (Algorithm 1 of the USTC system-information management framework paper on the measured rates)
     # and the iterations must get faster again. Printed: how close the iterations come to the ideal
     # split's, estimated from each side's measured rate (rows / computing seconds) before and after.
+    # K = 256 keeps an iteration near 15 ms: with K = 64 the faster cpu loops made it 4 ms, and a
+    # worker that sleeps at the barrier that often ran first beside the busy process, so its
+    # slowdown came and went by chance (1 run in 5 failed: 8.0 ms slowed, 7.3 ms after).
     if os.cpu_count() < 2 or not shutil.which("taskset"):
         skip("needs 2 cores and taskset")
     data = str(Path(tmp) / "x.npy")
     n = 1000000
     blobs(data, n, 8, 16, 9)
     os.environ["OMP_NUM_THREADS"] = "1"
-    job = Job(a, tmp, 1, data, 64, 120, 5000, pin=True)
+    job = Job(a, tmp, 1, data, 256, 120, 5000, pin=True)
     job.wait_iteration(20)
     # The hog says when its loop runs: the slowdown starts there, not when
     # Popen returns.
