@@ -16,11 +16,12 @@ void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* 
                    std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
 
 // The loops, exposed for the picker and the tests.
-// d <= 4 and k * d <= 64: eight points a vector, centroids and sums in
-// registers, sums by masked adds.
+// d <= 4 and k * d <= 64: centroids and sums in registers, sums by masked
+// adds in double lanes, sixteen points a vector with AVX-512 for k <= 8,
+// else eight (lanes = 8 asks for eight; kmeans_assign_masked.cpp).
 bool kmeans_assign_masked_fits(std::int64_t d, std::int64_t k);
 void kmeans_assign_masked(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
-                          std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
+                          std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia, int lanes = 0);
 // d <= 16: sixteen points a block staged in memory, sums per row in
 // double (the loop before the wide one, still the default: see
 // kmeans_assign_pick.cpp).
@@ -33,7 +34,8 @@ inline bool kmeans_assign_wide_fits(std::int64_t d) {
 }
 void kmeans_assign_wide(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
-// d >= 16 and k <= 16: two rows at a time, each row read once (kmeans_assign_rows.cpp).
+// d >= 16 and k <= 16: each row read once, two at a time against eight
+// centroids a pass, labelled sixteen rows a vector (kmeans_assign_rows.cpp).
 bool kmeans_assign_rows_fits(std::int64_t d, std::int64_t k);
 void kmeans_assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);

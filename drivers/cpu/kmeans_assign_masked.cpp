@@ -1,6 +1,7 @@
 // CPU kmeans_assign for d <= 4 with few centroids (kmeans_assign_pick.cpp
-// takes it up to k = 7): the masked loop. Distances point by point with the
+// takes it up to k = 8): the masked loop. Distances point by point with the
 // centroids in registers; the sums by masked vector adds, no scatter.
+// Sixteen points a vector with AVX-512 for k <= 8, eight otherwise.
 #include "kmeans_assign.hpp"
 #include "kmeans_dist.hpp"
 #include "kmeans_lanes.hpp"
@@ -22,8 +23,9 @@ namespace {
 
 // Few centroids and dimensions (k*d <= kMaskedMaxKD, the blobs benchmark's
 // k = 4, d = 2): memory-bound, so every cycle per point counts. Eight points
-// per vector (GCC vector extensions: AVX where the CPU has it, SSE pairs
-// elsewhere), centroids in registers, and the update done with masked vector
+// per vector here (GCC vector extensions: AVX where the CPU has it, SSE
+// pairs elsewhere; masked16 below takes sixteen with AVX-512), centroids in
+// registers, and the update done with masked vector
 // adds instead of a scatter, so points of one cluster never form a
 // dependency chain through memory. The lanes add in double (one AVX-512
 // vector of eight doubles per sum): where a launch's rows begin then moves
@@ -164,6 +166,8 @@ inline void masked_step(const v8f (&xs)[D], const float* c, std::int64_t k_rt, i
 // W rows into the vectors xs[D], `step(xs, valid, labels, lanes)` labels
 // them and adds them in (lanes at or past `valid` are zero padding that
 // counts nowhere), and the threads' lanes are added up in thread order.
+constexpr std::int64_t kCountSteps = std::int64_t{1} << 24;
+
 template <int W, int D, class VF, class Lanes, class Load, class Step>
 void masked_driver(const float* x, std::int64_t n, std::int64_t k, std::int32_t* labels, double* sums,
                    std::int64_t* counts, double* inertia, Load load, Step step) {
@@ -177,11 +181,23 @@ void masked_driver(const float* x, std::int64_t n, std::int64_t k, std::int32_t*
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     Lanes L{};
+    double* mine = part.data() + t * stride;
+    // The count lanes are int32, one more a step at most: moved out (exactly)
+    // every 2^24 steps, long before they could overflow.
+    auto take_counts = [&] {
+      for (std::int64_t kk = 0; kk < k; ++kk)
+        for (std::size_t q = 0; q < sizeof L.count[0] / sizeof(std::int32_t); ++q) mine[k * D + kk] -= L.count[kk][q];
+      std::memset(&L.count, 0, sizeof L.count);
+    };
     const std::int64_t s0 = steps * t / nt, s1 = steps * (t + 1) / nt;
-    for (std::int64_t s = s0; s < s1; ++s) {
-      VF xs[D];
-      load(x + s * W * D, xs);
-      step(xs, W, labels + s * W, L);
+    for (std::int64_t c0 = s0; c0 < s1; c0 += kCountSteps) {
+      const std::int64_t c1 = std::min(s1, c0 + kCountSteps);
+      for (std::int64_t s = c0; s < c1; ++s) {
+        VF xs[D];
+        load(x + s * W * D, xs);
+        step(xs, W, labels + s * W, L);
+      }
+      take_counts();
     }
     if (t == nt - 1 && steps * W < n) {  // the last partial vector, zero-padded
       alignas(64) float tail[W * D] = {};
@@ -190,12 +206,10 @@ void masked_driver(const float* x, std::int64_t n, std::int64_t k, std::int32_t*
       VF xs[D];
       load(tail, xs);
       step(xs, valid, labels + steps * W, L);
+      take_counts();
     }
-    double* mine = part.data() + t * stride;
     for (std::int64_t e = 0; e < k * D; ++e)
       for (std::size_t q = 0; q < sizeof L.sum[0] / sizeof(double); ++q) mine[e] += L.sum[e][q];
-    for (std::int64_t kk = 0; kk < k; ++kk)
-      for (int q = 0; q < W; ++q) mine[k * D + kk] -= L.count[kk][q];
     for (std::size_t q = 0; q < sizeof L.inertia / sizeof(double); ++q) pin[t * detail::kLinePad] += L.inertia[q];
   }
   std::fill(sums, sums + k * D, 0.0);
@@ -221,23 +235,22 @@ void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::i
 }
 
 #if defined(__AVX512F__)
-// Sixteen points a vector where k * d <= 32 (the sums in registers up to
-// 16, spilled past that and still faster than the wide loop at k = 8):
+// Sixteen points a vector for k <= 8 (k * d <= 32; the sums fit in
+// registers up to k * d = 16, past that some spill, and the loop was still
+// faster than the wide one and than eight lanes at k = 8):
 // one AVX-512 vector holds twice the points, so each distance, compare and
 // select serves sixteen (the blobs benchmark's d = 2, k = 4 ran at eight
 // instructions a point with eight lanes). Each sum stays one vector of
 // eight doubles; the two halves of the sixteen points are added into it by
 // two masked adds.
-constexpr std::int64_t kWideMaskedMaxKD = 32;
-typedef double v8d_t __attribute__((vector_size(64)));
 typedef std::int32_t v16i __attribute__((vector_size(64)));
 using detail::v16f;
 
 template <int D, int K>
 struct Lanes16 {
-  v8d_t sum[K * D];
+  v8d sum[K * D];
   v16i count[K];  // minus the members
-  v8d_t inertia;
+  v8d inertia;
 };
 
 inline __m512d lo_pd(v16f v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(reinterpret_cast<__m512>(v))); }
@@ -260,7 +273,7 @@ inline void masked16_step(const v16f (&xs)[D], const float* c, int valid, std::i
   } else {
     std::memcpy(labels, &arg, sizeof arg);
   }
-  L.inertia = reinterpret_cast<v8d_t>(_mm512_add_pd(_mm512_add_pd(reinterpret_cast<__m512d>(L.inertia), lo_pd(best)),
+  L.inertia = reinterpret_cast<v8d>(_mm512_add_pd(_mm512_add_pd(reinterpret_cast<__m512d>(L.inertia), lo_pd(best)),
                                                     hi_pd(best)));
   __m512d xl[D], xh[D];
   for (int j = 0; j < D; ++j) xl[j] = lo_pd(xs[j]), xh[j] = hi_pd(xs[j]);
@@ -274,7 +287,7 @@ inline void masked16_step(const v16f (&xs)[D], const float* c, int valid, std::i
       __m512d s = reinterpret_cast<__m512d>(L.sum[kk * D + j]);
       s = _mm512_mask_add_pd(s, lo, s, xl[j]);
       s = _mm512_mask_add_pd(s, hi, s, xh[j]);
-      L.sum[kk * D + j] = reinterpret_cast<v8d_t>(s);
+      L.sum[kk * D + j] = reinterpret_cast<v8d>(s);
     }
   }
 }
@@ -291,19 +304,15 @@ void kmeans_assign_masked16(const float* x, std::int64_t n, const float* c, std:
 #endif
 
 #if defined(__AVX512F__)
-// The sixteen-lane loop for k = K <= 8 with k * d <= 32 (at d = 2,
-// k = 12 and 16 its spilled sums made it slower than the wide loop, 1.1 and
-// 1.4 ms against 0.8 and 0.85 at 1M rows).
+// The sixteen-lane loop for k = K <= 8 (at d = 2, k = 12 and 16 its
+// spilled sums made it slower than the wide loop, 1.1 and 1.4 ms against 0.8
+// and 0.85 at 1M rows).
 template <int D, int K>
 bool masked16_if(std::int64_t k, const float* x, std::int64_t n, const float* c, std::int32_t* labels, double* sums,
                  std::int64_t* counts, double* inertia) {
-  if constexpr (K * D <= kWideMaskedMaxKD) {
-    if (k == K) {
-      kmeans_assign_masked16<D, K>(x, n, c, labels, sums, counts, inertia);
-      return true;
-    }
-  }
-  return false;
+  if (k != K) return false;
+  kmeans_assign_masked16<D, K>(x, n, c, labels, sums, counts, inertia);
+  return true;
 }
 template <int D, int... Ks>
 bool masked16_any(std::int64_t k, const float* x, std::int64_t n, const float* c, std::int32_t* labels,
@@ -315,9 +324,12 @@ bool masked16_any(std::int64_t k, const float* x, std::int64_t n, const float* c
 // Compile-time k for the common small cases, run-time k otherwise.
 template <int D>
 void masked_dispatch(const float* x, std::int64_t n, const float* c, std::int64_t k, std::int32_t* labels,
-                     double* sums, std::int64_t* counts, double* inertia) {
+                     double* sums, std::int64_t* counts, double* inertia, int lanes) {
 #if defined(__AVX512F__)
-  if (masked16_any<D>(k, x, n, c, labels, sums, counts, inertia, std::make_integer_sequence<int, 8>{})) return;
+  if (lanes != 8 && masked16_any<D>(k, x, n, c, labels, sums, counts, inertia, std::make_integer_sequence<int, 8>{}))
+    return;
+#else
+  (void)lanes;
 #endif
   switch (k) {
     case 2: return kmeans_assign_masked<D, 2>(x, n, c, k, labels, sums, counts, inertia);
@@ -336,12 +348,12 @@ void masked_dispatch(const float* x, std::int64_t n, const float* c, std::int64_
 bool kmeans_assign_masked_fits(std::int64_t d, std::int64_t k) { return d <= 4 && k * d <= kMaskedMaxKD; }
 
 void kmeans_assign_masked(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
-                          std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
+                          std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia, int lanes) {
   switch (d) {
-    case 1: return masked_dispatch<1>(x, n, c, k, labels, sums, counts, inertia);
-    case 2: return masked_dispatch<2>(x, n, c, k, labels, sums, counts, inertia);
-    case 3: return masked_dispatch<3>(x, n, c, k, labels, sums, counts, inertia);
-    case 4: return masked_dispatch<4>(x, n, c, k, labels, sums, counts, inertia);
+    case 1: return masked_dispatch<1>(x, n, c, k, labels, sums, counts, inertia, lanes);
+    case 2: return masked_dispatch<2>(x, n, c, k, labels, sums, counts, inertia, lanes);
+    case 3: return masked_dispatch<3>(x, n, c, k, labels, sums, counts, inertia, lanes);
+    case 4: return masked_dispatch<4>(x, n, c, k, labels, sums, counts, inertia, lanes);
     default: throw std::invalid_argument("kmeans_assign_masked: d = " + std::to_string(d) + " is not 1..4");
   }
 }

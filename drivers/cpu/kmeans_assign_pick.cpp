@@ -113,7 +113,11 @@ std::optional<Loop> forced(const std::vector<Loop>& loops) {
 // run's, CI's cluster.coordinator_restart_worker_lost. Its lanes are
 // double now.)
 Loop rule(std::int64_t d, std::int64_t k) {
+#if defined(__AVX512F__)
   if (kmeans_assign_masked_fits(d, k) && k <= 8) return Loop::Masked;
+#else  // eight lanes: at k = 8 the wide loop was faster for d = 3 and 4
+  if (kmeans_assign_masked_fits(d, k) && (k <= 7 || (d <= 2 && k <= 8))) return Loop::Masked;
+#endif
   if (kmeans_assign_rows_fits(d, k) && (d >= 128 || (d >= 64 && k <= 8))) return Loop::Rows;
   if (kmeans_assign_wide_fits(d) && (d <= 64 || k <= 256)) return Loop::Wide;
   return Loop::Gemm;

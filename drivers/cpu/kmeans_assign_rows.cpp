@@ -10,10 +10,11 @@
 // replaces took a subtraction as well, and its rate at k = 8 was half of
 // this). The rows are then labelled as the gemm path labels them, with the
 // same helpers (kmeans_dist.hpp): the best score x.c - |c|^2/2, a near tie
-// settled by distance in double, the exact distance to the winner for the
-// inertia. So the labels are the gemm path's, and each row's distance too;
-// only the sums' grouping differs. Each row is added into double sums for
-// its label.
+// settled by distance in double; sixteen rows a block are labelled a vector
+// at a time. So the labels are the gemm path's. The inertia takes the
+// winner's distance in the difference form, summed in another order than
+// the gemm path's (its last bits may differ), and each row is added into
+// double sums for its label.
 #include "kmeans_assign.hpp"
 #include "kmeans_dist.hpp"
 
@@ -122,9 +123,15 @@ struct alignas(64) RowAcc {
   RowAcc(std::int64_t k_, std::int64_t d_) : dsum(k_ * d_ + detail::kLinePad, 0.0), dcount(k_ + detail::kLinePad, 0) {}
 };
 
-inline void add_row(const float* xi, std::int64_t d, double* s) {
+// A labelled row: its distance to its centroid into the inertia, the row
+// into its label's double sums.
+inline void take_row(const float* xi, std::int64_t d, const float* c, std::int32_t label, RowAcc& acc,
+                     double& inertia) {
+  inertia += dist2_row(xi, c + label * d, d);
+  double* s = acc.dsum.data() + label * d;
 #pragma omp simd
   for (std::int64_t j = 0; j < d; ++j) s[j] += xi[j];
+  ++acc.dcount[label];
 }
 
 // Scores x.c_g - |c_g|^2/2 of R rows for G centroids (c: G rows of d
@@ -214,15 +221,16 @@ inline void step(const float* x, std::int64_t d, const float* c, const float* ha
     arg = static_cast<std::int32_t>(
         detail::settle(xi, d, c, K, arg, best, second, delta, [&](std::int64_t kk) { return sc[r][kk]; }, cand));
     labels[r] = arg;
-    inertia += dist2_row(xi, c + arg * d, d);
-    add_row(xi, d, acc.dsum.data() + arg * d);
-    ++acc.dcount[arg];
+    take_row(xi, d, c, arg, acc, inertia);
   }
 }
 
 // The tie bound of sixteen rows at once, in float lanes: |x|^2 (a float
-// sum, scaled by `grow` to bound the exact one) to TieBound's delta. Four
-// float roundings (2^-24 each) stay far inside the extra 1e-6 of slack.
+// sum, scaled by `grow` to bound the exact one; its extra 2^-23 over step's
+// covers the rounding of the scaling) to TieBound's delta. The constants'
+// conversions, the square root, the multiply-add and the last multiply
+// round at most seven times (2^-24 each, 4.2e-7 in all), far inside the
+// 2e-6 of slack added to gamma here beyond TieBound's own 1e-6.
 struct LaneBound {
   float grow, gamma, cmax, hmax;
   LaneBound(const detail::TieBound& b, std::int64_t d)
@@ -279,12 +287,7 @@ inline void block_step(const float* x, std::int64_t d, const float* c, const flo
                                                         [&](std::int64_t kk) { return sc[kk][r]; }, cand));
   }
   std::memcpy(labels, lab, sizeof lab);
-  for (int r = 0; r < kBlockRows; ++r) {
-    const float* xi = x + r * d;
-    inertia += dist2_row(xi, c + lab[r] * d, d);
-    add_row(xi, d, acc.dsum.data() + lab[r] * d);
-    ++acc.dcount[lab[r]];
-  }
+  for (int r = 0; r < kBlockRows; ++r) take_row(x + r * d, d, c, lab[r], acc, inertia);
 }
 
 template <int K>
@@ -302,13 +305,13 @@ void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c,
     std::vector<std::int32_t> cand;
     const std::int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
     std::int64_t i = i0;
-    double inertia = 0;  // a local: in acc, each row's add waited on the sums' stores (they might alias)
+    double mine = 0;  // a local: in acc, each row's add waited on the sums' stores (they might alias)
     for (; i + kBlockRows <= i1; i += kBlockRows)
-      block_step<K>(x + i * d, d, c, half.data(), lanes, labels + i, acc, inertia, cand);
+      block_step<K>(x + i * d, d, c, half.data(), lanes, labels + i, acc, mine, cand);
     for (; i + kRows <= i1; i += kRows)
-      step<kRows, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, inertia, cand);
-    for (; i < i1; ++i) step<1, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, inertia, cand);
-    acc.dinertia = inertia;
+      step<kRows, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, mine, cand);
+    for (; i < i1; ++i) step<1, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, mine, cand);
+    acc.dinertia = mine;
   }
   std::fill(sums, sums + K * d, 0.0);
   std::fill(counts, counts + K, 0);

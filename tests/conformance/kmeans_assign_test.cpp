@@ -137,6 +137,8 @@ const std::vector<Case> kCases = {
     {"rows_k16_float", 651, 784, 16, false},
     {"masked_d3_k7", 1005, 3, 7, false},      // float sums' lanes in double, k at compile time
     {"masked_d4_k8", 2001, 4, 8, false},
+    {"masked_d4_k16", 1001, 4, 16, true},     // k past 8: eight lanes, k at run time
+    {"masked_d2_k12", 1003, 2, 12, false},
     {"rows_d64_float", 1001, 64, 4, false},   // the rule takes the rows loop from d = 64 with k <= 8
     {"rows_d64_dups", 777, 64, 8, true, 50},  // exact ties between rows and centroids
     {"timed_pick", 400000, 3, 6, true},  // enough rows for the cpu to time its loops on slices of one launch
@@ -165,6 +167,39 @@ TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
   EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
 }
 
+// One of the CPU driver's loops by name, on rows x[0..n): "masked" (the
+// widest lanes that fit), "masked8" (eight lanes), "wide", "rows",
+// "block16", "gemm0" / "gemm1" (the gemm path's two score layouts).
+Out run_cpu_loop(const std::string& loop, const float* x, std::int64_t n, std::int64_t d, const float* cent,
+                 std::int64_t k) {
+  Out o;
+  o.labels.resize(n);
+  o.sums.assign(k * d, 0.0);
+  o.counts.assign(k, 0);
+  std::int32_t* l = o.labels.data();
+  double* s = o.sums.data();
+  std::int64_t* cn = o.counts.data();
+  if (loop == "masked" || loop == "masked8")
+    cpu::kmeans_assign_masked(x, n, d, cent, k, l, s, cn, &o.inertia, loop == "masked8" ? 8 : 0);
+  else if (loop == "wide")
+    cpu::kmeans_assign_wide(x, n, d, cent, k, l, s, cn, &o.inertia);
+  else if (loop == "rows")
+    cpu::kmeans_assign_rows(x, n, d, cent, k, l, s, cn, &o.inertia);
+  else if (loop == "block16")
+    cpu::kmeans_assign_block16(x, n, d, cent, k, l, s, cn, &o.inertia);
+  else
+    cpu::kmeans_assign_gemm(x, n, d, cent, k, l, s, cn, &o.inertia, loop == "gemm1" ? 1 : 0);
+  return o;
+}
+
+bool cpu_loop_fits(const std::string& loop, std::int64_t d, std::int64_t k) {
+  if (loop == "masked" || loop == "masked8") return cpu::kmeans_assign_masked_fits(d, k);
+  if (loop == "wide") return cpu::kmeans_assign_wide_fits(d);
+  if (loop == "rows") return cpu::kmeans_assign_rows_fits(d, k);
+  if (loop == "block16") return d <= 16;
+  return true;
+}
+
 // The CPU driver's loops (chosen per shape by timing them) and the gemm
 // path's two score layouts (chosen by speed): each must conform on every
 // case it fits, not only on the shapes where it wins.
@@ -173,33 +208,9 @@ TEST_P(KMeansAssignConformance, EveryCpuLoopMatchesReference) {
   std::vector<float> x, cent;
   make_inputs(c, x, cent);
   const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
-  const char* names[] = {"cpu masked", "cpu wide", "cpu gemm rows x k", "cpu gemm k x rows", "cpu rows",
-                         "cpu block16"};
-  for (int path = 0; path < 6; ++path) {
-    if (path == 5 && c.d > 16) continue;
-    if (path == 0 && !cpu::kmeans_assign_masked_fits(c.d, c.k)) continue;
-    if (path == 1 && !cpu::kmeans_assign_wide_fits(c.d)) continue;
-    if (path == 4 && !cpu::kmeans_assign_rows_fits(c.d, c.k)) continue;
-    Out o;
-    o.labels.resize(c.n);
-    o.sums.resize(c.k * c.d);
-    o.counts.resize(c.k);
-    if (path == 0)
-      cpu::kmeans_assign_masked(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(),
-                                o.counts.data(), &o.inertia);
-    else if (path == 1)
-      cpu::kmeans_assign_wide(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
-                              &o.inertia);
-    else if (path == 5)
-      cpu::kmeans_assign_block16(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(),
-                                 o.counts.data(), &o.inertia);
-    else if (path == 4)
-      cpu::kmeans_assign_rows(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
-                              &o.inertia);
-    else  // both score layouts of the gemm path
-      cpu::kmeans_assign_gemm(x.data(), c.n, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(),
-                              &o.inertia, path - 2);
-    expect_conforms(o, want, c, names[path], x, cent);
+  for (const std::string loop : {"masked", "masked8", "wide", "gemm0", "gemm1", "rows", "block16"}) {
+    if (!cpu_loop_fits(loop, c.d, c.k)) continue;
+    expect_conforms(run_cpu_loop(loop, x.data(), c.n, c.d, cent.data(), c.k), want, c, "cpu " + loop, x, cent);
   }
 }
 
@@ -304,11 +315,14 @@ std::int64_t nearest_in_order(const float* xi, std::int64_t d, const float* c, s
   return arg;
 }
 
-TEST(KMeansAssignLayouts, NearTiesGetTheSameLabelFromEitherLayout) {
-  const std::int64_t n = 20000, d = 100, k = 128;
-  std::mt19937 rng(11);
+// Rows halfway between two random centroids (plus noise far below float
+// rounding): many of them have two scores within rounding of each other.
+void make_near_ties(std::int64_t n, std::int64_t d, std::int64_t k, unsigned seed, std::vector<float>& x,
+                    std::vector<float>& cent) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> cent(k * d), x(n * d);
+  cent.resize(k * d);
+  x.resize(n * d);
   for (auto& v : cent) v = g(rng);
   std::uniform_int_distribution<std::int64_t> pick(0, k - 1);
   for (std::int64_t i = 0; i < n; ++i) {
@@ -316,28 +330,22 @@ TEST(KMeansAssignLayouts, NearTiesGetTheSameLabelFromEitherLayout) {
     for (std::int64_t j = 0; j < d; ++j)
       x[i * d + j] = 0.5f * (cent[a * d + j] + cent[b * d + j]) + 1e-6f * g(rng);
   }
-  Out o[2];
-  for (int layout = 0; layout < 2; ++layout) {
-    o[layout].labels.resize(n);
-    o[layout].sums.resize(k * d);
-    o[layout].counts.resize(k);
-    cpu::kmeans_assign_gemm(x.data(), n, d, cent.data(), k, o[layout].labels.data(), o[layout].sums.data(),
-                            o[layout].counts.data(), &o[layout].inertia, layout);
-  }
-  // Rows whose two nearest centroids' scores differ by less than one
-  // float score's rounding bound, (d + 2) 2^-24 (|x| |c|max + |c|max^2 / 2):
-  // float scores alone may order them either way.
+}
+
+// Rows whose two nearest centroids' scores differ by less than one float
+// score's rounding bound, (d + 2) 2^-24 (|x| |c|max + |c|max^2 / 2): float
+// scores alone may order them either way.
+std::int64_t count_near_ties(const std::vector<float>& x, const std::vector<float>& cent, std::int64_t n,
+                             std::int64_t d, std::int64_t k) {
   double cmax2 = 0;
   for (std::int64_t kk = 0; kk < k; ++kk) {
     double s = 0;
     for (std::int64_t j = 0; j < d; ++j) s += double(cent[kk * d + j]) * cent[kk * d + j];
     cmax2 = std::max(cmax2, s);
   }
-  std::int64_t differ = 0, rounded = 0, hard = 0;
+  std::int64_t hard = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const float* xi = x.data() + i * d;
-    differ += o[0].labels[i] != o[1].labels[i];
-    rounded += o[0].labels[i] != nearest_in_order(xi, d, cent.data(), k);
     double first = 1e300, second = 1e300, xx = 0;
     for (std::int64_t j = 0; j < d; ++j) xx += double(xi[j]) * xi[j];
     for (std::int64_t kk = 0; kk < k; ++kk) {
@@ -348,13 +356,56 @@ TEST(KMeansAssignLayouts, NearTiesGetTheSameLabelFromEitherLayout) {
     }
     hard += (second - first) / 2 < (d + 2) * 0x1p-24 * (std::sqrt(xx * cmax2) + cmax2 / 2);
   }
+  return hard;
+}
+
+TEST(KMeansAssignLayouts, NearTiesGetTheSameLabelFromEitherLayout) {
+  const std::int64_t n = 20000, d = 100, k = 128;
+  std::vector<float> cent, x;
+  make_near_ties(n, d, k, 11, x, cent);
+  Out o[2];
+  for (int layout = 0; layout < 2; ++layout) {
+    o[layout].labels.resize(n);
+    o[layout].sums.resize(k * d);
+    o[layout].counts.resize(k);
+    cpu::kmeans_assign_gemm(x.data(), n, d, cent.data(), k, o[layout].labels.data(), o[layout].sums.data(),
+                            o[layout].counts.data(), &o[layout].inertia, layout);
+  }
+  std::int64_t differ = 0, rounded = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    differ += o[0].labels[i] != o[1].labels[i];
+    rounded += o[0].labels[i] != nearest_in_order(x.data() + i * d, d, cent.data(), k);
+  }
   // Else this test would check nothing: the rows must be that close.
-  EXPECT_GT(hard, n / 100) << "too few rows within float rounding of a tie";
+  EXPECT_GT(count_near_ties(x, cent, n, d, k), n / 100) << "too few rows within float rounding of a tie";
   EXPECT_EQ(rounded, 0) << "rows not labelled with their nearest centroid in double";
   EXPECT_EQ(differ, 0) << "rows labelled differently by the two layouts";
   EXPECT_EQ(o[0].counts, o[1].counts);
   EXPECT_EQ(o[0].sums, o[1].sums);
   EXPECT_EQ(o[0].inertia, o[1].inertia);
+}
+
+// The rows loop labels sixteen rows a vector with a tie bound computed in
+// float lanes (and the rows past the last block one at a time with
+// TieBound's): either must send every row within rounding of a tie to the
+// double settle, so each row gets its nearest centroid in double.
+TEST(KMeansAssignLoops, RowsLoopSettlesNearTiesInDouble) {
+  const std::int64_t n = 16 * 250 + 3;  // whole blocks and a tail of three rows
+  for (const auto [d, k] : {std::pair<std::int64_t, std::int64_t>{64, 8}, {100, 16}, {784, 5}}) {
+    SCOPED_TRACE("d=" + std::to_string(d) + " k=" + std::to_string(k));
+    std::vector<float> cent, x;
+    make_near_ties(n, d, k, 13, x, cent);
+    Out o;
+    o.labels.resize(n);
+    o.sums.resize(k * d);
+    o.counts.resize(k);
+    cpu::kmeans_assign_rows(x.data(), n, d, cent.data(), k, o.labels.data(), o.sums.data(), o.counts.data(),
+                            &o.inertia);
+    std::int64_t rounded = 0;
+    for (std::int64_t i = 0; i < n; ++i) rounded += o.labels[i] != nearest_in_order(x.data() + i * d, d, cent.data(), k);
+    EXPECT_GT(count_near_ties(x, cent, n, d, k), n / 100) << "too few rows within float rounding of a tie";
+    EXPECT_EQ(rounded, 0) << "rows not labelled with their nearest centroid in double";
+  }
 }
 
 // The cluster engine splits rows among members and has members stand in
@@ -369,8 +420,9 @@ TEST(KMeansAssignLoops, SplitLaunchesAgreeToDoubleRounding) {
     const char* loop;
     std::int64_t d, k;
   };
-  const Shape shapes[] = {{"masked", 2, 8}, {"masked", 3, 5}, {"masked", 4, 4}, {"wide", 8, 8},
-                          {"wide", 2, 16},  {"rows", 64, 4},  {"gemm", 100, 70}};
+  const Shape shapes[] = {{"masked", 2, 8},   {"masked", 3, 5}, {"masked", 4, 4}, {"masked8", 2, 8},
+                          {"masked8", 4, 12}, {"wide", 8, 8},   {"wide", 2, 16},  {"rows", 64, 4},
+                          {"gemm0", 100, 70}};
   const std::int64_t n = 20011, cuts[] = {0, 6007, 13001, n};
   for (const Shape& sh : shapes) {
     SCOPED_TRACE(std::string(sh.loop) + " d=" + std::to_string(sh.d) + " k=" + std::to_string(sh.k));
@@ -378,19 +430,7 @@ TEST(KMeansAssignLoops, SplitLaunchesAgreeToDoubleRounding) {
     std::vector<float> x, cent;
     make_inputs(c, x, cent);
     auto run = [&](std::int64_t i0, std::int64_t i1, Out& o) {
-      o.labels.resize(i1 - i0);
-      o.sums.assign(c.k * c.d, 0.0);
-      o.counts.assign(c.k, 0);
-      const float* xs = x.data() + i0 * c.d;
-      const std::string l = sh.loop;
-      if (l == "masked")
-        cpu::kmeans_assign_masked(xs, i1 - i0, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(), &o.inertia);
-      else if (l == "wide")
-        cpu::kmeans_assign_wide(xs, i1 - i0, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(), &o.inertia);
-      else if (l == "rows")
-        cpu::kmeans_assign_rows(xs, i1 - i0, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(), &o.inertia);
-      else
-        cpu::kmeans_assign_gemm(xs, i1 - i0, c.d, cent.data(), c.k, o.labels.data(), o.sums.data(), o.counts.data(), &o.inertia, 0);
+      o = run_cpu_loop(sh.loop, x.data() + i0 * c.d, i1 - i0, c.d, cent.data(), c.k);
     };
     Out whole;
     run(0, n, whole);
