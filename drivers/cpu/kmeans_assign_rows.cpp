@@ -11,10 +11,9 @@
 // this). The rows are then labelled as the gemm path labels them, with the
 // same helpers (kmeans_dist.hpp): the best score x.c - |c|^2/2, a near tie
 // settled by distance in double; sixteen rows a block are labelled a vector
-// at a time. So the labels are the gemm path's. The inertia takes the
-// winner's distance in the difference form, summed in another order than
-// the gemm path's (its last bits may differ), and each row is added into
-// double sums for its label.
+// at a time. So the labels are the gemm path's, and each row's distance
+// too (detail::dist2, as the gemm path takes it); only the sums' grouping
+// differs. Each row is added into double sums for its label.
 #include "kmeans_assign.hpp"
 #include "kmeans_dist.hpp"
 
@@ -90,28 +89,6 @@ ACCEL_ROWS_INLINE void lane_sums(v16f* v, float* out) {
   for (int i = 0; i < M; ++i) out[i] = v[0][i];
 }
 
-// ||x - c||^2 of one row, sixteen floats a step in two sums (the winner's
-// distance, for the inertia: it lay in eight-float steps before).
-inline float dist2_row(const float* x, const float* c, std::int64_t d) {
-  v16f a0{}, a1{};
-  std::int64_t j = 0;
-  for (; j + 32 <= d; j += 32) {
-    const v16f t0 = load16(x + j) - load16(c + j), t1 = load16(x + j + 16) - load16(c + j + 16);
-    a0 += t0 * t0;
-    a1 += t1 * t1;
-  }
-  if (j + 16 <= d) {
-    const v16f t0 = load16(x + j) - load16(c + j);
-    a0 += t0 * t0;
-    j += 16;
-  }
-  v16f v[1] = {a0 + a1};
-  float s;
-  lane_sums<1>(v, &s);
-  for (; j < d; ++j) s += (x[j] - c[j]) * (x[j] - c[j]);
-  return s;
-}
-
 // Double sums (kmeans_assign_wide.cpp's WideAcc says why not float).
 // alignas: the per-row inertia adds of two threads' RowAccs had shared a
 // cache line (1M x 64, k = 4: 47 ms an iteration; the line went back and
@@ -127,7 +104,7 @@ struct alignas(64) RowAcc {
 // into its label's double sums.
 inline void take_row(const float* xi, std::int64_t d, const float* c, std::int32_t label, RowAcc& acc,
                      double& inertia) {
-  inertia += dist2_row(xi, c + label * d, d);
+  inertia += detail::dist2(xi, c + label * d, d);
   double* s = acc.dsum.data() + label * d;
 #pragma omp simd
   for (std::int64_t j = 0; j < d; ++j) s[j] += xi[j];
@@ -190,47 +167,15 @@ inline void scores(const float* x, std::int64_t d, const float* c, const float* 
   }
 }
 
-// One step: R rows at x (labels: theirs) scored against all K centroids,
-// eight at a time (the rows come again from L1 for the next eight), then
-// each labelled as the gemm path labels its rows: the best score, a near
-// tie settled by distance in double, the exact distance to the winner.
-template <int R, int K>
-inline void step(const float* x, std::int64_t d, const float* c, const float* half, const detail::TieBound& bound,
-                 std::int32_t* labels, RowAcc& acc, double& inertia, std::vector<std::int32_t>& cand) {
-  float sc[R][K], xx[R];
-  scores<R, (K < kGroup ? K : kGroup)>(x, d, c, half, true, &sc[0][0], K, 1, xx);
-  if constexpr (K > kGroup)
-    scores<R, K - kGroup>(x, d, c + kGroup * d, half + kGroup, false, &sc[0][kGroup], K, 1, nullptr);
-  // A float sum S' of d squares is at least S (1 - 2^-24)^d of the exact S
-  // (no underflow: each square is > 2^-126 or contributes nothing that
-  // matters next to the bound's |c|^2/2 term), so S <= S' / (1 - d 2^-24)
-  // <= S' (1 + (d + 1) 2^-23): an upper bound of |x|^2 for the tie bound.
-  const double grow = 1 + static_cast<double>(d + 1) * 0x1p-23;
-  for (int r = 0; r < R; ++r) {
-    const float* xi = x + r * d;
-    std::int32_t arg = 0;
-    float best = sc[r][0], second = -std::numeric_limits<float>::infinity();
-    for (int kk = 1; kk < K; ++kk) {  // selects, not branches: a random winner mispredicted them
-      const float v = sc[r][kk];
-      const bool gt = v > best;  // strict: ties stay with the lower index
-      second = std::max(second, std::min(best, v));
-      arg ^= (arg ^ kk) & -static_cast<std::int32_t>(gt);  // GCC made `gt ? kk : arg` a branch
-      best = std::max(best, v);
-    }
-    const float delta = bound.of_norm2(static_cast<double>(xx[r]) * grow);
-    arg = static_cast<std::int32_t>(
-        detail::settle(xi, d, c, K, arg, best, second, delta, [&](std::int64_t kk) { return sc[r][kk]; }, cand));
-    labels[r] = arg;
-    take_row(xi, d, c, arg, acc, inertia);
-  }
-}
-
-// The tie bound of sixteen rows at once, in float lanes: |x|^2 (a float
-// sum, scaled by `grow` to bound the exact one; its extra 2^-23 over step's
-// covers the rounding of the scaling) to TieBound's delta. The constants'
-// conversions, the square root, the multiply-add and the last multiply
-// round at most seven times (2^-24 each, 4.2e-7 in all), far inside the
-// 2e-6 of slack added to gamma here beyond TieBound's own 1e-6.
+// The tie bound of sixteen rows at once, in float lanes: |x|^2 to
+// TieBound's delta. A float sum S' of d squares is at least S (1 - 2^-24)^d
+// of the exact S (no underflow: each square is > 2^-126 or contributes
+// nothing that matters next to the bound's |c|^2/2 term), so
+// S <= S' (1 + (d + 1) 2^-23); `grow` adds one 2^-23 more for the rounding
+// of the scaling itself. The constants' conversions, the square root, the
+// multiply-add and the last multiply round at most seven times (2^-24
+// each, 4.2e-7 in all), far inside the 2e-6 of slack added to gamma here
+// beyond TieBound's own 1e-6.
 struct LaneBound {
   float grow, gamma, cmax, hmax;
   LaneBound(const detail::TieBound& b, std::int64_t d)
@@ -249,16 +194,19 @@ struct LaneBound {
   }
 };
 
-// Sixteen rows: scored two at a time as step does, the scores stored by
-// centroid (sc[g][r]), then labelled sixteen rows a vector: the best
-// score, the runner-up and the tie test in lanes, not a branchy scalar loop
-// a row (half of a row's instructions at d = 64, k = 4). A row whose
-// runner-up lies within the bound is settled by distance in double, as in
-// step.
+// Sixteen rows at x (`valid` of them real, the rest zero padding that
+// counts nowhere): scored two at a time, eight centroids a pass (the rows
+// come again from L1 for the next eight), the scores stored by centroid
+// (sc[g][r]), then labelled as the gemm path labels its rows, sixteen rows
+// a vector: the best score, the runner-up and the tie test in lanes, not a
+// branchy scalar loop a row (half of a row's instructions at d = 64,
+// k = 4). A row whose runner-up lies within the bound is settled by
+// distance in double.
 constexpr int kBlockRows = 16;
 template <int K>
-inline void block_step(const float* x, std::int64_t d, const float* c, const float* half, const LaneBound& lanes,
-                       std::int32_t* labels, RowAcc& acc, double& inertia, std::vector<std::int32_t>& cand) {
+inline void block_step(const float* x, int valid, std::int64_t d, const float* c, const float* half,
+                       const LaneBound& lanes, std::int32_t* labels, RowAcc& acc, double& inertia,
+                       std::vector<std::int32_t>& cand) {
   alignas(64) float sc[K][kBlockRows];
   alignas(64) float xx[kBlockRows];
   constexpr int G0 = K < kGroup ? K : kGroup;
@@ -281,21 +229,20 @@ inline void block_step(const float* x, std::int64_t d, const float* c, const flo
   const v16i clear = (best - second) > delta;
   alignas(64) std::int32_t lab[kBlockRows];
   std::memcpy(lab, &arg, sizeof lab);
-  for (int r = 0; r < kBlockRows; ++r) {
+  for (int r = 0; r < valid; ++r) {
     if (__builtin_expect(clear[r] == 0, 0))
       lab[r] = static_cast<std::int32_t>(detail::settle(x + r * d, d, c, K, lab[r], best[r], second[r], delta[r],
                                                         [&](std::int64_t kk) { return sc[kk][r]; }, cand));
   }
-  std::memcpy(labels, lab, sizeof lab);
-  for (int r = 0; r < kBlockRows; ++r) take_row(x + r * d, d, c, lab[r], acc, inertia);
+  std::memcpy(labels, lab, sizeof(std::int32_t) * valid);
+  for (int r = 0; r < valid; ++r) take_row(x + r * d, d, c, lab[r], acc, inertia);
 }
 
 template <int K>
 void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int32_t* labels, double* sums,
                  std::int64_t* counts, double* inertia) {
   const std::vector<float> half = detail::half_norms(c, K, d);
-  const detail::TieBound bound(half, d);
-  const LaneBound lanes(bound, d);
+  const LaneBound lanes(detail::TieBound(half, d), d);
   const int threads = omp_get_max_threads();
   std::vector<RowAcc> accs(threads, RowAcc(K, d));
 #pragma omp parallel num_threads(threads)
@@ -307,10 +254,12 @@ void assign_rows(const float* x, std::int64_t n, std::int64_t d, const float* c,
     std::int64_t i = i0;
     double mine = 0;  // a local: in acc, each row's add waited on the sums' stores (they might alias)
     for (; i + kBlockRows <= i1; i += kBlockRows)
-      block_step<K>(x + i * d, d, c, half.data(), lanes, labels + i, acc, mine, cand);
-    for (; i + kRows <= i1; i += kRows)
-      step<kRows, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, mine, cand);
-    for (; i < i1; ++i) step<1, K>(x + i * d, d, c, half.data(), bound, labels + i, acc, mine, cand);
+      block_step<K>(x + i * d, kBlockRows, d, c, half.data(), lanes, labels + i, acc, mine, cand);
+    if (i < i1) {  // the last rows, zero-padded to a block
+      std::vector<float> tail(kBlockRows * d, 0.0f);
+      std::memcpy(tail.data(), x + i * d, sizeof(float) * (i1 - i) * d);
+      block_step<K>(tail.data(), static_cast<int>(i1 - i), d, c, half.data(), lanes, labels + i, acc, mine, cand);
+    }
     acc.dinertia = mine;
   }
   std::fill(sums, sums + K * d, 0.0);

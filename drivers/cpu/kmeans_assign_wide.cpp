@@ -168,8 +168,7 @@ inline void step(const float* p, int valid, const float* c, std::int64_t k, std:
   // and each point's label came out of the stack by a computed index.
   alignas(64) std::int32_t lab[kStep];
   std::memcpy(lab, arg, sizeof lab);
-  if (valid == kStep) std::memcpy(labels, lab, sizeof lab);
-  else std::memcpy(labels, lab, sizeof(std::int32_t) * valid);
+  std::memcpy(labels, lab, sizeof(std::int32_t) * valid);
   double* const sum = acc.sum.data();
   std::int64_t* const count = acc.count.data();
   for (int q = 0; q < valid; ++q) {

@@ -107,10 +107,9 @@ struct TieBound {
     cmax = std::sqrt(2 * hmax);
   }
   // In double, so the bound's own rounding stays far below its margin.
-  float operator()(const float* xi, std::int64_t d) const { return of_norm2(norm2_exact(xi, d)); }
-  // From |x|^2 known to within its slack already (a float sum of d squares
-  // scaled up by (1 + (d + 1) 2^-23) bounds the exact one).
-  float of_norm2(double xx) const { return static_cast<float>(gamma * (std::sqrt(xx) * cmax + hmax) * (1 + 1e-6)); }
+  float operator()(const float* xi, std::int64_t d) const {
+    return static_cast<float>(gamma * (std::sqrt(norm2_exact(xi, d)) * cmax + hmax) * (1 + 1e-6));
+  }
 };
 
 // The nearest of the contenders by distance in double; the lowest index on

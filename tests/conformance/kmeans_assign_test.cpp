@@ -386,9 +386,9 @@ TEST(KMeansAssignLayouts, NearTiesGetTheSameLabelFromEitherLayout) {
 }
 
 // The rows loop labels sixteen rows a vector with a tie bound computed in
-// float lanes (and the rows past the last block one at a time with
-// TieBound's): either must send every row within rounding of a tie to the
-// double settle, so each row gets its nearest centroid in double.
+// float lanes (the rows past the last whole block zero-padded to one): it
+// must send every row within rounding of a tie to the double settle, so
+// each row gets its nearest centroid in double.
 TEST(KMeansAssignLoops, RowsLoopSettlesNearTiesInDouble) {
   const std::int64_t n = 16 * 250 + 3;  // whole blocks and a tail of three rows
   for (const auto [d, k] : {std::pair<std::int64_t, std::int64_t>{64, 8}, {100, 16}, {784, 5}}) {
