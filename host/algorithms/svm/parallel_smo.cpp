@@ -15,41 +15,12 @@
 #include <unordered_map>
 
 #include "accel/error.hpp"
+#include "runtime/slow_fault.hpp"
 #include "solver_state.hpp"
 
 namespace accel::svm_parallel {
 
 using namespace svm_detail;
-
-namespace {
-
-// ACCEL_FAULT_SLOW_ROWS=R:F makes a member F times slower from the Rows op
-// numbered R on (counted from 0, every Rows op the member gets: it waits
-// (F - 1) times the rows' time, inside the timed part): a slowed machine
-// whose slowdown is the same in every round. A busy process on the
-// member's core slows short rounds by chance (the scheduler lets a member
-// that sleeps between rounds run first), so the re-split test needs this
-// to be repeatable.
-struct SlowRowsFault {
-  long long from = -1;
-  double factor = 1;
-  long long calls = 0;
-
-  SlowRowsFault() {
-    const char* f = std::getenv("ACCEL_FAULT_SLOW_ROWS");
-    if (!f) return;
-    if (std::sscanf(f, "%lld:%lf", &from, &factor) != 2 || from < 0 || !(factor >= 1) || factor > 100)
-      throw InputError(std::string("ACCEL_FAULT_SLOW_ROWS: not R:F with R >= 0 and 1 <= F <= 100: ") + f);
-  }
-  // Counts a Rows op; whether it is slowed.
-  bool next() { return from >= 0 && calls++ >= from; }
-  double slow(double seconds) const {
-    std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * seconds));
-    return factor * seconds;
-  }
-};
-
-}  // namespace
 
 struct Member::Impl {
   const LabeledCsr& data;
@@ -69,7 +40,10 @@ struct Member::Impl {
   std::vector<std::int32_t> block_vars;
   std::vector<float> block;
   double rows_seconds = 0;
-  SlowRowsFault slow_rows;
+  // ACCEL_FAULT_SLOW_ROWS=R:F: slowed from the Rows op numbered R on
+  // (counted over every Rows op the member gets).
+  SlowFault slow_rows{"ACCEL_FAULT_SLOW_ROWS"};
+  long long rows_ops = 0;
 
   Impl(const LabeledCsr& d, SvmParams p, std::vector<Device*> devs, std::uint32_t member)
       : data(d), params(std::move(p)), devices(std::move(devs)), id(member) {
@@ -245,7 +219,7 @@ struct Member::Impl {
     block_vars.clear();
     block.clear();
     rows_seconds = 0;
-    const bool slowed = slow_rows.next();
+    const bool slowed = slow_rows.at(rows_ops++);
     if (s->active.empty()) return;
     const auto t0 = clock_type::now();
     const std::vector<const float*> r = kr->rows(op.ws);

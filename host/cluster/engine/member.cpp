@@ -11,6 +11,7 @@
 
 #include "accel/error.hpp"
 #include "accel/log.hpp"
+#include "runtime/slow_fault.hpp"
 #include "session.hpp"
 #include "job_token.hpp"
 #include "snapshot.hpp"
@@ -96,7 +97,11 @@ class Incarnation {
   void rounds();
   RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
+  double computed_since(Clock::time_point t0, std::int64_t t) const;
   void wait_done();
+  // ACCEL_FAULT_SLOW_ROUNDS=R:F: this member computes F times slower from
+  // round R on (runtime/slow_fault.hpp).
+  SlowFault slow_rounds_{"ACCEL_FAULT_SLOW_ROUNDS"};
   // The all-to-all exchange talks to every peer; the central one only to
   // the coordinator, so a dead peer's stale address is never dialled.
   void connect_peers(const std::vector<Peer>& peers) {
@@ -250,6 +255,13 @@ void Incarnation::rounds() {
   }
 }
 
+// The seconds this member computed round t since t0, slowed by the fault
+// when it is injected (inside the timed part: the rates see it).
+double Incarnation::computed_since(Clock::time_point t0, std::int64_t t) const {
+  const double s = secs(t0, Clock::now());
+  return recovering_ || !slow_rounds_.at(t) ? s : slow_rounds_.slow(s);
+}
+
 // Returning: no member counts this node's contribution of the current
 // round, so it only asks for theirs (an idle contribution with its reply
 // address) and computes from the next round on.
@@ -258,7 +270,7 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   Contribution mine;
   if (!recovering_) part_->members(view_.active);
   mine.data = recovering_ ? part_->idle() : part_->contribute(t);
-  computing = secs(t0, Clock::now());
+  computing = computed_since(t0, t);
   mine.work_rows = recovering_ ? 0 : part_->rows();
   mine.work_seconds = computing;
   const bool member = std::find(view_.active.begin(), view_.active.end(), o_.id) != view_.active.end();
@@ -287,7 +299,7 @@ RoundOutcome Incarnation::central_round(std::int64_t t, SyncStats& st, double& c
   const auto t0 = Clock::now();
   Contribution mine;
   if (!recovering_) mine.data = part_->contribute(t);
-  computing = secs(t0, Clock::now());
+  computing = computed_since(t0, t);
   Contribution decision = node_.exchange_with_coordinator(
       t, recovering_ ? nullptr : &mine, [&](std::span<const std::byte> b) { part_->validate_decision(b); },
       [&](const Received& r) { on_message(r); }, st);
