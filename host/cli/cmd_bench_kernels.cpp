@@ -6,6 +6,9 @@
 //   kmeans_assign:   Fashion-MNIST's 60,000 x 784 training images, K = 256
 //   csr_kernel_rows: the same images as CSR rows, 64 queries x every row, RBF
 //   topk_histogram:  16M floats, the full-range first pass of a top-k
+// --kmeans-shape NxDxK and --topk-floats N change the k-means and top-k
+// shapes (scripts/device_check.sh sets them to the GPU issue's targets),
+// --kernels runs only some of the three.
 // Inputs are on the device before the clock starts: these are kernel rates.
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -16,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 #include "accel/csr.hpp"
 #include "accel/error.hpp"
@@ -29,8 +33,9 @@ namespace accel::cli {
 namespace {
 
 struct Inputs {
-  Matrix x;                   // rows x d, values in [0, 1]
-  std::vector<float> cent;    // the first k rows
+  Matrix x;                   // rows x d, values in [0, 1]: the CSR rows
+  Matrix kx;                  // kmeans_assign's rows: x, or --kmeans-shape's
+  std::vector<float> cent;    // kx's first k rows
   std::int64_t k = 256;
   CsrMatrix csr;              // x's non-zeros
   std::vector<double> norms;  // ||x_i||^2
@@ -59,11 +64,36 @@ Matrix images(const std::string& dir, std::int64_t rows, std::string& source) {
   return m;
 }
 
-Inputs make_inputs(const std::string& dir, bool quick) {
+// --kmeans-shape: N rows of D standard normal values around K centres.
+Matrix blobs(std::int64_t n, std::int64_t d, std::int64_t k) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> centres(k * d);
+  for (auto& v : centres) v = 4.0f * g(rng);
+  Matrix m{n, d, std::vector<float>(n * d), {}};
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* c = centres.data() + (i % k) * d;
+    for (std::int64_t j = 0; j < d; ++j) m.data[i * d + j] = c[j] + g(rng);
+  }
+  return m;
+}
+
+struct Shapes {
+  std::int64_t kmeans_n = 0, kmeans_d = 0, kmeans_k = 0;  // 0: Fashion-MNIST, K = 256
+  std::int64_t topk_floats = 0;                           // 0: 16M (1M quick)
+};
+
+Inputs make_inputs(const std::string& dir, bool quick, const Shapes& shapes) {
   Inputs in;
   in.x = images(dir, quick ? 2000 : 60000, in.source);
-  in.k = std::min<std::int64_t>(256, in.x.rows);
-  in.cent.assign(in.x.data.begin(), in.x.data.begin() + in.k * in.x.cols);
+  if (shapes.kmeans_n > 0) {
+    in.kx = blobs(shapes.kmeans_n, shapes.kmeans_d, shapes.kmeans_k);
+    in.k = shapes.kmeans_k;
+  } else {
+    in.kx = in.x;
+    in.k = std::min<std::int64_t>(256, in.x.rows);
+  }
+  in.cent.assign(in.kx.data.begin(), in.kx.data.begin() + in.k * in.kx.cols);
   for (std::int64_t i = 0; i < in.x.rows; ++i) {
     std::vector<std::pair<std::int32_t, float>> row;
     for (std::int64_t j = 0; j < in.x.cols; ++j)
@@ -77,7 +107,7 @@ Inputs make_inputs(const std::string& dir, bool quick) {
   std::iota(in.targets.begin(), in.targets.end(), 0);
   std::mt19937 rng(5);
   std::exponential_distribution<float> e(200.0f);
-  in.grad.resize(quick ? (1 << 20) : (1 << 24));
+  in.grad.resize(shapes.topk_floats > 0 ? shapes.topk_floats : quick ? (1 << 20) : (1 << 24));
   for (auto& v : in.grad) v = (rng() & 1 ? 1 : -1) * e(rng);
   return in;
 }
@@ -121,8 +151,8 @@ struct Run {
 };
 
 Run run_kmeans(Device& dev, const Inputs& in, int repeats) {
-  const std::int64_t n = in.x.rows, d = in.x.cols, k = in.k;
-  auto x = upload(dev, in.x.data), c = upload(dev, in.cent);
+  const std::int64_t n = in.kx.rows, d = in.kx.cols, k = in.k;
+  auto x = upload(dev, in.kx.data), c = upload(dev, in.cent);
   auto l = dev.allocate(n * 4), s = dev.allocate(k * d * 8), cnt = dev.allocate(k * 8), i = dev.allocate(8);
   const KMeansAssignArgs a{x.get(), c.get(), l.get(), s.get(), cnt.get(), i.get(), n, d, k};
   Run r;
@@ -209,8 +239,48 @@ std::vector<Device*> devices_for(const Registry& reg, const std::string& spec, K
   else
     for (const auto& d : reg.devices())
       if (d->supports(id)) out.push_back(d.get());
-  const KMeansAssignArgs shape{.n = in.x.rows, .d = in.x.cols, .k = in.k};
+  const KMeansAssignArgs shape{.n = in.kx.rows, .d = in.kx.cols, .k = in.k};
   std::erase_if(out, [&](Device* d) { return id == KernelId::KMeansAssign && !d->cannot_run(shape).empty(); });
+  return out;
+}
+
+// "NxDxK" -> three positive integers, or InputError naming the value.
+Shapes parse_shapes(const std::string& kmeans, std::int64_t topk_floats) {
+  Shapes sh;
+  sh.topk_floats = topk_floats;
+  if (topk_floats < 0 || (topk_floats > 0 && topk_floats > (std::int64_t{1} << 32)))
+    throw InputError("--topk-floats " + std::to_string(topk_floats) + ": must be within [1, 2^32]");
+  if (kmeans.empty()) return sh;
+  std::int64_t v[3];
+  std::size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::size_t used = 0;
+    try {
+      v[i] = std::stoll(kmeans.substr(pos), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    const char next = pos + used < kmeans.size() ? kmeans[pos + used] : '\0';
+    if (used == 0 || v[i] < 1 || (i < 2 ? next != 'x' : next != '\0'))
+      throw InputError("--kmeans-shape " + kmeans + ": expected ROWSxDIMxK, three positive integers");
+    pos += used + 1;
+  }
+  if (v[2] > v[0] || v[0] > (std::int64_t{1} << 40) / v[1])
+    throw InputError("--kmeans-shape " + kmeans + ": K must not exceed the rows, and rows x dim must fit in memory");
+  sh.kmeans_n = v[0], sh.kmeans_d = v[1], sh.kmeans_k = v[2];
+  return sh;
+}
+
+std::vector<KernelId> parse_kernels(const std::string& list) {
+  std::vector<KernelId> out;
+  std::stringstream ss(list);
+  for (std::string name; std::getline(ss, name, ',');) {
+    bool known = false;
+    for (const KernelId id : {KernelId::KMeansAssign, KernelId::CsrKernelRows, KernelId::TopKHistogram})
+      if (name == to_string(id)) out.push_back(id), known = true;
+    if (!known)
+      throw InputError("--kernels " + list + ": " + name + " is not kmeans_assign, csr_kernel_rows or topk_histogram");
+  }
   return out;
 }
 
@@ -218,22 +288,31 @@ std::vector<Device*> devices_for(const Registry& reg, const std::string& spec, K
 
 int bench_kernels_main(const std::vector<std::string>& args) {
   int repeats = 5;
-  std::string device, dir = "/usr/share/datasets/fashion-mnist";
+  std::int64_t topk_floats = 0;
+  std::string device, dir = "/usr/share/datasets/fashion-mnist", kmeans_shape,
+                      kernels = "kmeans_assign,csr_kernel_rows,topk_histogram";
   po::options_description opts("accel bench-kernels [--device SPEC] [--repeats R] [--json]");
   opts.add_options()("help,h", "this help")("device", po::value(&device), "devices (default: every device)")
       ("repeats", po::value(&repeats)->default_value(5), "timed launches per kernel and device (the median is kept)")
       ("fashion-mnist", po::value(&dir)->default_value(dir), "directory of Fashion-MNIST's IDX files")
+      ("kernels", po::value(&kernels)->default_value(kernels), "which kernels, comma-separated")
+      ("kmeans-shape", po::value(&kmeans_shape), "ROWSxDIMxK: kmeans_assign on random blobs of this shape "
+                                                  "instead of Fashion-MNIST with K = 256")
+      ("topk-floats", po::value(&topk_floats), "topk_histogram's input size (default 16M)")
       ("quick", "small shapes (2,000 images, 1M floats): a check that every device runs, not a benchmark")
       ("json", "print JSON");
   po::variables_map vm;
   if (!parse_or_help(args, opts, vm)) return 0;
   if (repeats < 1) throw InputError("--repeats " + std::to_string(repeats) + ": must be at least 1");
+  const Shapes shapes = parse_shapes(kmeans_shape, topk_floats);
+  const std::vector<KernelId> ids = parse_kernels(kernels);
   const Registry reg = Registry::discover_all();
   Device* cpu = reg.select("cpu", KernelId::KMeansAssign).at(0);
-  const Inputs in = make_inputs(dir, vm.count("quick") > 0);
-  nlohmann::json out = {{"images", in.source}, {"rows", in.x.rows}, {"k", in.k}, {"floats", in.grad.size()},
+  const Inputs in = make_inputs(dir, vm.count("quick") > 0, shapes);
+  nlohmann::json out = {{"images", in.source}, {"rows", in.x.rows}, {"kmeans_rows", in.kx.rows},
+                        {"kmeans_dim", in.kx.cols}, {"k", in.k}, {"floats", in.grad.size()},
                         {"repeats", repeats}, {"results", nlohmann::json::array()}};
-  for (const KernelId id : {KernelId::KMeansAssign, KernelId::CsrKernelRows, KernelId::TopKHistogram}) {
+  for (const KernelId id : ids) {
     const Run base = run(id, *cpu, in, repeats);
     for (Device* dev : devices_for(reg, device, id, in)) {
       const Run r = dev == cpu ? base : run(id, *dev, in, repeats);

@@ -11,7 +11,13 @@ accumulated gradient, per layer, and keeps the rest as its residual).
     model.register_comm_hook(state, sparse_allreduce_hook)
 
 Every member applies the same averaged sparse gradient (the sum is merged
-in member order, so it is bitwise the same everywhere). A member that dies
+in member order, so it is bitwise the same everywhere).
+
+Buckets on a GPU (DDP on CUDA tensors) are copied once into pinned host
+memory, the selection's histogram passes run on the tensor's GPU
+(accel's CUDA topk_histogram, when this build has the CUDA backend and
+`device` is left as None), and the averaged result goes back to the
+bucket's device. The residual is kept in host memory. A member that dies
 is left out of the steps after it (its residual is lost with it); the
 average divides by the members actually counted.
 """
@@ -23,19 +29,24 @@ from . import BucketSparsifier
 
 class SparseHookState:
     def __init__(self, group, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
-                 per_layer=True, dense_below=0):
+                 per_layer=True, dense_below=0, device=None):
         """One BucketSparsifier per DDP bucket: per-layer selection inside
         the bucket, the small layers in one launch. dense_below: layers of
         fewer values are sent whole every step (deep gradient compression,
         Lin et al., 2018, leaves such tensors uncompressed: at 0.1% a
         512-value bias would send one value a step). With momentum
-        correction they send their velocity, so they train as momentum SGD."""
+        correction they send their velocity, so they train as momentum SGD.
+        device: where the selection runs (an accel device spec such as
+        "cpu" or "cuda:0"); None picks the bucket's own GPU when accel has
+        it, else the cpu."""
         if dense_below < 0:
             raise ValueError(f"accel sparse hook: dense_below {dense_below} < 0")
         self.group = group
         self.options = dict(ratio=ratio, method=method, momentum=momentum, masking=masking, warmup=warmup,
                             dense_below=int(dense_below))
         self.per_layer = per_layer
+        self.device = device
+        self._pinned = {}  # bucket index -> pinned host copy of a GPU bucket
         self.epoch = 0
         self.iteration = 0  # allreduce calls so far: the tag of the next
         self.bytes_sent = 0
@@ -54,27 +65,56 @@ class SparseHookState:
             return s.ratio
         return self.options["ratio"]
 
+    def selection_device(self, tensor):
+        """The accel device that selects for a bucket on `tensor`'s device."""
+        if self.device is not None:
+            return self.device
+        if tensor.device.type == "cuda":
+            name = f"cuda:{tensor.device.index or 0}"
+            if name in _accel_devices():
+                return name
+        return "cpu"
+
+    def host_view(self, bucket, flat):
+        """The bucket's values as a float32 numpy array: the bucket itself on
+        the CPU, else a pinned host copy (one device-to-host copy a step)."""
+        if flat.device.type == "cpu":
+            return flat.numpy()
+        host = self._pinned.get(bucket.index())
+        if host is None or host.numel() != flat.numel():
+            host = torch.empty(flat.numel(), dtype=torch.float32, pin_memory=True)
+            self._pinned[bucket.index()] = host
+        host.copy_(flat)  # synchronous: the selection reads it next
+        return host.numpy()
+
     def sparsifier(self, bucket):
         sizes = tuple(int(g.numel()) for g in bucket.gradients()) if self.per_layer else (int(bucket.buffer().numel()),)
-        key = (bucket.index(), sizes)
+        device = self.selection_device(bucket.buffer())
+        key = (bucket.index(), sizes, device)
         if key not in self._sparsifiers:
             # DDP rebuilds its buckets after the first iteration: a bucket
             # index with other layers replaces the old sparsifier (and its
             # residual, whose offsets no longer mean the same layers).
             for old in [k for k in self._sparsifiers if k[0] == key[0]]:
                 del self._sparsifiers[old]
-            s = BucketSparsifier(sizes, **self.options)
+            s = BucketSparsifier(sizes, device=device, **self.options)
             s.set_epoch(self.epoch)
             self._sparsifiers[key] = s
         return self._sparsifiers[key]
 
 
+def _accel_devices():
+    from . import _accel
+    return _accel.devices()
+
+
 def sparse_allreduce_hook(state, bucket):
     buffer = bucket.buffer()
     flat = buffer.detach()
-    if flat.dtype != torch.float32 or flat.device.type != "cpu":
-        raise TypeError(f"accel sparse hook: bucket of {flat.dtype} on {flat.device}; expected float32 on the CPU")
-    view = flat.numpy()  # the bucket's memory, no copy
+    if flat.dtype != torch.float32 or flat.device.type not in ("cpu", "cuda"):
+        raise TypeError(f"accel sparse hook: bucket of {flat.dtype} on {flat.device}; expected float32 on the CPU "
+                        "or a CUDA GPU")
+    view = state.host_view(bucket, flat)  # a CPU bucket's own memory, no copy
     idx, val = state.sparsifier(bucket).step(view)
     result = state.group.allreduce(view.size, idx, val, tag=state.iteration)
     state.iteration += 1
@@ -83,7 +123,8 @@ def sparse_allreduce_hook(state, bucket):
     out = torch.zeros_like(flat)
     if result["indices"].size:
         sums = torch.from_numpy(result["values"]) / float(len(result["members"]))
-        out[torch.from_numpy(result["indices"].astype(np.int64))] = sums
+        where = torch.from_numpy(result["indices"].astype(np.int64))
+        out[where.to(flat.device)] = sums.to(flat.device)
     fut = torch.futures.Future()
     fut.set_result(out)
     return fut

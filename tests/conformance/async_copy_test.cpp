@@ -12,6 +12,7 @@
 #include "accel/error.hpp"
 #include "accel/registry.hpp"
 #include "accel/work_queue.hpp"
+#include "conformance/required_devices.hpp"
 
 namespace accel {
 namespace {
@@ -64,6 +65,7 @@ Histogram run(Device& dev, const std::vector<float>& x, bool async) {
 TEST(AsyncCopies, EveryDeviceGivesTheSynchronousResult) {
   const auto x = data(1 << 20);
   int ran = 0;
+  std::vector<std::string> ran_on;
   for (const auto& dev : registry().devices()) {
     if (!dev->supports(KernelId::TopKHistogram)) continue;
     SCOPED_TRACE(dev->info().name);
@@ -75,8 +77,10 @@ TEST(AsyncCopies, EveryDeviceGivesTheSynchronousResult) {
     for (auto c : async.hist) total += c;
     EXPECT_EQ(total, x.size());
     ++ran;
+    ran_on.push_back(dev->info().name);
   }
   EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
+  test::expect_required_ran(ran_on);
 }
 
 TEST(AsyncCopies, ARoundTripReturnsTheBytes) {

@@ -12,6 +12,7 @@
 #include "accel/registry.hpp"
 #include "cpu/csr_kernel_rows.hpp"
 #include "reference/csr_kernel_rows_ref.hpp"
+#include "conformance/required_devices.hpp"
 
 namespace accel {
 namespace {
@@ -135,14 +136,17 @@ TEST_P(CsrKernelRowsConformance, EveryDeviceMatchesReference) {
     SCOPED_TRACE(to_string(KernelId::CsrKernelRows) + " kernel " + std::to_string(static_cast<int>(k.type)));
     const auto want = ref::csr_kernel_rows(x, queries, active, k.type, k.gamma, k.coef0, k.degree);
     int ran = 0;
+    std::vector<std::string> ran_on;
     for (const auto& dev : reg.devices()) {
       if (!dev->supports(KernelId::CsrKernelRows)) continue;
       for (const bool exact : {false, true})  // float sums on some paths (sgemm, OpenCL's tiles), double on all
         expect_close(run_device(*dev, x, norms, queries, active, k.type, k.gamma, k.coef0, k.degree, exact), want,
                      dev->info().name + (exact ? " exact" : ""));
       ++ran;
+      ran_on.push_back(dev->info().name);
     }
     EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
+    test::expect_required_ran(ran_on);
     // Every CPU path, forced, must conform too (Auto runs only one of them).
     for (auto path : {cpu::CsrDotPath::Merge, cpu::CsrDotPath::Scatter, cpu::CsrDotPath::Gemm}) {
       std::vector<float> out(queries.size() * active.size());

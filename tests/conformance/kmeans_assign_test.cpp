@@ -10,6 +10,7 @@
 #include "accel/registry.hpp"
 #include "cpu/kmeans_assign.hpp"
 #include "reference/kmeans_ref.hpp"
+#include "conformance/required_devices.hpp"
 
 namespace accel {
 namespace {
@@ -156,6 +157,7 @@ TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
   const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
   static const Registry reg = Registry::discover_all();
   int ran = 0;
+  std::vector<std::string> ran_on;
   for (const auto& dev : reg.devices()) {
     const auto& info = dev->info();
     if (!dev->supports(KernelId::KMeansAssign)) continue;
@@ -163,8 +165,10 @@ TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
     SCOPED_TRACE(info.name);
     expect_conforms(run_device(*dev, x, cent, c), want, c, info.name, x, cent);
     ++ran;
+    ran_on.push_back(dev->info().name);
   }
   EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
+  test::expect_required_ran(ran_on);
 }
 
 // One of the CPU driver's loops by name, on rows x[0..n): "masked" (the

@@ -12,6 +12,7 @@
 #include "accel/registry.hpp"
 #include "accel/error.hpp"
 #include "reference/topk_ref.hpp"
+#include "conformance/required_devices.hpp"
 
 namespace accel {
 namespace {
@@ -60,6 +61,7 @@ TEST_P(TopKHistogramConformance, EveryDeviceMatchesReference) {
   const auto want = ref::topk_histogram(c.x, c.lo, c.hi, c.shift, c.bins);
   static const Registry reg = Registry::discover_all();
   int ran = 0;
+  std::vector<std::string> ran_on;
   for (const auto& dev : reg.devices()) {
     if (!dev->supports(KernelId::TopKHistogram)) continue;
     SCOPED_TRACE(dev->info().name);
@@ -112,8 +114,10 @@ TEST_P(TopKHistogramConformance, EveryDeviceMatchesReference) {
     }
     }
     ++ran;
+    ran_on.push_back(dev->info().name);
   }
   EXPECT_GE(ran, 2) << "cpu and fpga-emu are always present";
+  test::expect_required_ran(ran_on);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TopKHistogramConformance, ::testing::ValuesIn(cases()),
