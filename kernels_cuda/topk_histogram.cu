@@ -1,10 +1,17 @@
-// topk_histogram on NVIDIA GPUs. A grid-stride loop reads the values once
-// (coalesced); each block keeps its histogram in shared memory when the
-// bins fit (flushed once with global atomics), otherwise counts straight
-// into global memory. Moments reduce per block (warp shuffles) into one
-// double atomic each; max |x| uses an integer atomicMax on the bits of the
-// non-negative float (order-preserving). Candidates take slots from one
-// global counter, so their order is arbitrary: the host sorts them.
+// topk_histogram on NVIDIA GPUs. Each thread reads four values a step (one
+// 16-byte load where the input is aligned) in a loop over the whole grid,
+// sized to the blocks the GPU holds at once, so enough loads are in flight
+// to keep memory busy. Each block keeps its histogram in shared memory when
+// the bins fit (flushed once with global atomics), otherwise counts
+// straight into global memory; either way the lanes of a warp that hit the
+// same bin add once together (__match_any_sync), since real gradients pile
+// into a few bins and same-address atomics serialise. Candidates take their
+// slots a warp at a time from one global counter, so their order is
+// arbitrary: the host sorts them. Moments: each block's sums go to its own
+// slot of a scratch array and one thread adds the slots in block order, so
+// a pass gives the same bits every time (double atomics would add the
+// blocks in whatever order they finish). max |x| uses an integer atomicMax
+// on the bits of the non-negative float (order-preserving).
 #include "topk_histogram.cuh"
 
 #include <cuda_runtime.h>
@@ -14,90 +21,141 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr unsigned kInfBits = 0x7f800000u;
+constexpr unsigned kNoBin = 0xffffffffu;
+constexpr unsigned kFull = 0xffffffffu;
 
-// Layout of the zeroed scratch the kernel accumulates into, right behind the
-// caller's buffers: moments as doubles, max as uint bits.
+// Zeroed before the pass, in the moments buffer itself until finish()
+// writes the contract's doubles there.
 struct Acc {
-  double sum, sumsq;
   unsigned maxbits;
 };
 
 __device__ double block_sum(double v) {
   __shared__ double part[kThreads / 32];
-  for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+  for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(kFull, v, off);
   if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
   __syncthreads();
   v = threadIdx.x < kThreads / 32 ? part[threadIdx.x] : 0.0;
   if (threadIdx.x < 32)
-    for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+    for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(kFull, v, off);
   __syncthreads();  // part is reused by the next call
   return v;         // valid in thread 0
 }
 
+struct Pass {
+  const float* x;
+  long long n;
+  unsigned lo, hi;
+  int shift;
+  unsigned long long* hist;
+  long long* cand;
+  unsigned long long* cand_count;
+  long long capacity;
+};
+
+// Per-thread tallies of one pass.
+struct Tally {
+  double s = 0, s2 = 0;
+  unsigned maxbits = 0;
+  unsigned long long below = 0, above = 0, nonfinite = 0;
+};
+
+// One value per lane; every lane of the warp calls it together (valid says
+// whether the lane holds a value), as __match_any_sync and __ballot_sync need.
+template <bool Shared>
+__device__ __forceinline__ void visit(const Pass& p, unsigned* sh, float v, long long i, bool valid, Tally& t) {
+  const unsigned u = __float_as_uint(v) & 0x7fffffffu;
+  const bool finite = valid && u < kInfBits;
+  t.nonfinite += valid && !finite;
+  if (finite) {
+    t.s += v;
+    t.s2 += static_cast<double>(v) * v;
+    t.maxbits = max(t.maxbits, u);
+  }
+  t.below += finite && u < p.lo;
+  const bool window = finite && u >= p.lo;
+  if (p.cand != nullptr) {  // uniform across the grid
+    const unsigned want = __ballot_sync(kFull, window);
+    if (want != 0) {
+      const int lane = threadIdx.x % 32, leader = __ffs(want) - 1;
+      unsigned long long base = 0;
+      if (lane == leader) base = atomicAdd(p.cand_count, static_cast<unsigned long long>(__popc(want)));
+      base = __shfl_sync(kFull, base, leader);
+      const long long slot = static_cast<long long>(base) + __popc(want & ((1u << lane) - 1u));
+      if (window && slot < p.capacity) p.cand[slot] = i;
+    }
+  }
+  t.above += window && u >= p.hi;
+  const unsigned key = window && u < p.hi ? (u - p.lo) >> p.shift : kNoBin;
+  const unsigned peers = __match_any_sync(kFull, key);
+  if (key != kNoBin && static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1) {
+    if (Shared)
+      atomicAdd(&sh[key], static_cast<unsigned>(__popc(peers)));
+    else
+      atomicAdd(&p.hist[key], static_cast<unsigned long long>(__popc(peers)));
+  }
+}
+
 template <bool Shared>
 __global__ void __launch_bounds__(kThreads)
-    histogram(const float* __restrict__ x, long long n, unsigned lo, unsigned hi, int shift, int bins,
-              unsigned long long* __restrict__ hist, unsigned long long* __restrict__ outside, Acc* acc,
-              long long* __restrict__ cand, unsigned long long* __restrict__ cand_count, long long capacity) {
+    histogram(Pass p, int bins, unsigned long long* __restrict__ outside, Acc* acc, double* __restrict__ partials) {
   extern __shared__ unsigned sh[];
   if (Shared) {
     for (int b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0;
     __syncthreads();
   }
-  double s = 0, s2 = 0;
-  unsigned maxbits = 0;
-  unsigned long long below = 0, above = 0, nonfinite = 0;
+  Tally t;
+  // Steps of four values; a warp runs its steps together (the loop bound
+  // is the warp's, so every lane reaches the warp-wide calls in visit).
+  const long long steps = (p.n + 3) / 4;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float v = x[i];
-    const unsigned u = __float_as_uint(v) & 0x7fffffffu;
-    if (u >= kInfBits) {
-      ++nonfinite;
-      continue;
-    }
-    s += v;
-    s2 += static_cast<double>(v) * v;
-    maxbits = max(maxbits, u);
-    if (u < lo) {
-      ++below;
-      continue;
-    }
-    if (cand != nullptr) {
-      const unsigned long long slot = atomicAdd(cand_count, 1ull);
-      if (static_cast<long long>(slot) < capacity) cand[slot] = i;
-    }
-    if (u >= hi) {
-      ++above;
-    } else if (Shared) {
-      atomicAdd(&sh[(u - lo) >> shift], 1u);
+  const long long warp0 = static_cast<long long>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
+  const bool aligned = (reinterpret_cast<unsigned long long>(p.x) & 15u) == 0;
+  for (long long w = warp0; w < steps; w += stride) {
+    const long long step = w + threadIdx.x % 32;
+    const long long i0 = 4 * step;
+    float v[4] = {0, 0, 0, 0};
+    if (aligned && i0 + 3 < p.n) {
+      const float4 q = __ldcs(reinterpret_cast<const float4*>(p.x) + step);  // read once: do not keep in L2
+      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else {
-      atomicAdd(&hist[(u - lo) >> shift], 1ull);
+      for (int j = 0; j < 4; ++j)
+        if (i0 + j < p.n) v[j] = p.x[i0 + j];
     }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) visit<Shared>(p, sh, v[j], i0 + j, i0 + j < p.n, t);
   }
   if (Shared) {
     __syncthreads();
     for (int b = threadIdx.x; b < bins; b += blockDim.x)
-      if (sh[b]) atomicAdd(&hist[b], static_cast<unsigned long long>(sh[b]));
+      if (sh[b]) atomicAdd(&p.hist[b], static_cast<unsigned long long>(sh[b]));
   }
-  s = block_sum(s);
-  s2 = block_sum(s2);
-  const double b_below = block_sum(static_cast<double>(below));
-  const double b_above = block_sum(static_cast<double>(above));
-  const double b_nonfinite = block_sum(static_cast<double>(nonfinite));
-  atomicMax(&acc->maxbits, maxbits);
+  const double s = block_sum(t.s);
+  const double s2 = block_sum(t.s2);
+  const double b_below = block_sum(static_cast<double>(t.below));
+  const double b_above = block_sum(static_cast<double>(t.above));
+  const double b_nonfinite = block_sum(static_cast<double>(t.nonfinite));
+  atomicMax(&acc->maxbits, t.maxbits);
   if (threadIdx.x == 0) {
-    atomicAdd(&acc->sum, s);
-    atomicAdd(&acc->sumsq, s2);
+    partials[2 * blockIdx.x] = s;
+    partials[2 * blockIdx.x + 1] = s2;
     atomicAdd(&outside[0], static_cast<unsigned long long>(b_below));
     atomicAdd(&outside[1], static_cast<unsigned long long>(b_above));
     atomicAdd(&outside[2], static_cast<unsigned long long>(b_nonfinite));
   }
 }
 
-__global__ void finish(const Acc* acc, double* moments) {
-  moments[0] = acc->sum;
-  moments[1] = acc->sumsq;
-  moments[2] = static_cast<double>(__uint_as_float(acc->maxbits));
+// The blocks' sums in block order: the same bits every pass.
+__global__ void finish(const Acc* acc, const double* partials, int blocks, double* moments) {
+  double s = 0, s2 = 0;
+  for (int b = 0; b < blocks; ++b) {
+    s += partials[2 * b];
+    s2 += partials[2 * b + 1];
+  }
+  const unsigned maxbits = acc->maxbits;
+  moments[0] = s;
+  moments[1] = s2;
+  moments[2] = static_cast<double>(__uint_as_float(maxbits));
 }
 
 const char* last_error() {
@@ -105,15 +163,34 @@ const char* last_error() {
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
+// Blocks of the pass: as many as the GPU holds at once (a second wave
+// would start its share of the grid-stride loop late), at most kMaxBlocks.
+template <bool Shared>
+const char* blocks_for(long long n, std::size_t smem, int& blocks) {
+  int dev = 0, sms = 1, per_sm = 1;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, histogram<Shared>, kThreads, smem);
+  if (e != cudaSuccess) return cudaGetErrorString(e);
+  const long long wanted = ((n + 3) / 4 + kThreads - 1) / kThreads;
+  long long b = static_cast<long long>(sms) * (per_sm > 0 ? per_sm : 1);
+  if (b > wanted) b = wanted;
+  if (b > kTopkMaxBlocks) b = kTopkMaxBlocks;
+  blocks = static_cast<int>(b > 0 ? b : 1);
+  return nullptr;
+}
+
 }  // namespace
+
+std::size_t topk_histogram_scratch_bytes() { return 2 * sizeof(double) * kTopkMaxBlocks; }
 
 const char* launch_topk_histogram(const float* data, std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
                                   std::int64_t bins, unsigned long long* hist, double* moments,
                                   unsigned long long* outside, long long* candidates,
-                                  unsigned long long* candidate_count, std::int64_t capacity, cudaStream_t stream) {
+                                  unsigned long long* candidate_count, std::int64_t capacity, void* scratch,
+                                  std::size_t scratch_bytes, cudaStream_t stream) {
   if (n < 0 || bins < 1 || bins > (std::int64_t{1} << 31) - 1) return "topk_histogram: bad n or bins";
-  // The moment accumulators live in the (24-byte) moments buffer itself
-  // until finish() turns them into the contract's doubles.
+  if (scratch == nullptr || scratch_bytes < topk_histogram_scratch_bytes()) return "topk_histogram: scratch too small";
   static_assert(sizeof(Acc) <= 3 * sizeof(double), "accumulators fit the moments buffer");
   Acc* acc = reinterpret_cast<Acc*>(moments);
   cudaError_t e = cudaMemsetAsync(hist, 0, bins * sizeof(unsigned long long), stream);
@@ -121,20 +198,19 @@ const char* launch_topk_histogram(const float* data, std::int64_t n, std::uint32
   if (e == cudaSuccess) e = cudaMemsetAsync(acc, 0, sizeof(Acc), stream);
   if (e == cudaSuccess && candidates != nullptr) e = cudaMemsetAsync(candidate_count, 0, sizeof(unsigned long long), stream);
   if (e != cudaSuccess) return cudaGetErrorString(e);
-  int dev = 0, sms = 1;
-  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return cudaGetErrorString(e);
-  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-    return cudaGetErrorString(e);
-  const long long wanted = (n + kThreads - 1) / kThreads;
-  const unsigned blocks = static_cast<unsigned>(wanted < 4ll * sms ? (wanted > 0 ? wanted : 1) : 4ll * sms);
-  if (bins <= kSharedHistBins)
-    histogram<true><<<blocks, kThreads, bins * sizeof(unsigned), stream>>>(
-        data, n, lo, hi, shift, static_cast<int>(bins), hist, outside, acc, candidates, candidate_count, capacity);
-  else
-    histogram<false><<<blocks, kThreads, 0, stream>>>(data, n, lo, hi, shift, static_cast<int>(bins), hist, outside,
-                                                       acc, candidates, candidate_count, capacity);
+  const Pass p{data, n, lo, hi, shift, hist, candidates, candidates ? candidate_count : nullptr, capacity};
+  auto* partials = static_cast<double*>(scratch);
+  int blocks = 1;
+  if (bins <= kSharedHistBins) {
+    const std::size_t smem = bins * sizeof(unsigned);
+    if (const char* err = blocks_for<true>(n, smem, blocks)) return err;
+    histogram<true><<<blocks, kThreads, smem, stream>>>(p, static_cast<int>(bins), outside, acc, partials);
+  } else {
+    if (const char* err = blocks_for<false>(n, 0, blocks)) return err;
+    histogram<false><<<blocks, kThreads, 0, stream>>>(p, static_cast<int>(bins), outside, acc, partials);
+  }
   if (const char* err = last_error()) return err;
-  finish<<<1, 1, 0, stream>>>(acc, moments);
+  finish<<<1, 1, 0, stream>>>(acc, partials, blocks, moments);
   return last_error();
 }
 

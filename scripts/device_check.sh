@@ -13,7 +13,7 @@
 #                 the card's read bandwidth
 #   ddp           the DDP hook on CUDA tensors, 2 ranks, against the CPU path
 #
-#   scripts/device_check.sh [--kit DIR] [--out DIR]
+#   scripts/device_check.sh [--kit DIR] [--out DIR] [--pack]
 #   scripts/device_check.sh --cpu-only [--kit DIR] [--out DIR]   the same steps
 #       on the cpu at small sizes (CI runs this so the kit cannot rot unseen)
 #
@@ -25,12 +25,14 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 KIT_SRC="$ROOT/device-kit"
 OUTDIR="${OUT:-$ROOT/device-check-out}"
 CPU_ONLY=0
+PACK=0  # --pack: leave only results.json, results.md and logs.tar.gz (everything else)
 BUDGET=${ACCEL_CHECK_SECONDS:-470}  # the whole check, under the issue's 8 minutes
 while [ $# -gt 0 ]; do
   case "$1" in
     --kit) KIT_SRC="$2"; shift 2 ;;
     --out) OUTDIR="$2"; shift 2 ;;
     --cpu-only) CPU_ONLY=1; shift ;;
+    --pack) PACK=1; shift ;;
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "device_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -54,11 +56,18 @@ have_glibc=$(ldd --version 2>/dev/null | head -1 | grep -o '[0-9]*\.[0-9]*$')
 newer() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1)" = "$1" ]; }  # $1 >= $2
 newer "$have_glibc" "$need_glibc" || die "glibc $have_glibc here, the kit needs $need_glibc"
 export LD_LIBRARY_PATH="$KIT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# GCC's runtime: the machine's own where it is new enough (a module
+# rebuilt here by a newer g++ needs the newer one), else the kit's where
+# the machine's glibc can load it.
 gcc_glibc=$("$PY" -c "import json; print(json.load(open('$KIT_SRC/manifest.json'))['glibc_needed_by_lib_gcc'])")
-if newer "$have_glibc" "$gcc_glibc"; then
-  LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$KIT/lib/gcc"  # after the machine's own, if it has one
-elif ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libstdc++.so.6 '; then
-  die "glibc $have_glibc cannot load the kit's libstdc++ (needs $gcc_glibc) and the machine has none"
+glibcxx=$("$PY" -c "import json; print(json.load(open('$KIT_SRC/manifest.json'))['glibcxx_needed'])")
+sys_stdcxx=$(/sbin/ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+if [ -n "$sys_stdcxx" ] && grep -qa "GLIBCXX_$glibcxx" "$sys_stdcxx"; then
+  :  # the machine's libstdc++ and libgcc_s
+elif newer "$have_glibc" "$gcc_glibc"; then
+  LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$KIT/lib/gcc"
+else
+  die "the machine's libstdc++ lacks GLIBCXX_$glibcxx and its glibc $have_glibc cannot load the kit's (needs $gcc_glibc)"
 fi
 missing=$(ldd "$KIT/bin/accel" "$KIT/lib/libaccel.so.0" 2>&1 | grep 'not found' | sort -u | head -3 | tr -s ' \t\n' ' ')
 [ -z "$missing" ] || die "missing libraries: $missing"
@@ -130,7 +139,7 @@ python_module() {
   timeout 240 g++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -w -I"$inc" -I"$pb" -I"$ROOT/host/include" -I"$KIT/include" \
     -I"$ROOT/transport/include" "$ROOT/python/src/module.cpp" "$ROOT/python/src/estimators.cpp" \
     -o "$KIT/python/accel/_accel$suffix" -L"$KIT/lib" "$KIT/link/libaccel_workloads.a" "$KIT/link/libaccel_cluster.a" \
-    -l:libaccel_transport.so.0 -l:libaccel.so.0 -fopenmp -lpthread >"$OUTDIR/logs/python_rebuild.log" 2>&1 ||
+    -l:libaccel_transport.so.0 -l:libaccel.so.0 -lpthread >"$OUTDIR/logs/python_rebuild.log" 2>&1 ||
     { echo "rebuild failed (logs/python_rebuild.log)"; return 1; }
   "$PY" -c "import accel._accel" 2>>"$OUTDIR/logs/python_rebuild.log" && { echo "rebuilt for $($PY --version)"; return 0; }
   echo "rebuilt, but it does not import (logs/python_rebuild.log)"
@@ -181,5 +190,9 @@ elif [ $CPU_ONLY = 0 ]; then
 fi
 
 "$PY" "$ROOT/scripts/device_check/summarize.py" --dir "$OUTDIR" --seconds $(( $(date +%s) - START )) || failed=1
+if [ $PACK = 1 ]; then
+  (cd "$OUTDIR" && tar -czf logs.tar.gz --exclude=logs.tar.gz --exclude=results.json --exclude=results.md . &&
+     find . -mindepth 1 -maxdepth 1 ! -name logs.tar.gz ! -name results.json ! -name results.md -exec rm -rf {} +)
+fi
 echo "device_check.sh: results in $OUTDIR/results.md ($(( $(date +%s) - START )) s)" >&2
 exit $failed

@@ -189,16 +189,7 @@ class CudaDevice final : public Device {
 
     check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
     ensure_context(where);
-    const std::size_t need = cuda::kmeans_assign_scratch_bytes(a.n, a.d, a.k);
-    if (need > scratch_bytes_) {
-      // Earlier launches may still use it: they finish first.
-      check(cudaStreamSynchronize(stream_), where + ": waiting to grow the scratch");
-      if (scratch_) cudaFree(scratch_);
-      scratch_ = nullptr;
-      scratch_bytes_ = 0;
-      check(cudaMalloc(&scratch_, need), where + ": cudaMalloc of " + std::to_string(need) + " scratch bytes");
-      scratch_bytes_ = need;
-    }
+    grow_scratch(cuda::kmeans_assign_scratch_bytes(a.n, a.d, a.k), where);
     if (const char* err = cuda::launch_kmeans_assign(
             static_cast<const float*>(x), static_cast<const float*>(c), a.n, a.d, a.k,
             static_cast<std::int32_t*>(labels), static_cast<double*>(sums), static_cast<std::int64_t*>(counts),
@@ -217,11 +208,12 @@ class CudaDevice final : public Device {
     void* count = a.candidates ? mine(a.candidate_count) : nullptr;
     check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
     ensure_context(where);
+    grow_scratch(cuda::topk_histogram_scratch_bytes(), where);
     if (const char* err = cuda::launch_topk_histogram(
             static_cast<const float*>(data), a.n, a.lo, a.hi, a.shift, a.bins,
             static_cast<unsigned long long*>(hist), static_cast<double*>(moments),
             static_cast<unsigned long long*>(outside), static_cast<long long*>(cand),
-            static_cast<unsigned long long*>(count), a.capacity, stream_))
+            static_cast<unsigned long long*>(count), a.capacity, scratch_, scratch_bytes_, stream_))
       throw DeviceError(where + ": " + err);
   }
 
@@ -259,7 +251,19 @@ class CudaDevice final : public Device {
       throw DeviceError(where + ": " + err);
   }
 
-  // The device pointer of one of this device's buffers, at least `bytes` long.
+  // The launches' scratch, at least `need` bytes (kmeans_assign's distance
+  // tiles, topk_histogram's per-block moments).
+  void grow_scratch(std::size_t need, const std::string& where) {
+    if (need <= scratch_bytes_) return;
+    // Earlier launches may still use it: they finish first.
+    check(cudaStreamSynchronize(stream_), where + ": waiting to grow the scratch");
+    if (scratch_) cudaFree(scratch_);
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    check(cudaMalloc(&scratch_, need), where + ": cudaMalloc of " + std::to_string(need) + " scratch bytes");
+    scratch_bytes_ = need;
+  }
+
   // One of this device's buffers, checked already (check_buffers in launch).
   void* mine(Buffer* b) const { return b ? static_cast<CudaBuffer*>(b)->data() : nullptr; }
 
