@@ -53,6 +53,7 @@ struct Pass {
   long long* cand;
   unsigned long long* cand_count;
   long long capacity;
+  float* cand_values;  // may be null
 };
 
 // Per-thread tallies of one pass.
@@ -84,7 +85,10 @@ __device__ __forceinline__ void visit(const Pass& p, unsigned* sh, float v, long
       if (lane == leader) base = atomicAdd(p.cand_count, static_cast<unsigned long long>(__popc(want)));
       base = __shfl_sync(kFull, base, leader);
       const long long slot = static_cast<long long>(base) + __popc(want & ((1u << lane) - 1u));
-      if (window && slot < p.capacity) p.cand[slot] = i;
+      if (window && slot < p.capacity) {
+        p.cand[slot] = i;
+        if (p.cand_values != nullptr) p.cand_values[slot] = v;
+      }
     }
   }
   t.above += window && u >= p.hi;
@@ -200,8 +204,9 @@ std::size_t topk_histogram_scratch_bytes() { return 2 * sizeof(double) * kTopkMa
 const char* launch_topk_histogram(const float* data, std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
                                   std::int64_t bins, unsigned long long* hist, double* moments,
                                   unsigned long long* outside, long long* candidates,
-                                  unsigned long long* candidate_count, std::int64_t capacity, void* scratch,
-                                  std::size_t scratch_bytes, cudaStream_t stream) {
+                                  unsigned long long* candidate_count, std::int64_t capacity,
+                                  float* candidate_values, void* scratch, std::size_t scratch_bytes,
+                                  cudaStream_t stream) {
   if (n < 0 || bins < 1 || bins > (std::int64_t{1} << 31) - 1) return "topk_histogram: bad n or bins";
   if (scratch == nullptr || scratch_bytes < topk_histogram_scratch_bytes()) return "topk_histogram: scratch too small";
   static_assert(sizeof(Acc) <= 3 * sizeof(double), "accumulators fit the moments buffer");
@@ -211,7 +216,8 @@ const char* launch_topk_histogram(const float* data, std::int64_t n, std::uint32
   if (e == cudaSuccess) e = cudaMemsetAsync(acc, 0, sizeof(Acc), stream);
   if (e == cudaSuccess && candidates != nullptr) e = cudaMemsetAsync(candidate_count, 0, sizeof(unsigned long long), stream);
   if (e != cudaSuccess) return cudaGetErrorString(e);
-  const Pass p{data, n, lo, hi, shift, hist, candidates, candidates ? candidate_count : nullptr, capacity};
+  const Pass p{data, n, lo, hi, shift, hist, candidates, candidates ? candidate_count : nullptr, capacity,
+               candidates ? candidate_values : nullptr};
   auto* partials = static_cast<double*>(scratch);
   int blocks = 1;
   if (bins <= kSharedHistBins) {

@@ -18,12 +18,14 @@ inline constexpr std::int64_t kTopkMaxBlocks = 4096;
 std::size_t topk_histogram_scratch_bytes();
 
 // Enqueues the pass on `stream`; returns nullptr or a static error text.
-// candidates may be null (then candidate_count is ignored). Candidates are
-// written in no particular order (global atomic slots).
+// candidates may be null (then candidate_count and candidate_values are
+// ignored); candidate_values may be null. Candidates are written in no
+// particular order (global atomic slots), each value beside its index.
 const char* launch_topk_histogram(const float* data, std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
                                   std::int64_t bins, unsigned long long* hist, double* moments,
                                   unsigned long long* outside, long long* candidates,
-                                  unsigned long long* candidate_count, std::int64_t capacity, void* scratch,
-                                  std::size_t scratch_bytes, cudaStream_t stream);
+                                  unsigned long long* candidate_count, std::int64_t capacity,
+                                  float* candidate_values, void* scratch, std::size_t scratch_bytes,
+                                  cudaStream_t stream);
 
 }  // namespace accel::cuda

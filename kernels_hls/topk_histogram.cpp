@@ -9,13 +9,16 @@
 
 extern "C" void topk_histogram(const float* data, long long n, unsigned lo, unsigned hi, int shift, int bins,
                                unsigned long long* hist, double* moments, unsigned long long* outside, int collect,
-                               long long* candidates, unsigned long long* candidate_count, long long capacity) {
+                               long long* candidates, unsigned long long* candidate_count, long long capacity,
+                               int collect_values, float* candidate_values) {
 #pragma HLS INTERFACE m_axi port = data offset = slave bundle = gmem0 max_read_burst_length = 256 depth = 1048576
 #pragma HLS INTERFACE m_axi port = hist offset = slave bundle = gmem1 depth = 65536
 #pragma HLS INTERFACE m_axi port = moments offset = slave bundle = gmem1 depth = 3
 #pragma HLS INTERFACE m_axi port = outside offset = slave bundle = gmem1 depth = 3
 #pragma HLS INTERFACE m_axi port = candidates offset = slave bundle = gmem2 depth = 65536
 #pragma HLS INTERFACE m_axi port = candidate_count offset = slave bundle = gmem1 depth = 1
+#pragma HLS INTERFACE m_axi port = candidate_values offset = slave bundle = gmem3 depth = 65536
+#pragma HLS INTERFACE s_axilite port = collect_values
 #pragma HLS INTERFACE s_axilite port = collect
 #pragma HLS INTERFACE s_axilite port = capacity
 #pragma HLS INTERFACE s_axilite port = n
@@ -61,7 +64,10 @@ stream:
         // The upper tail is written out as it streams by (a burst writer on
         // its own bundle), so no second pass is needed to find its members.
         if (collect) {
-          if (static_cast<long long>(found) < capacity) candidates[found] = i;
+          if (static_cast<long long>(found) < capacity) {
+            candidates[found] = i;
+            if (collect_values) candidate_values[found] = v;
+          }
           ++found;
         }
         if (u >= hi) {

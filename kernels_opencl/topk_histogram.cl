@@ -10,7 +10,7 @@
 __kernel void topk_histogram(__global const float* data, long n, uint lo, uint hi, int shift,
                              __global ulong* hist, __global ulong* outside, int collect,
                              __global long* candidates, __global ulong* candidate_count, long capacity,
-                             long per_item, __global double* group_moments, __local double* scratch) {
+                             int collect_values, __global float* candidate_values, long per_item, __global double* group_moments, __local double* scratch) {
   const long gid = get_global_id(0);
   const int lid = get_local_id(0), size = get_local_size(0);
   const long begin = gid * per_item;
@@ -34,7 +34,10 @@ __kernel void topk_histogram(__global const float* data, long n, uint lo, uint h
     }
     if (collect) {
       const ulong at = atom_inc(candidate_count);
-      if ((long)at < capacity) candidates[at] = i;
+      if ((long)at < capacity) {
+        candidates[at] = i;
+        if (collect_values) candidate_values[at] = v;
+      }
     }
     if (u >= hi) ++above;
     else atom_inc(&hist[(u - lo) >> shift]);
@@ -76,7 +79,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void topk_histogram_private(__global const float* data, long n, uint lo, uint hi, int shift,
                             __global ulong* hist, __global ulong* outside, int collect,
                             __global long* candidates, __global ulong* candidate_count, long capacity,
-                            long per_item, __global double* group_moments, __local uint* own, int bins) {
+                            int collect_values, __global float* candidate_values, long per_item, __global double* group_moments, __local uint* own, int bins) {
   const long g = get_global_id(0);
   const long begin = g * per_item;
   const long end = min(n, begin + per_item);
@@ -100,7 +103,10 @@ void topk_histogram_private(__global const float* data, long n, uint lo, uint hi
     }
     if (collect) {
       const ulong at = atom_inc(candidate_count);
-      if ((long)at < capacity) candidates[at] = i;
+      if ((long)at < capacity) {
+        candidates[at] = i;
+        if (collect_values) candidate_values[at] = v;
+      }
     }
     if (u >= hi) ++above;
     else ++own[(u - lo) >> shift];

@@ -3,7 +3,8 @@
 # packed (device-kit/), in at most 8 minutes, and writes its results to $OUT
 # (results.json, results.md, and each step's log under logs/):
 #   devices       accel devices --json
-#   conformance   the four conformance suites, every case required to run on cuda
+#   conformance   the four conformance suites and unit_topk's device-resident
+#                 top-k, every case required to run on cuda
 #   memcheck      compute-sanitizer memcheck over their device cases
 #   bench         accel bench-kernels, cuda against the cpu (Fashion-MNIST
 #                 K = 256; 1M x 128 K = 1024; top-k passes of 16M and 256M floats)
@@ -147,13 +148,22 @@ python_module() {
 }
 
 A="$KIT/bin/accel"
+# The Python module first: the peers time accel.topk on PyTorch's tensors.
+pystatus=$(python_module)
+pyrc=$?
+[ $pyrc = 0 ] || failed=1
+echo "{\"step\": \"python_module\", \"rc\": $pyrc, \"seconds\": 0, \"how\": \"$pystatus\"}" >>"$OUTDIR/steps.jsonl"
 CONF=(conformance_kmeans_assign conformance_topk_histogram conformance_csr_kernel_rows conformance_async_copy)
+# A top-k of R that stays on the device, against the host path, per device.
+RESIDENT=(unit_topk --gtest_filter='TopKDeviceResident*')
 if [ $CPU_ONLY = 0 ]; then
   DEV=cuda
   step devices 30 "$A" devices --json
   for t in "${CONF[@]}"; do
     step "$t" 90 env ACCEL_CONFORMANCE_REQUIRE=cuda "$KIT/bin/$t" --gtest_output="json:$OUTDIR/$t.json"
   done
+  step conformance_topk_resident 90 env ACCEL_CONFORMANCE_REQUIRE=cuda "$KIT/bin/${RESIDENT[0]}" "${RESIDENT[@]:1}" \
+    --gtest_output="json:$OUTDIR/conformance_topk_resident.json"
   step bench_fmnist 90 "$A" bench-kernels --device cuda --fashion-mnist "$FMNIST" --json
   step bench_kmeans_1m 90 "$A" bench-kernels --device cuda --kernels kmeans_assign --kmeans-shape 1000000x128x1024 --json
   step bench_topk_256m 60 "$A" bench-kernels --device cuda --kernels topk_histogram --topk-floats 268435456 --json
@@ -167,6 +177,8 @@ else
   for t in "${CONF[@]}"; do
     step "$t" 300 "$KIT/bin/$t" --gtest_output="json:$OUTDIR/$t.json" --gtest_filter='*EveryDevice*:*AsyncCopies*'
   done
+  step conformance_topk_resident 120 "$KIT/bin/${RESIDENT[0]}" "${RESIDENT[@]:1}" \
+    --gtest_output="json:$OUTDIR/conformance_topk_resident.json"
   step bench_fmnist 120 "$A" bench-kernels --device cpu --fashion-mnist "$FMNIST" --quick --json
   step bench_kmeans_1m 60 "$A" bench-kernels --device cpu --kernels kmeans_assign --kmeans-shape 20000x128x64 --json
   step bench_topk_256m 60 "$A" bench-kernels --device cpu --kernels topk_histogram --topk-floats 4194304 --json
@@ -174,8 +186,6 @@ else
   step peers 120 "$PY" "$ROOT/scripts/device_check/torch_peers.py" --device cpu --quick --fashion-mnist "$FMNIST" \
     --out "$OUTDIR/peers.json"
 fi
-pystatus=$(python_module)
-echo "{\"step\": \"python_module\", \"rc\": $?, \"seconds\": 0, \"how\": \"$pystatus\"}" >>"$OUTDIR/steps.jsonl"
 step ddp 120 "$PY" "$ROOT/scripts/device_check/ddp_hook.py" --device "$DEV" --out "$OUTDIR/ddp.json"
 # Last: the slowest step, and the others' numbers matter more if time runs out.
 if [ $CPU_ONLY = 0 ] && [ -n "$SANITIZER" ]; then
@@ -184,6 +194,8 @@ if [ $CPU_ONLY = 0 ] && [ -n "$SANITIZER" ]; then
     step "memcheck_$t" 120 env ACCEL_CONFORMANCE_REQUIRE=cuda "$SANITIZER" --tool memcheck --error-exitcode 99 \
       --print-limit 20 "$KIT/bin/$t" --gtest_filter='*EveryDevice*:*AsyncCopies*:*Candidates*'
   done
+  step memcheck_topk_resident 120 env ACCEL_CONFORMANCE_REQUIRE=cuda "$SANITIZER" --tool memcheck --error-exitcode 99 \
+    --print-limit 20 "$KIT/bin/${RESIDENT[0]}" "${RESIDENT[@]:1}"
 elif [ $CPU_ONLY = 0 ]; then
   echo '{"step": "memcheck", "rc": null, "seconds": 0, "skipped": "no compute-sanitizer on this machine"}' >>"$OUTDIR/steps.jsonl"
   failed=1
@@ -191,8 +203,10 @@ fi
 
 "$PY" "$ROOT/scripts/device_check/summarize.py" --dir "$OUTDIR" --seconds $(( $(date +%s) - START )) || failed=1
 if [ $PACK = 1 ]; then
-  (cd "$OUTDIR" && tar -czf logs.tar.gz --exclude=logs.tar.gz --exclude=results.json --exclude=results.md . &&
-     find . -mindepth 1 -maxdepth 1 ! -name logs.tar.gz ! -name results.json ! -name results.md -exec rm -rf {} +)
+  packed="$(mktemp /tmp/accel-check-logs.XXXXXX)"
+  (cd "$OUTDIR" && tar -czf "$packed" --exclude=results.json --exclude=results.md . &&
+     find . -mindepth 1 -maxdepth 1 ! -name results.json ! -name results.md -exec rm -rf {} + &&
+     mv "$packed" logs.tar.gz)
 fi
 echo "device_check.sh: results in $OUTDIR/results.md ($(( $(date +%s) - START )) s)" >&2
 exit $failed

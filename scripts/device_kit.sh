@@ -2,7 +2,7 @@
 # Builds accel with CUDA here and packs what scripts/device_check.sh needs on
 # a bare GPU machine (nvcc, CMake and PyTorch, but none of Debian's -dev
 # libraries) into one git-ignored folder, device-kit/:
-#   kit.tar.xz      bin/ (accel, the conformance suites), lib/ (libaccel,
+#   kit.tar.xz      bin/ (accel, the conformance suites, unit_topk), lib/ (libaccel,
 #                   libaccel_transport and their ldd closure, minus glibc and
 #                   the CUDA driver), python/accel (the package and its
 #                   extension), include/ + link/ (to rebuild the extension
@@ -28,7 +28,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-TARGETS=(accel conformance_kmeans_assign conformance_topk_histogram conformance_csr_kernel_rows conformance_async_copy _accel)
+TESTS=(conformance_kmeans_assign conformance_topk_histogram conformance_csr_kernel_rows conformance_async_copy unit_topk)
+TARGETS=(accel "${TESTS[@]}" _accel)
 if [ -z "$FROM" ]; then
   "$ROOT/scripts/setup.sh"
   FROM="$ROOT/build-kit"
@@ -48,7 +49,7 @@ if [ -z "$FROM" ]; then
   fi
 fi
 FROM="$(cd "$FROM" && pwd)"
-for t in accel conformance_kmeans_assign conformance_topk_histogram conformance_csr_kernel_rows conformance_async_copy; do
+for t in accel "${TESTS[@]}"; do
   [ -x "$FROM/bin/$t" ] || { echo "device_kit.sh: $FROM/bin/$t is missing (build the targets: ${TARGETS[*]})" >&2; exit 1; }
 done
 EXT="$(ls "$FROM"/python/accel/_accel*.so 2>/dev/null | head -1)"
@@ -57,7 +58,7 @@ EXT="$(ls "$FROM"/python/accel/_accel*.so 2>/dev/null | head -1)"
 STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE"/{bin,lib,python/accel,include/accel,link}
-for t in accel conformance_kmeans_assign conformance_topk_histogram conformance_csr_kernel_rows conformance_async_copy; do
+for t in accel "${TESTS[@]}"; do
   cp "$FROM/bin/$t" "$STAGE/bin/"
 done
 cp -L "$FROM/host/libaccel.so.0" "$STAGE/lib/libaccel.so.0"

@@ -105,7 +105,8 @@ class CpuDevice final : public Device {
     cpu::topk_histogram(device_ptr<const float>(a.data), a.n, a.lo, a.hi, a.shift, a.bins,
                         device_ptr<std::uint64_t>(a.hist), device_ptr<double>(a.moments),
                         device_ptr<std::uint64_t>(a.outside), device_ptr<std::int64_t>(a.candidates),
-                        device_ptr<std::uint64_t>(a.candidate_count), a.capacity, a.want_moments);
+                        device_ptr<std::uint64_t>(a.candidate_count), a.capacity, a.want_moments,
+                        device_ptr<float>(a.candidate_values));
   }
   static void run(const CsrKernelRowsArgs& a) {
     const cpu::CsrView x{device_ptr<const std::int64_t>(a.row_ptr), device_ptr<const std::int32_t>(a.col_idx),

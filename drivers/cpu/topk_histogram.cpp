@@ -213,7 +213,7 @@ void bin_block(const float* x, std::int64_t m, std::uint32_t lo, std::uint32_t h
 void topk_histogram(const float* x, std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
                     std::int64_t bins, std::uint64_t* hist, double* moments, std::uint64_t* outside,
                     std::int64_t* candidates, std::uint64_t* candidate_count, std::int64_t capacity,
-                    bool want_moments) {
+                    bool want_moments, float* candidate_values) {
   const bool collect = candidates != nullptr;
   const bool full = lo == 0 && hi == kInfBits;
   std::vector<Local> locals(omp_get_max_threads());
@@ -271,10 +271,15 @@ void topk_histogram(const float* x, std::int64_t n, std::uint32_t lo, std::uint3
   }
   if (collect) {
     // Threads own ascending, contiguous slices: concatenating keeps order.
+    // The values are read here, where the indices are final (x is the
+    // caller's memory: one scattered read a candidate, few of them).
     std::uint64_t total = 0;
     for (auto& L : locals)
       for (auto i : L.cand) {
-        if (static_cast<std::int64_t>(total) < capacity) candidates[total] = i;
+        if (static_cast<std::int64_t>(total) < capacity) {
+          candidates[total] = i;
+          if (candidate_values) candidate_values[total] = x[i];
+        }
         ++total;
       }
     candidate_count[0] = total;

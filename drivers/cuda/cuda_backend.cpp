@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -32,6 +33,12 @@ namespace {
 
 void check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) throw DeviceError(what + ": " + cudaGetErrorString(e));
+}
+
+std::string pointer_text(const void* p) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%p", p);
+  return s;
 }
 
 // A device's copy engine: a non-blocking stream of its own, beside the
@@ -66,10 +73,14 @@ class CudaBuffer final : public Buffer {
   CudaBuffer(int ordinal, std::size_t bytes, CudaCopies& copies) : ordinal_(ordinal), bytes_(bytes), copies_(copies) {
     check(cudaSetDevice(ordinal_), "cudaSetDevice");
     check(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+    owned_ = true;
   }
+  // Over memory someone else allocated on this GPU and frees (wrap_device).
+  CudaBuffer(int ordinal, void* ptr, std::size_t bytes, CudaCopies& copies)
+      : ordinal_(ordinal), bytes_(bytes), copies_(copies), ptr_(ptr) {}
   ~CudaBuffer() override {
     // No throwing from a destructor; a failure here leaks the allocation.
-    if (cudaSetDevice(ordinal_) == cudaSuccess) cudaFree(ptr_);
+    if (owned_ && cudaSetDevice(ordinal_) == cudaSuccess) cudaFree(ptr_);
   }
   CudaBuffer(const CudaBuffer&) = delete;
   CudaBuffer& operator=(const CudaBuffer&) = delete;
@@ -111,6 +122,15 @@ class CudaBuffer final : public Buffer {
         },
         "copy from device");
   }
+  void read_strided(void* dst, std::size_t width, std::size_t offset, std::size_t pitch,
+                    std::size_t rows) const override {
+    if (rows == 0 || width == 0) return;
+    check_range((rows - 1) * pitch + width, offset);
+    check(cudaSetDevice(ordinal_), "cudaSetDevice");
+    check(cudaMemcpy2D(dst, width, static_cast<const char*>(ptr_) + offset, pitch, width, rows,
+                       cudaMemcpyDeviceToHost),
+          "cudaMemcpy2D from device");
+  }
   int ordinal() const { return ordinal_; }
   void* data() const { return ptr_; }
 
@@ -124,6 +144,7 @@ class CudaBuffer final : public Buffer {
   std::size_t bytes_;
   CudaCopies& copies_;
   void* ptr_ = nullptr;
+  bool owned_ = false;
 };
 
 class CudaDevice final : public Device {
@@ -145,6 +166,18 @@ class CudaDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
     return std::make_unique<CudaBuffer>(ordinal_, bytes, *copies_);
+  }
+  std::unique_ptr<Buffer> wrap_device(void* ptr, std::size_t bytes) override {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+      cudaGetLastError();
+      throw DeviceError(info_.name + ": " + pointer_text(ptr) + " is not CUDA memory");
+    }
+    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+      throw DeviceError(info_.name + ": " + pointer_text(ptr) + " is not device memory");
+    if (attr.device != ordinal_)
+      throw DeviceError(info_.name + ": " + pointer_text(ptr) + " is memory of cuda:" + std::to_string(attr.device));
+    return std::make_unique<CudaBuffer>(ordinal_, ptr, bytes, *copies_);
   }
   Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
     auto done = std::make_shared<cudaEvent_t>(nullptr);  // recorded after the launch's kernels
@@ -206,6 +239,7 @@ class CudaDevice final : public Device {
     auto* outside = mine(a.outside);
     void* cand = a.candidates ? mine(a.candidates) : nullptr;
     void* count = a.candidates ? mine(a.candidate_count) : nullptr;
+    void* values = a.candidates ? mine(a.candidate_values) : nullptr;
     check(cudaSetDevice(ordinal_), where + ": cudaSetDevice");
     ensure_context(where);
     grow_scratch(cuda::topk_histogram_scratch_bytes(), where);
@@ -213,7 +247,8 @@ class CudaDevice final : public Device {
             static_cast<const float*>(data), a.n, a.lo, a.hi, a.shift, a.bins,
             static_cast<unsigned long long*>(hist), static_cast<double*>(moments),
             static_cast<unsigned long long*>(outside), static_cast<long long*>(cand),
-            static_cast<unsigned long long*>(count), a.capacity, scratch_, scratch_bytes_, stream_))
+            static_cast<unsigned long long*>(count), a.capacity, static_cast<float*>(values), scratch_, scratch_bytes_,
+            stream_))
       throw DeviceError(where + ": " + err);
   }
 

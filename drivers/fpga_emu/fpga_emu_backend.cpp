@@ -78,7 +78,8 @@ class FpgaEmuDevice final : public Device {
                      reinterpret_cast<unsigned long long*>(device_ptr<std::uint64_t>(a.outside)),
                      a.candidates != nullptr ? 1 : 0,
                      reinterpret_cast<long long*>(device_ptr<std::int64_t>(a.candidates)),
-                     reinterpret_cast<unsigned long long*>(device_ptr<std::uint64_t>(a.candidate_count)), a.capacity);
+                     reinterpret_cast<unsigned long long*>(device_ptr<std::uint64_t>(a.candidate_count)), a.capacity,
+                     a.candidate_values != nullptr ? 1 : 0, device_ptr<float>(a.candidate_values));
   }
   static void run(const CsrKernelRowsArgs& a) {
     if (a.cols > CSR_MAX_COLS || a.q < 0 || a.m < 0 || a.n < 0 || a.n > INT_MAX || a.q * a.m > INT_MAX)

@@ -313,6 +313,8 @@ void OpenClDevice::run(const TopKHistogramArgs& a) {
   const std::size_t groups = items / local;
   cl_mem group_moments = scratch(4, groups * 3 * 8);
   if (!collect) cand = count = scratch(5, 8);  // unused by the kernel, but set
+  const bool values = a.candidate_values != nullptr;
+  cl_mem cand_values = values ? mem_of(a.candidate_values) : scratch(5, 8);
   const cl_ulong zero = 0;
   check(clEnqueueFillBuffer(queue_, hist, &zero, 8, 0, bins * 8, 0, nullptr, nullptr), "fill hist");
   check(clEnqueueFillBuffer(queue_, outside, &zero, 8, 0, 24, 0, nullptr, nullptr), "fill outside");
@@ -320,14 +322,15 @@ void OpenClDevice::run(const TopKHistogramArgs& a) {
   cl_kernel k = kernel("topk_histogram", own ? "topk_histogram_private" : "topk_histogram");
   const cl_long nl = a.n, cap = a.capacity;
   const cl_uint lo = a.lo, hi = a.hi;
-  const cl_int shift = a.shift, coll = collect ? 1 : 0;
-  set_args(k, data, nl, lo, hi, shift, hist, outside, coll, cand, count, cap, per_item, group_moments);
+  const cl_int shift = a.shift, coll = collect ? 1 : 0, coll_values = values ? 1 : 0;
+  set_args(k, data, nl, lo, hi, shift, hist, outside, coll, cand, count, cap, coll_values, cand_values, per_item,
+           group_moments);
   if (own) {
-    check(clSetKernelArg(k, 13, bins * sizeof(cl_uint), nullptr), "clSetKernelArg(own histogram)");
+    check(clSetKernelArg(k, 15, bins * sizeof(cl_uint), nullptr), "clSetKernelArg(own histogram)");
     const cl_int nb = static_cast<cl_int>(bins);
-    check(clSetKernelArg(k, 14, sizeof nb, &nb), "clSetKernelArg(bins)");
+    check(clSetKernelArg(k, 16, sizeof nb, &nb), "clSetKernelArg(bins)");
   } else {
-    check(clSetKernelArg(k, 13, 3 * local * sizeof(cl_double), nullptr), "clSetKernelArg(scratch)");
+    check(clSetKernelArg(k, 15, 3 * local * sizeof(cl_double), nullptr), "clSetKernelArg(scratch)");
   }
   enqueue_kernel(k, {items}, {local});
   // The groups' moments, added here in group order: a few doubles per group.

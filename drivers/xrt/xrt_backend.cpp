@@ -227,8 +227,8 @@ class XrtDevice final : public Device {
   }
 
   // topk_histogram(data, n, lo, hi, shift, bins, hist, moments, outside, collect, candidates,
-  //                candidate_count, capacity): argument positions of its buffers.
-  enum TopKArg { kData = 0, kHist = 6, kMoments = 7, kOutside = 8, kCand = 10, kCandCount = 11 };
+  //                candidate_count, capacity, collect_values, candidate_values): argument positions of its buffers.
+  enum TopKArg { kData = 0, kHist = 6, kMoments = 7, kOutside = 8, kCand = 10, kCandCount = 11, kCandValues = 14 };
 
   void run(const TopKHistogramArgs& a) {
     const std::string where = info_.name + " topk_histogram";
@@ -243,10 +243,12 @@ class XrtDevice final : public Device {
       // still need a bo, so the histogram buffer stands in (collect = 0).
       XrtBuffer* cand = a.candidates ? mine(a.candidates) : hist;
       XrtBuffer* count = a.candidates ? mine(a.candidate_count) : outside;
+      XrtBuffer* values = a.candidate_values ? mine(a.candidate_values) : moments;
       return kernel(data->bind(bank(kData)), static_cast<long long>(a.n), a.lo, a.hi, a.shift,
                     static_cast<int>(a.bins), hist->bind(bank(kHist)), moments->bind(bank(kMoments)),
                     outside->bind(bank(kOutside)), a.candidates ? 1 : 0, cand->bind(bank(kCand)),
-                    count->bind(bank(kCandCount)), static_cast<long long>(a.capacity));
+                    count->bind(bank(kCandCount)), static_cast<long long>(a.capacity),
+                    a.candidate_values ? 1 : 0, values->bind(bank(kCandValues)));
     });
   }
 

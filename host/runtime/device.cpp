@@ -24,6 +24,7 @@ std::string check_histogram_args(const TopKHistogramArgs& a, std::int64_t max_bi
     return "range [lo, hi) >> shift needs more than " + std::to_string(a.bins) + " bins";
   if ((a.candidates == nullptr) != (a.candidate_count == nullptr) || a.capacity < 0)
     return "candidates and candidate_count go together, with capacity >= 0";
+  if (a.candidate_values != nullptr && a.candidates == nullptr) return "candidate_values need candidates";
   return {};
 }
 
@@ -45,6 +46,11 @@ Event Buffer::write_async(const void* src, std::size_t bytes, std::size_t offset
 Event Buffer::read_async(void* dst, std::size_t bytes, std::size_t offset) const {
   read(dst, bytes, offset);
   return {};
+}
+
+void Buffer::read_strided(void* dst, std::size_t width, std::size_t offset, std::size_t pitch,
+                          std::size_t rows) const {
+  for (std::size_t r = 0; r < rows; ++r) read(static_cast<char*>(dst) + r * width, width, offset + r * pitch);
 }
 
 bool Device::supports(KernelId id) const {

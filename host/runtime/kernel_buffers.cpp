@@ -57,6 +57,7 @@ std::vector<BufferArg> args_of(const TopKHistogramArgs& a) {
   if (a.candidates) {
     v.push_back({"candidates", a.candidates, bytes_of(k, "capacity", a.capacity, 8)});
     v.push_back({"candidate_count", a.candidate_count, 8});
+    if (a.candidate_values) v.push_back({"candidate_values", a.candidate_values, bytes_of(k, "capacity", a.capacity, 4)});
   }
   return v;
 }

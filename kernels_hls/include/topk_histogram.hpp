@@ -10,9 +10,11 @@
 #define TOPK_COPIES 4
 
 // collect != 0: indices of finite values with bits(|x|) >= lo go to
-// candidates (up to capacity, in order), their total to candidate_count[0].
+// candidates (up to capacity, in order), their total to candidate_count[0];
+// collect_values != 0: their values to candidate_values, in the same order.
 extern "C" void topk_histogram(const float* data, long long n, unsigned lo, unsigned hi, int shift, int bins,
                                unsigned long long* hist, double* moments, unsigned long long* outside, int collect,
-                               long long* candidates, unsigned long long* candidate_count, long long capacity);
+                               long long* candidates, unsigned long long* candidate_count, long long capacity,
+                               int collect_values, float* candidate_values);
 
 #endif

@@ -8,6 +8,7 @@ outside (0, 1], NaN/Inf under nonfinite="error", ...).
 """
 import numpy as _np
 
+from ._accel import topk_device as _topk_device
 from ._accel import BucketSparsifier as _BucketSparsifier, InputError, Sparsifier as _Sparsifier
 from ._accel import SparseGroup as _SparseGroup
 from ._accel import SparseGroupOptions, TopKResult
@@ -41,10 +42,49 @@ def as_float32_view(x, what="x"):
 
 
 def topk(x, ratio, method="ldte-hist", nonfinite="error", device="cpu"):
-    """Indices (ascending, int64) of about ratio * x.size largest |x| and the
-    threshold tau, as a TopKResult. Methods: exact, ldte-bs, ldte-hist,
-    nth_element, sample."""
+    """Indices (ascending, int64, in host memory) of about ratio * x.size
+    largest |x| and the threshold tau, as a TopKResult. Methods: exact,
+    ldte-bs, ldte-hist, nth_element, sample.
+
+    x on a GPU (a CUDA torch tensor, or anything with
+    __cuda_array_interface__, float32 and contiguous) is read where it is,
+    by the device it lives on (device is then ignored): exact and ldte-hist
+    bring back only histograms and candidates. A torch tensor's stream is
+    synchronised first; for other arrays the caller must have finished
+    writing x."""
+    cuda = _cuda_view(x)
+    if cuda is not None:
+        ptr, n, dev = cuda
+        return _topk_device(ptr, n, float(ratio), method, nonfinite, dev)
     return _topk(as_float32_view(x), float(ratio), method, nonfinite, device)
+
+
+def _cuda_view(x, what="x"):
+    """(address, size, accel device) of float32 contiguous GPU memory, or
+    None for host arrays."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        if not isinstance(x, torch.Tensor) or x.device.type != "cuda":
+            return None
+        if x.dtype != torch.float32:
+            raise TypeError(f"{what}: dtype {x.dtype}, expected torch.float32")
+        if not x.is_contiguous():
+            raise ValueError(f"{what}: not contiguous (call .contiguous() first, which copies)")
+        torch.cuda.current_stream(x.device).synchronize()  # accel reads it on a stream of its own
+        return int(x.data_ptr()), int(x.numel()), f"cuda:{x.device.index or 0}"
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        return None
+    if cai.get("typestr") != "<f4":
+        raise TypeError(f"{what}: GPU array of {cai.get('typestr')}, expected float32 (<f4)")
+    shape = tuple(cai["shape"])
+    n = int(_np.prod(shape)) if shape else 1
+    strides = cai.get("strides")
+    if strides is not None and tuple(strides) != tuple(int(_np.prod(shape[i + 1:])) * 4 for i in range(len(shape))):
+        raise ValueError(f"{what}: not contiguous (copy it to a contiguous array first)")
+    device = getattr(x, "device", None)  # CuPy: x.device.id
+    return int(cai["data"][0]), n, f"cuda:{int(getattr(device, 'id', 0) or 0)}"
 
 
 class _Residuals:

@@ -13,11 +13,14 @@ accumulated gradient, per layer, and keeps the rest as its residual).
 Every member applies the same averaged sparse gradient (the sum is merged
 in member order, so it is bitwise the same everywhere).
 
-Buckets on a GPU (DDP on CUDA tensors) are copied once into pinned host
-memory, the selection's histogram passes run on the tensor's GPU
-(accel's CUDA topk_histogram, when this build has the CUDA backend and
-`device` is left as None), and the averaged result goes back to the
-bucket's device. The residual is kept in host memory. A member that dies
+Buckets on a GPU (DDP on CUDA tensors) keep their residual on that GPU
+(residual_on_device, the default): accumulation, selection (accel's CUDA
+topk_histogram reads the residual where it is) and clearing run there,
+and only the selected (index, value) pairs come to the host for the
+exchange; the averaged result goes back to the bucket's device. With
+residual_on_device=False the bucket is copied into pinned host memory each
+step, the residual lives on the host and only the histogram passes run on
+the GPU. A member that dies
 is left out of the steps after it (its residual is lost with it); the
 average divides by the members actually counted.
 """
@@ -25,11 +28,12 @@ import numpy as np
 import torch
 
 from . import BucketSparsifier
+from .device_residual import TorchBucketSparsifier
 
 
 class SparseHookState:
     def __init__(self, group, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
-                 per_layer=True, dense_below=0, device=None):
+                 per_layer=True, dense_below=0, device=None, residual_on_device=True):
         """One BucketSparsifier per DDP bucket: per-layer selection inside
         the bucket, the small layers in one launch. dense_below: layers of
         fewer values are sent whole every step (deep gradient compression,
@@ -38,7 +42,8 @@ class SparseHookState:
         correction they send their velocity, so they train as momentum SGD.
         device: where the selection runs (an accel device spec such as
         "cpu" or "cuda:0"); None picks the bucket's own GPU when accel has
-        it, else the cpu."""
+        it, else the cpu. residual_on_device: a GPU bucket's residual stays
+        on its GPU (accel.device_residual.TorchBucketSparsifier)."""
         if dense_below < 0:
             raise ValueError(f"accel sparse hook: dense_below {dense_below} < 0")
         self.group = group
@@ -46,6 +51,7 @@ class SparseHookState:
                             dense_below=int(dense_below))
         self.per_layer = per_layer
         self.device = device
+        self.residual_on_device = residual_on_device
         self._pinned = {}  # bucket index -> pinned host copy of a GPU bucket
         self.epoch = 0
         self.iteration = 0  # allreduce calls so far: the tag of the next
@@ -97,7 +103,10 @@ class SparseHookState:
             # residual, whose offsets no longer mean the same layers).
             for old in [k for k in self._sparsifiers if k[0] == key[0]]:
                 del self._sparsifiers[old]
-            s = BucketSparsifier(sizes, device=device, **self.options)
+            if self.residual_on_device and bucket.buffer().device.type == "cuda" and device.startswith("cuda"):
+                s = TorchBucketSparsifier(sizes, device=bucket.buffer().device, **self.options)
+            else:
+                s = BucketSparsifier(sizes, device=device, **self.options)
             s.set_epoch(self.epoch)
             self._sparsifiers[key] = s
         return self._sparsifiers[key]
@@ -114,9 +123,12 @@ def sparse_allreduce_hook(state, bucket):
     if flat.dtype != torch.float32 or flat.device.type not in ("cpu", "cuda"):
         raise TypeError(f"accel sparse hook: bucket of {flat.dtype} on {flat.device}; expected float32 on the CPU "
                         "or a CUDA GPU")
-    view = state.host_view(bucket, flat)  # a CPU bucket's own memory, no copy
-    idx, val = state.sparsifier(bucket).step(view)
-    result = state.group.allreduce(view.size, idx, val, tag=state.iteration)
+    sparsifier = state.sparsifier(bucket)
+    if isinstance(sparsifier, TorchBucketSparsifier):
+        idx, val = sparsifier.step(flat)  # on the bucket's GPU; the pairs come back
+    else:
+        idx, val = sparsifier.step(state.host_view(bucket, flat))  # a CPU bucket's own memory, no copy
+    result = state.group.allreduce(int(flat.numel()), idx, val, tag=state.iteration)
     state.iteration += 1
     state.bytes_sent += result["bytes_sent"]
     state.pairs_sent += int(idx.size)

@@ -8,6 +8,8 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <mutex>
+#include <map>
 
 #include "accel/error.hpp"
 #include "accel/kernels.hpp"
@@ -59,6 +61,32 @@ TopK topk(FloatArray x, double ratio, const std::string& method, const std::stri
   {
     py::gil_scoped_release release;
     r = selector.select(x.data(), static_cast<std::int64_t>(x.size()), opts);
+  }
+  return {to_numpy(std::move(r.indices)), r.tau, r.n, r.k, r.ties, r.nonfinite, r.passes, r.estimate, r.seconds};
+}
+
+// Top-k of n floats at a device address (a CUDA tensor's data_ptr): the
+// device named by `device` wraps the memory (it checks the address is its
+// own) and R never leaves it. The caller has finished writing R (accel runs
+// on its own stream).
+TopK topk_at(std::uintptr_t ptr, std::int64_t n, double ratio, const std::string& method,
+                 const std::string& nonfinite, const std::string& device) {
+  const auto opts = topk_options(ratio, method, nonfinite);
+  if (n < 0) throw accel::InputError("n = " + std::to_string(n) + " < 0");
+  accel::Device* dev = topk_device(device);
+  auto data = dev->wrap_device(reinterpret_cast<void*>(ptr), static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * 4);
+  if (!data) throw accel::InputError("device " + device + " does not take device memory (a CUDA tensor needs cuda:N)");
+  // One selector a device, kept: its histogram and candidate buffers are
+  // device allocations (cudaMalloc costs more than a small top-k).
+  static std::mutex mutex;
+  static std::map<accel::Device*, std::unique_ptr<accel::TopKSelector>> selectors;
+  accel::TopKResult r;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard lock(mutex);
+    auto& selector = selectors[dev];
+    if (!selector) selector = std::make_unique<accel::TopKSelector>(dev);
+    r = selector->select(*data, n, opts);
   }
   return {to_numpy(std::move(r.indices)), r.tau, r.n, r.k, r.ties, r.nonfinite, r.passes, r.estimate, r.seconds};
 }
@@ -188,6 +216,8 @@ PYBIND11_MODULE(_accel, m) {
       .def_readonly("seconds", &TopK::seconds);
   m.def("topk", &topk, py::arg("x").noconvert(), py::arg("ratio"), py::arg("method") = "ldte-hist",
         py::arg("nonfinite") = "error", py::arg("device") = "cpu");
+  m.def("topk_device", &topk_at, py::arg("ptr"), py::arg("n"), py::arg("ratio"), py::arg("method") = "ldte-hist",
+        py::arg("nonfinite") = "error", py::arg("device") = "cuda:0");
 
   py::class_<PySparsifier>(m, "Sparsifier")
       .def(py::init<std::int64_t, double, const std::string&, double, bool, bool, const std::string&,

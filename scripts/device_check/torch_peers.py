@@ -4,7 +4,9 @@ the same way as `accel bench-kernels` (inputs already on the device, the
 median of several runs, each ended by a synchronize).
 
   read bandwidth  one pass over 256M floats (torch.amax): the card's read rate
-  top-k           torch.topk(|x|, k) at 0.1% of 16M and 256M Laplacian floats
+  top-k           torch.topk(|x|, k) at 0.1% of 16M and 256M Laplacian floats,
+                  beside accel.topk on the same tensor (read where it is) when
+                  the accel module imports
   k-means step    ||c||^2 - 2 x.c (one matmul), argmin, per-cluster sums
                   (index_add_) and counts (bincount), the step
                   kmeans_assign makes: Fashion-MNIST K = 256; 1M x 128 K = 1024
@@ -102,13 +104,30 @@ def main():
     # Read bandwidth and top-k.
     sizes = [1 << 20] if a.quick else [1 << 24, 1 << 28]
     out["topk"] = []
+    try:
+        import accel
+    except ImportError as e:
+        accel = None
+        out["accel_import_error"] = str(e)
     for n in sizes:
         x = laplace(n, dev, seed=n)
         k = math.ceil(0.001 * n)
         t_topk = timed(lambda: torch.topk(x.abs(), k, sorted=False), dev, a.repeats)
         t_read = timed(lambda: torch.amax(x), dev, a.repeats)
-        out["topk"].append({"n": n, "k": k, "torch_topk_seconds": t_topk, "read_seconds": t_read,
-                            "read_bytes_per_second": 4 * n / t_read})
+        row = {"n": n, "k": k, "torch_topk_seconds": t_topk, "read_seconds": t_read,
+               "read_bytes_per_second": 4 * n / t_read}
+        if accel is not None:
+            for method in ("exact", "ldte-hist"):
+                key = method.replace("-", "_")
+                row[f"accel_{key}_seconds"] = timed(lambda: accel.topk(x, 0.001, method=method), dev, a.repeats)
+                r = accel.topk(x, 0.001, method=method)
+                row[f"accel_{key}_selected"] = int(len(r.indices))
+                row[f"accel_{key}_passes"] = int(r.passes)
+            # exact against torch.topk: the same set when no value ties the k-th
+            r = accel.topk(x, 0.001, method="exact")
+            want = torch.topk(x.abs(), k, sorted=False).indices.cpu().numpy()
+            row["accel_exact_equals_torch"] = bool(r.ties == 0 and np.array_equal(np.sort(want), r.indices))
+        out["topk"].append(row)
         del x
     if dev.type == "cuda":
         torch.cuda.empty_cache()

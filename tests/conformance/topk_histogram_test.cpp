@@ -2,6 +2,8 @@
 // identical counts and candidate lists, moments within rounding.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <set>
 
 #include <algorithm>
@@ -69,6 +71,7 @@ TEST_P(TopKHistogramConformance, EveryDeviceMatchesReference) {
     auto data = dev->allocate(std::max<std::size_t>(n * 4, 4));
     auto hist = dev->allocate(c.bins * 8), mom = dev->allocate(24), out = dev->allocate(24);
     auto cand = dev->allocate(std::max<std::size_t>(n * 8, 8)), cnt = dev->allocate(8);
+    auto vals = dev->allocate(std::max<std::size_t>(n * 4, 4));
     if (n) data->write(c.x.data(), n * 4);
     // With and without the moments (the exact method does not read them):
     // everything else must be the same either way.
@@ -80,6 +83,7 @@ TEST_P(TopKHistogramConformance, EveryDeviceMatchesReference) {
       a.candidates = cand.get();
       a.candidate_count = cnt.get();
       a.capacity = n;
+      a.candidate_values = vals.get();
     }
     dev->launch(a).wait();
     std::vector<std::uint64_t> h(c.bins);
@@ -108,7 +112,16 @@ TEST_P(TopKHistogramConformance, EveryDeviceMatchesReference) {
       cnt->read(&found, 8);
       ASSERT_EQ(found, want.candidates.size());
       std::vector<std::int64_t> got(found);
+      std::vector<float> got_values(found);
       if (found) cand->read(got.data(), found * 8);
+      if (found) vals->read(got_values.data(), found * 4);
+      for (std::uint64_t j = 0; j < found; ++j) {  // each value beside its index, bit for bit
+        ASSERT_TRUE(got[j] >= 0 && got[j] < n);
+        std::uint32_t want_bits, got_bits;
+        std::memcpy(&want_bits, &c.x[got[j]], 4);
+        std::memcpy(&got_bits, &got_values[j], 4);
+        EXPECT_EQ(got_bits, want_bits) << "candidate " << j << " (index " << got[j] << ")";
+      }
       std::sort(got.begin(), got.end());  // any order is allowed
       EXPECT_EQ(got, want.candidates);
     }

@@ -120,6 +120,64 @@ def test_bucket_sparsifier_sends_small_layers_whole():
     assert not b.residual[5000:].any()
 
 
+@pytest.mark.parametrize("method", ["exact", "ldte-hist"])
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_torch_residual_sparsifier_is_the_bucket_sparsifier(method, momentum):
+    """accel.device_residual keeps a GPU bucket's residual on its GPU; on the
+    CPU it must select, send and keep what the C++ BucketSparsifier does
+    (bit for bit without momentum; momentum's multiply-add may round once
+    differently where the C++ loop fuses it)."""
+    from accel.device_residual import TorchBucketSparsifier
+    sizes = [3000, 70000, 300, 100000, 5]  # small, above host_below, whole (dense_below)
+    a = accel.BucketSparsifier(sizes, ratio=0.01, method=method, momentum=momentum, dense_below=10)
+    b = TorchBucketSparsifier(sizes, ratio=0.01, method=method, momentum=momentum, dense_below=10)
+    rng = np.random.default_rng(1)
+    for _ in range(6):
+        g = (rng.laplace(size=sum(sizes)) * 0.01).astype(np.float32)
+        i1, v1 = a.step(g)
+        i2, v2 = b.step(torch.from_numpy(g.copy()))
+        assert np.array_equal(i1, i2)
+        assert i2.dtype == np.uint32 and v2.dtype == np.float32
+        if momentum == 0:
+            assert np.array_equal(v1, v2)
+            assert np.array_equal(a.residual, b.residual)
+        else:
+            np.testing.assert_allclose(v2, v1, rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(b.residual, a.residual, rtol=1e-5, atol=1e-7)
+
+
+def test_torch_residual_sparsifier_bad_input():
+    from accel.device_residual import TorchBucketSparsifier
+    with pytest.raises(ValueError, match="layer 1 has 0 values"):
+        TorchBucketSparsifier([4, 0])
+    with pytest.raises(ValueError, match="ratio"):
+        TorchBucketSparsifier([4], ratio=0)
+    s = TorchBucketSparsifier([10, 5], ratio=0.5)
+    with pytest.raises(ValueError, match="bucket of 3 values"):
+        s.step(torch.zeros(3))
+    g = torch.zeros(15)
+    g[12] = float("nan")
+    with pytest.raises(ValueError, match=r"layer 1 \(bucket offset 10\): its value 2 is NaN"):
+        s.step(g)
+
+
+def test_topk_of_gpu_memory_is_refused_without_the_device():
+    """An object with __cuda_array_interface__ goes to the CUDA device; on a
+    machine without one that is a clear error, not a read of the address."""
+    class FakeGpuArray:
+        __cuda_array_interface__ = {"typestr": "<f4", "shape": (16,), "data": (4096, False), "version": 3}
+
+    class FakeGpuInts:
+        __cuda_array_interface__ = {"typestr": "<i4", "shape": (16,), "data": (4096, False), "version": 3}
+
+    if any(d.startswith("cuda") for d in accel._accel.devices()):
+        pytest.skip("a CUDA device is present: the address would be checked by the driver instead")
+    with pytest.raises(ValueError, match="cuda:0"):
+        accel.topk(FakeGpuArray(), 0.1)
+    with pytest.raises(TypeError, match="float32"):
+        accel.topk(FakeGpuInts(), 0.1)
+
+
 def test_group_of_one_and_bad_pairs():
     with accel.SparseGroup(rank=0, size=1) as g:
         r = g.allreduce(10, np.array([1, 4]), np.array([0.5, 2.0], np.float32), tag=3)

@@ -9,6 +9,7 @@
 #include "accel/error.hpp"
 #include "accel/registry.hpp"
 #include "accel/topk.hpp"
+#include "conformance/required_devices.hpp"
 #include "reference/topk_ref.hpp"
 
 namespace accel {
@@ -155,6 +156,73 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(s.begin(), s.end(), '-', '_');
       return s;
     });
+
+// R already on the device (a CUDA tensor's case): select(Buffer&) must give
+// what select(host pointer) gives on the same device, for every device
+// and method: the exact methods read candidates' values from the pass
+// instead of R; the others copy R back first. PoCL's buffers have no host
+// pointer, so CI runs the device-resident path there too.
+TEST(TopKDeviceResident, EveryDeviceMatchesItsHostPath) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> g(0, 1);
+  std::vector<std::vector<float>> inputs = {laplace(1 << 21, 21), laplace(3 << 19, 22, 0.0f, 1.0f),
+                                            laplace(5000, 23)};
+  std::vector<float> gauss(1 << 20);
+  for (auto& v : gauss) v = g(rng);
+  inputs.push_back(gauss);
+  auto with_nan = laplace(1 << 20, 24);
+  with_nan[777] = std::numeric_limits<float>::quiet_NaN();
+  inputs.push_back(with_nan);
+  int devices = 0;
+  std::vector<std::string> ran_on;
+  for (const auto& dev : registry().devices()) {
+    if (!dev->supports(KernelId::TopKHistogram)) continue;
+    ++devices;
+    ran_on.push_back(dev->info().name);
+    SCOPED_TRACE(dev->info().name);
+    TopKSelector host_sel(dev.get()), dev_sel(dev.get());
+    for (const auto method : kAll)
+      for (std::size_t c = 0; c < inputs.size(); ++c) {
+        SCOPED_TRACE(to_string(method) + " input " + std::to_string(c));
+        const auto& x = inputs[c];
+        const auto n = static_cast<std::int64_t>(x.size());
+        TopKOptions o;
+        o.ratio = c == 2 ? 0.01 : 0.001;
+        o.method = method;
+        o.nonfinite = NonFinitePolicy::Exclude;
+        auto buf = dev->allocate(x.size() * sizeof(float));
+        buf->write(x.data(), x.size() * sizeof(float));
+        const auto want = host_sel.select(x.data(), n, o);
+        const auto got = dev_sel.select(*buf, n, o);
+        EXPECT_EQ(got.k, want.k);
+        EXPECT_EQ(got.tau, want.tau);
+        EXPECT_EQ(got.indices, want.indices);
+        EXPECT_EQ(got.ties, want.ties);
+        EXPECT_EQ(got.nonfinite, want.nonfinite);
+        EXPECT_EQ(got.passes, want.passes);
+      }
+    // A NaN under NonFinitePolicy::Error is named from the device's R too.
+    auto buf = dev->allocate(with_nan.size() * sizeof(float));
+    buf->write(with_nan.data(), with_nan.size() * sizeof(float));
+    TopKOptions o;
+    o.method = TopKMethod::Exact;
+    try {
+      dev_sel.select(*buf, static_cast<std::int64_t>(with_nan.size()), o);
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("R[777] is NaN"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GE(devices, 2);
+  test::expect_required_ran(ran_on);
+}
+
+TEST(TopKDeviceResident, ABufferTooSmallIsAnError) {
+  Device* cpu = registry().select("cpu", KernelId::TopKHistogram)[0];
+  TopKSelector sel(cpu);
+  auto buf = cpu->allocate(400);
+  EXPECT_THROW(sel.select(*buf, 101, TopKOptions{}), InputError);
+}
 
 TEST(TopK, BadRatioAndMethod) {
   TopKSelector sel(registry().select("cpu", KernelId::TopKHistogram)[0]);

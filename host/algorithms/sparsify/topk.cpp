@@ -124,12 +124,16 @@ std::string to_string(TopKMethod m) {
 }
 
 struct TopKSelector::Buffers {
-  std::unique_ptr<Buffer> data, hist, moments, outside, cand, cand_count;
+  Buffer* data = nullptr;        // R: own_data, a wrapped host array or the caller's device buffer
+  std::unique_ptr<Buffer> own_data;
+  std::unique_ptr<Buffer> hist, moments, outside, cand, cand_count, cand_values;
 };
 
 struct TopKSelector::Histogram {
   std::vector<std::uint64_t> counts;
   std::vector<std::int64_t> candidates;  // when collected and within capacity
+  std::vector<float> values;             // candidates' values, in their order
+  bool ascending = true;                 // candidates in index order (GPUs list them in any)
   std::int64_t candidates_found = -1;    // -1: not collected
   double sum = 0, sumsq = 0, maxabs = 0;
   std::uint64_t below = 0, above = 0, nonfinite = 0;
@@ -150,24 +154,28 @@ void TopKSelector::bind(const float* r, std::int64_t n) {
   // into a device buffer kept while the size fits.
   const std::size_t bytes = std::max<std::size_t>(n * sizeof(float), 1);
   if (auto wrapped = device_->wrap_host(const_cast<float*>(r), bytes)) {
-    buf_->data = std::move(wrapped);
-    return;
+    buf_->own_data = std::move(wrapped);
+  } else {
+    if (!buf_->own_data || buf_->own_data->size() < bytes) buf_->own_data = device_->allocate(bytes);
+    if (n > 0) buf_->own_data->write(r, n * sizeof(float));
   }
-  if (!buf_->data || buf_->data->size() < bytes) buf_->data = device_->allocate(bytes);
-  if (n > 0) buf_->data->write(r, n * sizeof(float));
+  buf_->data = buf_->own_data.get();
 }
 
 TopKSelector::Histogram TopKSelector::run_histogram(std::int64_t n, std::uint32_t lo, std::uint32_t hi, int shift,
                                                     std::int64_t bins, std::int64_t capacity, bool want_moments) {
-  TopKHistogramArgs a{buf_->data.get(), buf_->hist.get(), buf_->moments.get(), buf_->outside.get(), n, lo, hi, shift,
+  TopKHistogramArgs a{buf_->data, buf_->hist.get(), buf_->moments.get(), buf_->outside.get(), n, lo, hi, shift,
                       bins};
   a.want_moments = want_moments;
   if (capacity > 0) {
     const std::size_t bytes = capacity * sizeof(std::int64_t);
     if (!buf_->cand || buf_->cand->size() < bytes) buf_->cand = device_->allocate(bytes);
     if (!buf_->cand_count) buf_->cand_count = device_->allocate(sizeof(std::uint64_t));
+    if (!buf_->cand_values || buf_->cand_values->size() < capacity * sizeof(float))
+      buf_->cand_values = device_->allocate(capacity * sizeof(float));
     a.candidates = buf_->cand.get();
     a.candidate_count = buf_->cand_count.get();
+    a.candidate_values = buf_->cand_values.get();
     a.capacity = capacity;
   }
   device_->launch(a).wait();
@@ -190,9 +198,12 @@ TopKSelector::Histogram TopKSelector::run_histogram(std::int64_t n, std::uint32_
     h.candidates_found = static_cast<std::int64_t>(found);
     if (h.candidates_found <= capacity) {
       h.candidates.resize(found);
+      h.values.resize(found);
       buf_->cand->read(h.candidates.data(), found * sizeof(std::int64_t));
-      // Devices may write them in any order (GPU atomics); S is ascending.
-      if (!std::is_sorted(h.candidates.begin(), h.candidates.end())) std::sort(h.candidates.begin(), h.candidates.end());
+      buf_->cand_values->read(h.values.data(), found * sizeof(float));
+      // Devices may list them in any order (GPU atomics): then S is sorted
+      // once it is picked, not all the candidates now.
+      h.ascending = std::is_sorted(h.candidates.begin(), h.candidates.end());
     }
   }
   return h;
@@ -201,17 +212,30 @@ TopKSelector::Histogram TopKSelector::run_histogram(std::int64_t n, std::uint32_
 // One select() call: its input, its result so far, and the two endings
 // every method shares.
 struct TopKSelector::Run {
-  const float* r;
+  const float* r;  // R on the host; null while R is only in a device buffer
   std::int64_t n;
   const TopKOptions& opts;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   TopKResult res;
+  const Buffer* device = nullptr;  // R's buffer when the caller's R is on the device
+  std::vector<float> fetched;      // R copied to the host, for the paths that read all of it
+
+  // R on the host: a device-resident R is copied the first time a path
+  // needs all of it (the baselines, ldte-bs, a window that overflowed).
+  const float* host() {
+    if (r == nullptr) {
+      fetched.resize(n);
+      if (n > 0) device->read(fetched.data(), n * sizeof(float));
+      r = fetched.data();
+    }
+    return r;
+  }
 
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
   // S = every value with |x| >= tau, by one more pass.
   TopKResult finish(float tau) {
     res.tau = tau;
-    res.indices = collect(r, n, tau);
+    res.indices = collect(host(), n, tau);
     ++res.passes;
     res.seconds = elapsed();
     return res;
@@ -219,6 +243,7 @@ struct TopKSelector::Run {
   void check_nonfinite(std::uint64_t count) {
     res.nonfinite = static_cast<std::int64_t>(count);
     if (count > 0 && opts.nonfinite == NonFinitePolicy::Error) {
+      const float* r = host();
       const std::int64_t i = first_nonfinite(r, n);
       throw InputError("R[" + std::to_string(i) + "] is " + (std::isnan(r[i]) ? "NaN" : "Inf") + " (" +
                        std::to_string(count) + " non-finite values; use --nonfinite exclude to skip them)");
@@ -242,7 +267,27 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
   Run run{r, n, opts, std::chrono::steady_clock::now(), {}};
   run.res.n = n;
   bind(r, n);
-  switch (opts.method) {
+  run.device = buf_->data;
+  return dispatch(run);
+}
+
+TopKResult TopKSelector::select(Buffer& data, std::int64_t n, const TopKOptions& opts) {
+  if (!(opts.ratio >= 0 && opts.ratio <= 1))
+    throw InputError("--ratio " + std::to_string(opts.ratio) + ": must be within [0, 1]");
+  if (!(opts.upper >= 1)) throw InputError("upper bound factor must be >= 1");
+  if (n < 0 || data.size() < static_cast<std::size_t>(n) * sizeof(float))
+    throw InputError("top-k of " + std::to_string(n) + " floats from a buffer of " + std::to_string(data.size()) +
+                     " bytes");
+  Run run{static_cast<const float*>(data.host_ptr()), n, opts, std::chrono::steady_clock::now(), {}};
+  run.res.n = n;
+  run.device = &data;
+  buf_->own_data.reset();
+  buf_->data = &data;
+  return dispatch(run);
+}
+
+TopKResult TopKSelector::dispatch(Run& run) {
+  switch (run.opts.method) {
     case TopKMethod::NthElement:
     case TopKMethod::Sample: return by_sorting(run);
     case TopKMethod::LdteBs: return ldte_bs(run);
@@ -252,7 +297,7 @@ TopKResult TopKSelector::select(const float* r, std::int64_t n, const TopKOption
 
 // The baselines: std::nth_element over |R|, or over DGC's sample of it.
 TopKResult TopKSelector::by_sorting(Run& run) {
-  const float* r = run.r;
+  const float* r = run.host();
   const std::int64_t n = run.n;
   TopKResult& res = run.res;
   const bool sample = run.opts.method == TopKMethod::Sample;
@@ -370,20 +415,22 @@ float rank_th_largest(std::vector<float>& v, std::int64_t rank) {
 // values; the earlier floor, 3/4 of the kk-th largest, held ~5.6k, and every
 // one of them is read again (scattered) to pick S. Returned as float bits
 // on the histogram's global grid; 0 (no window) for small R.
-std::uint32_t window_floor(const float* r, std::int64_t n, double ratio, std::int64_t k) {
+std::uint32_t window_floor(const float* r, const Buffer* data, std::int64_t n, double ratio, std::int64_t k) {
   if (n < (1 << 20) || k == 0) return 0;
+  // Evenly spaced blocks: one strided copy when R is on a device.
   constexpr std::int64_t kBlocks = 64, kLen = 1024;
-  std::vector<float> sample;
-  sample.resize(kBlocks * kLen);
+  const std::int64_t pitch = (n - kLen) / (kBlocks - 1);
+  std::vector<float> sample(kBlocks * kLen);
+  if (r != nullptr) {
+    for (std::int64_t b = 0; b < kBlocks; ++b) std::copy_n(r + b * pitch, kLen, sample.data() + b * kLen);
+  } else {
+    data->read_strided(sample.data(), kLen * sizeof(float), 0, pitch * sizeof(float), kBlocks);
+  }
   // A NaN or Inf samples as 0, which never raises the floor (branch-free:
-  // the gather vectorises).
-  for (std::int64_t b = 0; b < kBlocks; ++b) {
-    const float* from = r + (n - kLen) * b / (kBlocks - 1);
-    float* to = sample.data() + b * kLen;
-    for (std::int64_t i = 0; i < kLen; ++i) {
-      const float a = std::fabs(from[i]);
-      to[i] = a <= std::numeric_limits<float>::max() ? a : 0.0f;
-    }
+  // the loop vectorises).
+  for (auto& v : sample) {
+    const float a = std::fabs(v);
+    v = a <= std::numeric_limits<float>::max() ? a : 0.0f;
   }
   double est = 0;
   if (!sample.empty()) {
@@ -394,6 +441,24 @@ std::uint32_t window_floor(const float* r, std::int64_t n, double ratio, std::in
   }
   std::uint32_t lo = std::min(bits_of(static_cast<float>(est)) & 0x7fffffffu, kInfBits - 1);
   return lo & ~((std::uint32_t{1} << kCoarseShift) - 1);  // bin edges stay on the global grid
+}
+
+// Indices in ascending order. Past a few thousand, an LSD radix sort on
+// 16-bit digits of the index (indices < n): a GPU's candidates come in any
+// order, and S (k of them) is sorted once picked.
+void sort_indices(std::vector<std::int64_t>& v, std::int64_t n) {
+  if (v.size() < 4096) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  std::vector<std::int64_t> tmp(v.size());
+  for (int shift = 0; shift < 64 && (n - 1) >> shift; shift += 16) {
+    std::vector<std::size_t> count((1 << 16) + 1, 0);
+    for (auto i : v) ++count[((i >> shift) & 0xffff) + 1];
+    for (std::size_t d = 1; d < count.size(); ++d) count[d] += count[d - 1];
+    for (auto i : v) tmp[count[(i >> shift) & 0xffff]++] = i;
+    v.swap(tmp);
+  }
 }
 
 // ldte-hist: the histogram edge nearest the Laplacian estimate (bin e0)
@@ -417,11 +482,11 @@ std::int64_t nearest_fitting_edge(const std::vector<std::int64_t>& ge, std::int6
 // by another pass over R. If the window misses (fewer than k values in
 // it), a full-range pass follows.
 TopKResult TopKSelector::by_histogram(Run& run) {
-  const float* r = run.r;
   const std::int64_t n = run.n;
   TopKResult& res = run.res;
   const bool ldte = run.opts.method == TopKMethod::LdteHist;
-  std::uint32_t lo = window_floor(r, n, run.opts.ratio, static_cast<std::int64_t>(std::ceil(run.opts.ratio * n)));
+  std::uint32_t lo =
+      window_floor(run.r, run.device, n, run.opts.ratio, static_cast<std::int64_t>(std::ceil(run.opts.ratio * n)));
   // Only the Laplacian estimate (ldte-hist) reads the pass's moments.
   auto window = [&](std::uint32_t from, std::int64_t capacity) {
     ++res.passes;
@@ -437,24 +502,31 @@ TopKResult TopKSelector::by_histogram(Run& run) {
     h = window(0, 0);
   }
   const bool listed = h.candidates_found >= 0 && h.candidates_found == static_cast<std::int64_t>(h.candidates.size());
-  // Indices of finite values with bits in [from, to): from the listed
-  // candidates when the window pass produced them, else by a pass over R.
+  // Finite values with bits in [from, to): indices at or above `to` into
+  // above, (index, value) in [from, to) into inside. From the listed
+  // candidates and their values when the window pass produced them (R is
+  // not read again), else by a pass over R on the host.
+  std::vector<float> inside_values;
+  bool ascending = true;
   auto members = [&](std::uint32_t from, std::uint32_t to, std::vector<std::int64_t>& above,
                      std::vector<std::int64_t>& inside) {
     if (!listed) {
+      const float* r = run.host();
       collect_split(r, n, from, to, above, inside);
+      inside_values.resize(inside.size());
+      for (std::size_t j = 0; j < inside.size(); ++j) inside_values[j] = r[inside[j]];
       ++res.passes;
       return;
     }
-    // The candidates lie ~R/|S| values apart, a cache line each: prefetched
-    // a few ahead, their misses overlap.
-    const auto& c = h.candidates;
-    for (std::size_t j = 0; j < c.size(); ++j) {
-      if (j + 16 < c.size()) __builtin_prefetch(r + c[j + 16]);
-      const std::int64_t i = c[j];
-      const std::uint32_t u = bits_of(r[i]) & 0x7fffffffu;
-      if (u >= to) above.push_back(i);
-      else if (u >= from) inside.push_back(i);
+    ascending = h.ascending;
+    for (std::size_t j = 0; j < h.candidates.size(); ++j) {
+      const std::uint32_t u = bits_of(h.values[j]) & 0x7fffffffu;
+      if (u >= to) {
+        above.push_back(h.candidates[j]);
+      } else if (u >= from) {
+        inside.push_back(h.candidates[j]);
+        inside_values.push_back(h.values[j]);
+      }
     }
   };
   const auto bins = static_cast<std::int64_t>(h.counts.size());
@@ -478,6 +550,7 @@ TopKResult TopKSelector::by_histogram(Run& run) {
       res.tau = float_of(edge_bits(best));
       std::vector<std::int64_t> none;
       members(edge_bits(best), edge_bits(best), res.indices, none);
+      if (!ascending) sort_indices(res.indices, n);
       res.seconds = run.elapsed();
       return res;
     }
@@ -491,14 +564,20 @@ TopKResult TopKSelector::by_histogram(Run& run) {
   members(edge_bits(kbin), edge_bits(kbin + 1), above, inside);
   const auto need = static_cast<std::int64_t>(k - static_cast<std::int64_t>(above.size()));
   std::vector<float> mag(inside.size());
-  for (std::size_t j = 0; j < inside.size(); ++j) mag[j] = std::fabs(r[inside[j]]);
+  for (std::size_t j = 0; j < inside.size(); ++j) mag[j] = std::fabs(inside_values[j]);
   std::nth_element(mag.begin(), mag.begin() + (need - 1), mag.end(), std::greater<float>());
   res.tau = mag[need - 1];
   std::vector<std::int64_t> chosen;
-  for (auto i : inside)
-    if (std::fabs(r[i]) >= res.tau) chosen.push_back(i);
-  res.indices.resize(above.size() + chosen.size());
-  std::merge(above.begin(), above.end(), chosen.begin(), chosen.end(), res.indices.begin());
+  for (std::size_t j = 0; j < inside.size(); ++j)
+    if (std::fabs(inside_values[j]) >= res.tau) chosen.push_back(inside[j]);
+  if (ascending) {
+    res.indices.resize(above.size() + chosen.size());
+    std::merge(above.begin(), above.end(), chosen.begin(), chosen.end(), res.indices.begin());
+  } else {
+    res.indices = std::move(above);
+    res.indices.insert(res.indices.end(), chosen.begin(), chosen.end());
+    sort_indices(res.indices, n);
+  }
   res.ties = static_cast<std::int64_t>(res.indices.size()) - k;
   res.seconds = run.elapsed();
   return res;

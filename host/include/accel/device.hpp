@@ -81,6 +81,11 @@ class Buffer {
   // defaults copy at once and return a completed Event.
   virtual Event write_async(const void* src, std::size_t bytes, std::size_t offset = 0);
   virtual Event read_async(void* dst, std::size_t bytes, std::size_t offset = 0) const;
+  // `rows` pieces of `width` bytes, the r-th from offset + r * pitch, packed
+  // into dst: a sample of a large buffer in one copy (cudaMemcpy2D) instead
+  // of one round trip a piece. The default reads piece by piece.
+  virtual void read_strided(void* dst, std::size_t width, std::size_t offset, std::size_t pitch,
+                            std::size_t rows) const;
 };
 
 class Device {
@@ -91,6 +96,10 @@ class Device {
   // A buffer over host memory the caller keeps alive, without a copy, for
   // devices that share host memory; nullptr where the device cannot.
   virtual std::unique_ptr<Buffer> wrap_host(void* /*ptr*/, std::size_t /*bytes*/) { return nullptr; }
+  // A buffer over this device's memory that someone else allocated and
+  // keeps alive (a CUDA tensor's storage), without a copy; nullptr where the
+  // device has no such memory, DeviceError when ptr is not this device's.
+  virtual std::unique_ptr<Buffer> wrap_device(void* /*ptr*/, std::size_t /*bytes*/) { return nullptr; }
   // Enqueues the kernel; launches on one device run in order, each after
   // the events in `after` (the copies that fill its inputs) complete.
   Event launch(const KernelArgs& args, std::vector<Event> after = {}) { return enqueue(args, std::move(after)); }

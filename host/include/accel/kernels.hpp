@@ -90,6 +90,10 @@ struct TopKHistogramArgs {
   Buffer* candidates = nullptr;       // int64[capacity], optional
   Buffer* candidate_count = nullptr;  // uint64[1], with candidates
   std::int64_t capacity = 0;
+  // float[capacity], optional (with candidates): value j is R at index
+  // candidates[j], so a caller whose R stays on the device (a CUDA tensor)
+  // picks S among the candidates without reading R back.
+  Buffer* candidate_values = nullptr;
   // The caller reads `moments` (the Laplacian estimate does; the exact
   // method does not). A backend may skip them when false and then leaves
   // moments zero; computing them anyway is also correct.

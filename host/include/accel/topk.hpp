@@ -57,6 +57,13 @@ class TopKSelector {
   // Throws InputError for a ratio outside [0, 1] or, under NonFinitePolicy::Error,
   // for the first NaN/Inf (naming its index).
   TopKResult select(const float* r, std::int64_t n, const TopKOptions& opts);
+  // R already in `data`, one of this selector's device's buffers (a CUDA
+  // tensor's memory through Device::wrap_device): exact and ldte-hist read
+  // R only in the histogram pass, which lists the window's candidates with
+  // their values; the host gets histograms and candidates, never R. The
+  // baselines, ldte-bs and the rare fallbacks (a window that overflows its
+  // capacity, trivial k, a NaN to name) copy R to the host first.
+  TopKResult select(Buffer& data, std::int64_t n, const TopKOptions& opts);
 
   const Device* device() const { return device_; }
 
@@ -67,6 +74,7 @@ class TopKSelector {
   void bind(const float* r, std::int64_t n);
   // One method each (topk.cpp); Run is one select() call's state.
   struct Run;
+  TopKResult dispatch(Run& run);
   TopKResult by_sorting(Run& run);    // nth-element and sample: never the device
   TopKResult ldte_bs(Run& run);       // bisection on counting passes
   TopKResult by_histogram(Run& run);  // exact and ldte-hist: one windowed histogram pass
