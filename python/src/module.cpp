@@ -50,7 +50,7 @@ struct TopK {
   float tau;
   std::int64_t n, k, ties, nonfinite;
   int passes;
-  double estimate, seconds;
+  double estimate, seconds, pass_seconds, copy_seconds;
 };
 
 TopK topk(FloatArray x, double ratio, const std::string& method, const std::string& nonfinite,
@@ -62,7 +62,8 @@ TopK topk(FloatArray x, double ratio, const std::string& method, const std::stri
     py::gil_scoped_release release;
     r = selector.select(x.data(), static_cast<std::int64_t>(x.size()), opts);
   }
-  return {to_numpy(std::move(r.indices)), r.tau, r.n, r.k, r.ties, r.nonfinite, r.passes, r.estimate, r.seconds};
+  return {to_numpy(std::move(r.indices)), r.tau, r.n, r.k, r.ties, r.nonfinite, r.passes, r.estimate, r.seconds,
+          r.pass_seconds, r.copy_seconds};
 }
 
 // Top-k of n floats at a device address (a CUDA tensor's data_ptr): the
@@ -88,7 +89,8 @@ TopK topk_at(std::uintptr_t ptr, std::int64_t n, double ratio, const std::string
     if (!selector) selector = std::make_unique<accel::TopKSelector>(dev);
     r = selector->select(*data, n, opts);
   }
-  return {to_numpy(std::move(r.indices)), r.tau, r.n, r.k, r.ties, r.nonfinite, r.passes, r.estimate, r.seconds};
+  return {to_numpy(std::move(r.indices)), r.tau, r.n, r.k, r.ties, r.nonfinite, r.passes, r.estimate, r.seconds,
+          r.pass_seconds, r.copy_seconds};
 }
 
 accel::SparsifierOptions sparsifier_options(double ratio, const std::string& method, double momentum, bool masking,
@@ -213,7 +215,9 @@ PYBIND11_MODULE(_accel, m) {
       .def_readonly("nonfinite", &TopK::nonfinite)
       .def_readonly("passes", &TopK::passes)
       .def_readonly("estimate", &TopK::estimate)
-      .def_readonly("seconds", &TopK::seconds);
+      .def_readonly("seconds", &TopK::seconds)
+      .def_readonly("pass_seconds", &TopK::pass_seconds)
+      .def_readonly("copy_seconds", &TopK::copy_seconds);
   m.def("topk", &topk, py::arg("x").noconvert(), py::arg("ratio"), py::arg("method") = "ldte-hist",
         py::arg("nonfinite") = "error", py::arg("device") = "cpu");
   m.def("topk_device", &topk_at, py::arg("ptr"), py::arg("n"), py::arg("ratio"), py::arg("method") = "ldte-hist",

@@ -123,6 +123,10 @@ def main():
                 r = accel.topk(x, 0.001, method=method)
                 row[f"accel_{key}_selected"] = int(len(r.indices))
                 row[f"accel_{key}_passes"] = int(r.passes)
+                # Where one call's time goes: the C++ select, its device passes, its copies back.
+                row[f"accel_{key}_select_seconds"] = float(r.seconds)
+                row[f"accel_{key}_pass_seconds"] = float(r.pass_seconds)
+                row[f"accel_{key}_copy_seconds"] = float(r.copy_seconds)
             # exact against torch.topk: the same set when no value ties the k-th
             r = accel.topk(x, 0.001, method="exact")
             want = torch.topk(x.abs(), k, sorted=False).indices.cpu().numpy()

@@ -42,6 +42,9 @@ struct TopKResult {
   std::int64_t nonfinite = 0;        // NaN/Inf seen (excluded from S)
   int passes = 0;                    // full passes over the n values, selection included
   double seconds = 0;
+  // Of seconds: in the device's histogram passes (launch to completion),
+  // and in copies back (histograms, candidates, their values, the sample).
+  double pass_seconds = 0, copy_seconds = 0;
 };
 
 // Runs threshold searches on one device that has the topk_histogram kernel;
