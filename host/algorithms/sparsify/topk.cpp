@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -127,12 +128,16 @@ struct TopKSelector::Buffers {
   Buffer* data = nullptr;        // R: own_data, a wrapped host array or the caller's device buffer
   std::unique_ptr<Buffer> own_data;
   std::unique_ptr<Buffer> hist, moments, outside, cand, cand_count, cand_values;
+  // The candidates and their values on the host, kept between calls: MBs
+  // allocated afresh each call cost their page faults again.
+  std::vector<std::int64_t> host_cand;
+  std::vector<float> host_values;
 };
 
 struct TopKSelector::Histogram {
   std::vector<std::uint64_t> counts;
-  std::vector<std::int64_t> candidates;  // when collected and within capacity
-  std::vector<float> values;             // candidates' values, in their order
+  std::span<const std::int64_t> candidates;  // when collected and within capacity (the selector's memory)
+  std::span<const float> values;             // candidates' values, in their order
   bool ascending = true;                 // candidates in index order (GPUs list them in any)
   std::int64_t candidates_found = -1;    // -1: not collected
   double sum = 0, sumsq = 0, maxabs = 0;
@@ -200,10 +205,14 @@ TopKSelector::Histogram TopKSelector::run_histogram(std::int64_t n, std::uint32_
     buf_->cand_count->read(&found, sizeof found);
     h.candidates_found = static_cast<std::int64_t>(found);
     if (h.candidates_found <= capacity) {
-      h.candidates.resize(found);
-      h.values.resize(found);
-      buf_->cand->read(h.candidates.data(), found * sizeof(std::int64_t));
-      buf_->cand_values->read(h.values.data(), found * sizeof(float));
+      auto& ci = buf_->host_cand;
+      auto& cv = buf_->host_values;
+      if (ci.size() < found) ci.resize(found);
+      if (cv.size() < found) cv.resize(found);
+      buf_->cand->read(ci.data(), found * sizeof(std::int64_t));
+      buf_->cand_values->read(cv.data(), found * sizeof(float));
+      h.candidates = {ci.data(), static_cast<std::size_t>(found)};
+      h.values = {cv.data(), static_cast<std::size_t>(found)};
       // Devices may list them in any order (GPU atomics): then S is sorted
       // once it is picked, not all the candidates now.
       h.ascending = std::is_sorted(h.candidates.begin(), h.candidates.end());
