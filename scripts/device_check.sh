@@ -104,6 +104,11 @@ failed=0
 step() {
   local name=$1 limit=$2
   shift 2
+  # ACCEL_CHECK_ONLY="peers conformance_topk_resident": a rerun of a few
+  # steps after a fix, when little device time is left.
+  if [ -n "${ACCEL_CHECK_ONLY:-}" ] && ! [[ " $ACCEL_CHECK_ONLY " == *" $name "* ]]; then
+    return
+  fi
   local left=$((BUDGET - ($(date +%s) - START) - 10))
   [ "$limit" -gt "$left" ] && limit=$left
   if [ "$limit" -le 5 ]; then
