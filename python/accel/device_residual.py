@@ -51,6 +51,7 @@ class TorchBucketSparsifier:
         n = int(self.offsets[-1])
         self._r = torch.zeros(n, dtype=torch.float32, device=self.device)
         self._u = torch.zeros(n, dtype=torch.float32, device=self.device) if momentum > 0 else None
+        self._pinned = {}  # dtype -> pinned host buffer the pairs are staged through
         self.epoch = 0
 
     @property
@@ -110,7 +111,19 @@ class TorchBucketSparsifier:
                     lo, hi = int(self.offsets[layer]), int(self.offsets[layer + 1])
                     masked &= (idx < lo) | (idx >= hi)
             self._u[idx[masked]] = 0.0
-        return idx.to(torch.int64).cpu().numpy().astype(np.uint32), values.cpu().numpy()
+        return self._to_host(idx.to(torch.int32)).view(np.uint32), self._to_host(values)
+
+    def _to_host(self, t):
+        """A numpy copy of t: from a GPU through a pinned staging buffer
+        (one DMA; pageable memory would be staged by the driver)."""
+        if t.device.type == "cpu":
+            return t.numpy().copy()
+        buf = self._pinned.get(t.dtype)
+        if buf is None or buf.numel() < t.numel():
+            buf = torch.empty(max(t.numel(), 1024), dtype=t.dtype, pin_memory=True)
+            self._pinned[t.dtype] = buf
+        buf[:t.numel()].copy_(t)
+        return buf[:t.numel()].numpy().copy()
 
     def _select_exact(self, r, ratio, whole, layer, base):
         """The exact selection of one small layer, as the C++ select_exact:
