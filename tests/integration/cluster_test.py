@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def kill_started():
 
 class Job:
     def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=(), pin=False,
-                 worker_env=None):
+                 worker_env=None, on_listen=None):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.pin = pin  # coordinator on core 0, worker i on core i (mod cores), one thread each
         self.worker_extra = list(worker_extra)
@@ -137,6 +138,8 @@ class Job:
                "--output-centroids", str(self.tmp / "centroids.npy"), *extra]
         self.coord_cmd = cmd
         self.start_coordinator()
+        if on_listen is not None:  # before any worker: an attack on the front door, say
+            on_listen(self)
         for i in range(1, workers + 1):
             self.start_worker(i, (worker_env or {}).get(i))
 
@@ -874,6 +877,93 @@ def scenario_intruder(a, tmp):
     if s["members"]["active"] != [0, 1, 2] or s["iterations"] != 200:
         fail(f"the job did not go on normally: {s}")
     print("rejected:", *[l for l in err.splitlines() if "drop" in l or "reject" in l or "refused" in l][:8], sep="\n  ")
+
+
+class FrontDoorAttack:
+    """Connections that hold the coordinator's front door without a token:
+    `idle` that say nothing, `slow` that send the greeting's first bytes one
+    every 1.5 s, each reopened as soon as the door drops it. Threads, bounded
+    by stop()."""
+
+    def __init__(self, port, idle=20, slow=50):
+        self.port, self.stop_flag, self.opened = port, threading.Event(), 0
+        self.threads = [threading.Thread(target=self.hold, args=(False,), daemon=True) for _ in range(idle)]
+        self.threads += [threading.Thread(target=self.hold, args=(True,), daemon=True) for _ in range(slow)]
+        for t in self.threads:
+            t.start()
+
+    def hold(self, slow):
+        while not self.stop_flag.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as c:
+                    self.opened += 1
+                    c.settimeout(0.1)
+                    sent = 0
+                    last = time.time()
+                    while not self.stop_flag.is_set():
+                        if slow and time.time() - last >= 1.5:
+                            c.send(b"ACCELB1\0"[sent % 8:sent % 8 + 1])
+                            sent, last = sent + 1, time.time()
+                        try:
+                            if c.recv(4096) == b"":
+                                break  # dropped: open another
+                        except socket.timeout:
+                            pass
+            except OSError:
+                time.sleep(0.05)
+
+    def stop(self):
+        self.stop_flag.set()
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+def scenario_front_door(a, tmp):
+    """Issue 34's target: 20 idle connections and 50 byte-a-second ones,
+    reopened when dropped, held against the front door from before the
+    workers join; worker 2 killed and restarted mid-job must rejoin through
+    it. The job completes with the quiet run's result, in at most 1.5x its
+    time (README: Joining a job)."""
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 400000, 8, 8, 12)
+
+    def run(sub, attack):
+        d = Path(tmp) / sub
+        d.mkdir()
+        held = []
+        t0 = time.time()
+        job = Job(a, d, 2, data, 8, 1500, 2000,
+                  on_listen=(lambda j: held.append(FrontDoorAttack(j.port))) if attack else None)
+        try:
+            job.wait_iteration(600)  # past the first 2 s: the door has dropped and let in attackers meanwhile
+            job.procs[2].kill()
+            job.procs[2].wait()
+            job.start_worker(2)  # rejoins through the same door
+            rc = job.finish()
+        finally:
+            for h in held:
+                h.stop()
+        seconds = time.time() - t0
+        if rc != 0:
+            fail(f"{sub}: coordinator exit {rc}: " + (d / "coordinator.err").read_text()[-2000:])
+        s = job.summary()
+        if s["iterations"] != 1500 or s["members"]["active"] != [0, 1, 2]:
+            fail(f"{sub}: the job did not go on normally: {s}")
+        return seconds, read_npy_floats(d / "centroids.npy"), d, (held[0].opened if held else 0)
+
+    quiet, want, _, _ = run("quiet", False)
+    attacked, got, d, opened = run("attacked", True)
+    worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(got, want))
+    err = (d / "coordinator.err").read_text()
+    lines = sum(1 for l in err.splitlines() if "refused" in l)
+    print(f"front door: quiet {quiet:.2f} s, under attack {attacked:.2f} s ({attacked / quiet:.2f}x; "
+          f"{opened} attacking connections opened, {lines} refusal lines); centroids within {worst:.1e}")
+    if worst > 1e-6:
+        fail("the attacked run's centroids differ from the quiet run's")
+    if attacked > 1.5 * quiet:
+        fail(f"under attack the job took {attacked / quiet:.2f}x its quiet time (need <= 1.5x)")
+    if lines > 60:
+        fail(f"{lines} refusal lines: not bounded")
 
 
 def netns_job(a, tmp, delay_ms):

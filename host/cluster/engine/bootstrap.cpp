@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "accel/error.hpp"
@@ -30,7 +31,19 @@ using Nonce = std::array<std::byte, 32>;
 constexpr char kMagic[8] = {'A', 'C', 'C', 'E', 'L', 'B', '1', '\0'};
 constexpr std::uint32_t kMaxAddress = 65536;                 // the transport's bound on a worker address
 constexpr std::chrono::milliseconds kHandshake{2000};        // per connection, on the coordinator
+constexpr std::size_t kMaxPending = 512;                     // unauthenticated connections at once
+constexpr std::size_t kMaxPendingPerIp = 128;                // ... from one address (loopback: every local worker)
+constexpr std::size_t kRefusalLines = 10;                    // refusal lines a window
+constexpr std::chrono::seconds kRefusalWindow{10};
+// A worker's hello up to its address: magic, id, resume flag, nonce, address length.
+constexpr std::size_t kHelloFixed = sizeof kMagic + sizeof(std::uint32_t) + 1 + 32 + sizeof(std::uint32_t);
 enum Verdict : std::uint8_t { kAccepted = 0, kRefused = 1 };
+
+// What ends a connection but may not end the next one (a stall, a reset, a
+// close): the worker tries again.
+struct WireError : InputError {
+  using InputError::InputError;
+};
 
 // A connection's bytes with one deadline for the whole exchange; a peer
 // that stalls, closes early or sends too much ends it.
@@ -42,10 +55,10 @@ class Wire {
     while (n > 0) {
       wait(POLLIN);
       const ssize_t got = ::recv(fd_, p, n, 0);
-      if (got == 0) throw InputError("the peer closed the connection");
+      if (got == 0) throw WireError("the peer closed the connection");
       if (got < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;
-        throw InputError(std::string("receive: ") + std::strerror(errno));
+        throw WireError(std::string("receive: ") + std::strerror(errno));
       }
       p += got;
       n -= static_cast<std::size_t>(got);
@@ -58,7 +71,7 @@ class Wire {
       const ssize_t put = ::send(fd_, p, n, MSG_NOSIGNAL);
       if (put < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;
-        throw InputError(std::string("send: ") + std::strerror(errno));
+        throw WireError(std::string("send: ") + std::strerror(errno));
       }
       p += put;
       n -= static_cast<std::size_t>(put);
@@ -90,11 +103,11 @@ class Wire {
   void wait(short events) {
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-      if (left <= 0) throw InputError("timed out");
+      if (left <= 0) throw WireError("timed out");
       pollfd p{fd_, events, 0};
       const int r = ::poll(&p, 1, static_cast<int>(left));
       if (r > 0) return;
-      if (r < 0 && errno != EINTR) throw InputError(std::string("poll: ") + std::strerror(errno));
+      if (r < 0 && errno != EINTR) throw WireError(std::string("poll: ") + std::strerror(errno));
     }
   }
   int fd_;
@@ -154,17 +167,39 @@ Ticket ticket_of(std::uint64_t token, const Nonce& ns, const Nonce& nc, std::uin
   return t;
 }
 
+void append(std::vector<std::byte>& out, const void* p, std::size_t n) {
+  const auto* b = static_cast<const std::byte*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
 }  // namespace
+
+// One unauthenticated connection, served by the event loop: the greeting
+// goes out, the worker's hello comes in as its bytes arrive, and the
+// verdict goes out once the hello is whole. A connection never holds the
+// door: the loop serves all of them together.
+struct BootServer::Conn {
+  int fd = -1;
+  std::string ip, from;
+  std::uint64_t order = 0;         // accept order: the oldest is dropped first
+  Clock::time_point deadline;      // for the whole exchange
+  Nonce ns{};
+  std::vector<std::byte> in;       // the hello so far
+  std::size_t need = kHelloFixed;  // its length, once the address length is known
+  std::vector<std::byte> out;      // to send
+  std::size_t sent = 0;
+  bool answered = false;           // the verdict is queued: close once it is sent
+};
 
 BootServer::BootServer(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
                        std::vector<std::byte> address)
     : token_(token), max_id_(max_id), address_(std::move(address)) {
   sockaddr_in sa = transport::ipv4_sockaddr(ip, port);
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) throw InputError(std::string("socket: ") + std::strerror(errno));
   const int one = 1;
   ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd_, 64) != 0) {
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd_, 256) != 0) {
     const std::string e = std::strerror(errno);
     ::close(fd_);
     throw InputError("cannot listen on " + ip + ":" + std::to_string(port) + ": " + e);
@@ -181,67 +216,212 @@ BootServer::~BootServer() {
     stop_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  for (auto& c : conns_) ::close(c->fd);
   ::close(fd_);
 }
 
-// One connection at a time, each bounded by kHandshake: a client that
-// stalls holds the door for 2 s at most.
+// The event loop: every connection at once, each bounded by kHandshake, at
+// most kMaxPending of them unauthenticated (kMaxPendingPerIp from one
+// address); a new one past a cap pushes the oldest out. Idle and
+// byte-a-second connections then cost the door a slot each for 2 s, not
+// its attention: a worker's handshake is served as soon as its bytes are
+// there.
 void BootServer::serve() {
+  std::vector<pollfd> fds;
   for (;;) {
     {
       std::lock_guard lock(mu_);
       if (stop_) return;
     }
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    sockaddr_in peer{};
-    socklen_t len = sizeof peer;
-    const int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
-    if (c < 0) continue;
-    Fd conn(c);
-    char ip[INET_ADDRSTRLEN] = "?";
-    ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
-    const std::string from = std::string(ip) + ":" + std::to_string(ntohs(peer.sin_port));
-    try {
-      handshake(c);
-    } catch (const std::exception& e) {
-      std::lock_guard lock(mu_);
-      if (refusals_.size() < 64) refusals_.push_back("refused a connection from " + from + ": " + e.what());
+    fds.assign(1, pollfd{fd_, POLLIN, 0});
+    auto wake = Clock::now() + std::chrono::milliseconds(100);  // stop_ is checked this often
+    for (const auto& c : conns_) {
+      fds.push_back({c->fd, static_cast<short>(c->sent < c->out.size() ? POLLOUT : POLLIN), 0});
+      wake = std::min(wake, c->deadline);
     }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<std::int64_t>(ms, 0) + 1)) < 0 && errno != EINTR)
+      continue;
+    // Connections first (the indices of fds match conns_ until accepts).
+    std::vector<bool> done(conns_.size(), false);
+    for (std::size_t i = 0; i < conns_.size(); ++i) {
+      if (fds[i + 1].revents != 0) done[i] = !step(*conns_[i]);
+      if (!done[i] && Clock::now() >= conns_[i]->deadline) {
+        refuse(*conns_[i], "timed out");
+        done[i] = true;
+      }
+    }
+    for (std::size_t i = conns_.size(); i-- > 0;)
+      if (done[i]) close_conn(i);
+    if (fds[0].revents & POLLIN) accept_all();
   }
 }
 
-void BootServer::handshake(int fd) {
-  Wire w(fd, Clock::now() + kHandshake);
-  const Nonce ns = random_nonce();
-  w.write(kMagic, sizeof kMagic);
-  w.write(ns.data(), ns.size());
-  char magic[sizeof kMagic];
-  w.read(magic, sizeof magic);
-  if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) throw InputError("not an accel worker");
-  const auto id = w.get<std::uint32_t>();
-  const auto flag = w.get<std::uint8_t>();
+void BootServer::accept_all() {
+  for (;;) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    const int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) return;  // EAGAIN: all taken; anything else: the next poll says so again
+    char ip[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+    auto conn = std::make_unique<Conn>();
+    conn->fd = c;
+    conn->ip = ip;
+    conn->from = std::string(ip) + ":" + std::to_string(ntohs(peer.sin_port));
+    conn->order = next_order_++;
+    conn->deadline = Clock::now() + kHandshake;
+    make_room(conn->ip);
+    try {
+      conn->ns = random_nonce();
+    } catch (const std::exception& e) {
+      refuse(*conn, e.what());
+      ::close(c);
+      continue;
+    }
+    append(conn->out, kMagic, sizeof kMagic);
+    append(conn->out, conn->ns.data(), conn->ns.size());
+    conns_.push_back(std::move(conn));
+  }
+}
+
+// Past a cap, the oldest unauthenticated connection (from this address,
+// for the per-address cap) is dropped, counted as a refusal.
+void BootServer::make_room(const std::string& ip) {
+  auto oldest = [&](bool same_ip) {
+    std::size_t best = conns_.size();
+    for (std::size_t i = 0; i < conns_.size(); ++i)
+      if ((!same_ip || conns_[i]->ip == ip) && (best == conns_.size() || conns_[i]->order < conns_[best]->order))
+        best = i;
+    return best;
+  };
+  const auto from_ip = static_cast<std::size_t>(
+      std::count_if(conns_.begin(), conns_.end(), [&](const auto& c) { return c->ip == ip; }));
+  std::size_t drop = conns_.size();
+  if (from_ip >= kMaxPendingPerIp) drop = oldest(true);
+  else if (conns_.size() >= kMaxPending) drop = oldest(false);
+  if (drop == conns_.size()) return;
+  refuse(*conns_[drop], "dropped: the oldest of too many unauthenticated connections");
+  close_conn(drop);
+}
+
+void BootServer::close_conn(std::size_t i) {
+  ::close(conns_[i]->fd);
+  conns_.erase(conns_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+// Moves one connection's bytes; false when it is over (answered and sent,
+// refused, or gone).
+bool BootServer::step(Conn& c) {
+  while (c.sent < c.out.size()) {
+    const ssize_t put = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+    if (put < 0) {
+      if (errno == EAGAIN || errno == EINTR) return true;
+      refuse(c, std::string("send: ") + std::strerror(errno));
+      return false;
+    }
+    c.sent += static_cast<std::size_t>(put);
+  }
+  if (c.answered) return false;
+  while (c.in.size() < c.need) {
+    std::byte buf[4096];
+    const ssize_t got = ::recv(c.fd, buf, std::min(sizeof buf, c.need - c.in.size()), 0);
+    if (got == 0) {
+      refuse(c, "the peer closed the connection");
+      return false;
+    }
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) return true;
+      refuse(c, std::string("receive: ") + std::strerror(errno));
+      return false;
+    }
+    c.in.insert(c.in.end(), buf, buf + got);
+    if (c.in.size() == kHelloFixed && c.need == kHelloFixed) {
+      if (std::memcmp(c.in.data(), kMagic, sizeof kMagic) != 0) {
+        refuse(c, "not an accel worker");
+        return false;
+      }
+      std::uint32_t n = 0;
+      std::memcpy(&n, c.in.data() + kHelloFixed - sizeof n, sizeof n);
+      if (n == 0 || n > kMaxAddress) {
+        refuse(c, "an address of " + std::to_string(n) + " bytes");
+        return false;
+      }
+      c.need = kHelloFixed + n + sizeof(Mac);
+    }
+  }
+  answer(c);
+  return step(c);  // send what it can now
+}
+
+// The hello is whole: check it and queue the verdict.
+void BootServer::answer(Conn& c) {
+  const std::byte* p = c.in.data() + sizeof kMagic;
+  std::uint32_t id = 0;
+  std::uint8_t flag = 0;
   Nonce nc;
-  w.read(nc.data(), nc.size());
-  const std::vector<std::byte> address = w.bytes(kMaxAddress);
+  std::memcpy(&id, p, sizeof id);
+  std::memcpy(&flag, p + sizeof id, sizeof flag);
+  std::memcpy(nc.data(), p + sizeof id + sizeof flag, nc.size());
+  const std::vector<std::byte> address(c.in.begin() + kHelloFixed, c.in.end() - sizeof(Mac));
   Mac theirs;
-  w.read(theirs.data(), theirs.size());
-  if (!same(theirs, mac(token_, "client", ns, nc, id, flag, address))) {
-    w.put(static_cast<std::uint8_t>(kRefused));
-    throw InputError("wrong job token (id " + std::to_string(id) + ")");
+  std::memcpy(theirs.data(), c.in.data() + c.in.size() - sizeof(Mac), theirs.size());
+  c.answered = true;
+  const std::uint8_t refused = kRefused;
+  if (!same(theirs, mac(token_, "client", c.ns, nc, id, flag, address))) {
+    append(c.out, &refused, 1);
+    refuse(c, "wrong job token (id " + std::to_string(id) + ")");
+    return;
   }
   if (id < 1 || id > max_id_ || flag > 1) {
-    w.put(static_cast<std::uint8_t>(kRefused));
-    throw InputError("unknown worker id " + std::to_string(id));
+    append(c.out, &refused, 1);
+    refuse(c, "unknown worker id " + std::to_string(id));
+    return;
   }
-  w.put(static_cast<std::uint8_t>(kAccepted));
-  w.bytes(address_);
-  const Mac ours = mac(token_, "server", ns, nc, id, flag, address_);
-  w.write(ours.data(), ours.size());
+  const std::uint8_t accepted = kAccepted;
+  append(c.out, &accepted, 1);
+  const auto n = static_cast<std::uint32_t>(address_.size());
+  append(c.out, &n, sizeof n);
+  append(c.out, address_.data(), address_.size());
+  const Mac ours = mac(token_, "server", c.ns, nc, id, flag, address_);
+  append(c.out, ours.data(), ours.size());
   std::lock_guard lock(mu_);
-  admitted_[id] = {address, ticket_of(token_, ns, nc, id), flag == 1, session_key(token_, ns, nc, id)};
+  admitted_[id] = {address, ticket_of(token_, c.ns, nc, id), flag == 1, session_key(token_, c.ns, nc, id)};
   addresses_[id] = address;
-  keys_[id] = session_key(token_, ns, nc, id);
+  keys_[id] = session_key(token_, c.ns, nc, id);
+}
+
+// Every refusal is counted; the lines are bounded to kRefusalLines a
+// kRefusalWindow, the rest summed up in one line when the window ends (a
+// flood of bad handshakes had printed 32,680 lines in 13 s).
+void BootServer::refuse(const Conn& c, const std::string& why) {
+  std::lock_guard lock(mu_);
+  ++refused_total_;
+  roll_window();
+  if (window_lines_ < kRefusalLines) {
+    ++window_lines_;
+    refusals_.push_back("refused a connection from " + c.from + ": " + why);
+  } else {
+    ++window_suppressed_;
+  }
+}
+
+// Under mu_.
+void BootServer::roll_window() {
+  const auto now = Clock::now();
+  if (now - window_start_ < kRefusalWindow) return;
+  if (window_suppressed_ > 0)
+    refusals_.push_back("refused " + std::to_string(window_suppressed_) + " more connections in " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - window_start_).count()) +
+                        " s (" + std::to_string(refused_total_) + " since the start)");
+  window_start_ = now;
+  window_lines_ = 0;
+  window_suppressed_ = 0;
+}
+
+std::uint64_t BootServer::refused() const {
+  std::lock_guard lock(mu_);
+  return refused_total_;
 }
 
 std::optional<transport::MacKey> BootServer::key_of(std::uint32_t id) const {
@@ -290,26 +470,31 @@ std::optional<std::vector<std::byte>> BootServer::address_of(std::uint32_t id) c
 
 std::vector<std::string> BootServer::refusals() {
   std::lock_guard lock(mu_);
+  roll_window();
   return std::exchange(refusals_, {});
 }
 
-BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
-                       const std::vector<std::byte>& address, std::chrono::milliseconds timeout) {
+namespace {
+
+// One handshake, bounded by `deadline`.
+BootReply boot_attempt(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
+                       const std::vector<std::byte>& address, Clock::time_point deadline) {
   sockaddr_in sa = transport::ipv4_sockaddr(ip, port);
   Fd conn(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (conn.fd < 0) throw InputError(std::string("socket: ") + std::strerror(errno));
   if (::connect(conn.fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
     if (errno == ECONNREFUSED || errno == ENETUNREACH || errno == EHOSTUNREACH)
       throw NotListening("nothing listens at " + ip + ":" + std::to_string(port));
-    throw InputError("cannot reach " + ip + ":" + std::to_string(port) + ": " + std::strerror(errno));
+    throw WireError(std::string("cannot connect: ") + std::strerror(errno));
   }
   const int one = 1;
   ::setsockopt(conn.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  Wire w(conn.fd, Clock::now() + timeout);
+  Wire w(conn.fd, deadline);
   char magic[sizeof kMagic];
   w.read(magic, sizeof magic);
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0)
-    throw InputError(ip + ":" + std::to_string(port) + " is not an accel coordinator");
+    throw InputError("worker " + std::to_string(id) + ": " + ip + ":" + std::to_string(port) +
+                     " is not an accel coordinator");
   Nonce ns;
   w.read(ns.data(), ns.size());
   const Nonce nc = random_nonce();
@@ -322,16 +507,41 @@ BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t 
   const Mac ours = mac(token, "client", ns, nc, id, flag, address);
   w.write(ours.data(), ours.size());
   if (w.get<std::uint8_t>() != kAccepted)
-    throw TokenRefused("the coordinator refused this worker: a different job token, or an id it does not know");
+    throw TokenRefused("worker " + std::to_string(id) + ": the coordinator at " + ip + ":" + std::to_string(port) +
+                       " refused this worker: a different job token, or an id it does not know");
   BootReply reply;
   reply.address = w.bytes(kMaxAddress);
   Mac theirs;
   w.read(theirs.data(), theirs.size());
   if (!same(theirs, mac(token, "server", ns, nc, id, flag, reply.address)))
-    throw InputError("the coordinator at " + ip + ":" + std::to_string(port) + " does not hold this job's token");
+    throw InputError("worker " + std::to_string(id) + ": the coordinator at " + ip + ":" + std::to_string(port) +
+                     " does not hold this job's token");
   reply.ticket = ticket_of(token, ns, nc, id);
   reply.key = session_key(token, ns, nc, id);
   return reply;
+}
+
+}  // namespace
+
+// Attempts of at most 3 s, 50 ms apart and then twice as far apart each
+// time up to 1 s, until `timeout`: a door busy with other connections (or
+// one that dropped this one to make room) gets another try.
+BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
+                       const std::vector<std::byte>& address, std::chrono::milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(50);
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return boot_attempt(ip, port, token, id, resume, address, std::min(until, Clock::now() + std::chrono::seconds(3)));
+    } catch (const WireError& e) {
+      if (Clock::now() + pause >= until)
+        throw InputError("worker " + std::to_string(id) + ": no handshake with the coordinator at " + ip + ":" +
+                         std::to_string(port) + " in " + std::to_string(timeout.count()) + " ms (" +
+                         std::to_string(attempt) + " attempts; the last: " + e.what() + ")");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+  }
 }
 
 }  // namespace accel::cluster

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -76,13 +77,23 @@ class BootServer {
   std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const;
   // The key of the handshake `id` last passed.
   std::optional<transport::MacKey> key_of(std::uint32_t id) const;
-  // One line per refused connection since the last call (the coordinator
-  // prints them from its own thread).
+  // Lines about refused connections since the last call (the coordinator
+  // prints them from its own thread): one a refusal, at most 10 in 10 s,
+  // then one line counting the rest.
   std::vector<std::string> refusals();
+  // Connections refused or dropped since the start.
+  std::uint64_t refused() const;
 
  private:
+  struct Conn;
   void serve();
-  void handshake(int fd);
+  void accept_all();
+  void make_room(const std::string& ip);
+  void close_conn(std::size_t i);
+  bool step(Conn& c);
+  void answer(Conn& c);
+  void refuse(const Conn& c, const std::string& why);
+  void roll_window();
 
   std::uint64_t token_;
   std::uint32_t max_id_;
@@ -94,7 +105,14 @@ class BootServer {
   std::map<std::uint32_t, std::vector<std::byte>> addresses_;
   std::map<std::uint32_t, transport::MacKey> keys_;
   std::vector<std::string> refusals_;
+  std::uint64_t refused_total_ = 0;
+  std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
+  std::size_t window_lines_ = 0;
+  std::uint64_t window_suppressed_ = 0;
   bool stop_ = false;
+  // The event loop's own (its thread only).
+  std::vector<std::unique_ptr<Conn>> conns_;
+  std::uint64_t next_order_ = 0;
   std::thread thread_;
 };
 
