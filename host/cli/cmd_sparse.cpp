@@ -2,11 +2,14 @@
 // synthetic steps, to check the sums and measure the exchange (every rank
 // runs the same command; rank 0 is the coordinator). With --check each
 // member regenerates the counted members' pairs and compares the sum it got
-// with the sum it computes itself, bit for bit (the same member order).
+// with the sum it computes itself, bit for bit (the same member order), and
+// checks that no member skipped a step.
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <iostream>
+#include <map>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -47,12 +50,21 @@ Pairs synthetic(std::uint64_t seed, std::int64_t step, std::uint32_t rank, std::
   return p;
 }
 
+// --fail RANK:STEP: that member's pairs of that step hold a NaN; it is told
+// so and goes on, and the others know it contributed nothing then.
+struct Fault {
+  std::int64_t rank = -1, step = -1;
+};
+
 // The sum a member must get: the counted members' pairs (each of the step
-// its tag names), merged in member order.
-Pairs expected(std::uint64_t seed, const SparseSum& sum, std::uint64_t n, double ratio, double overlap) {
+// its tag names; none for the faulty member's faulty step), merged in member
+// order.
+Pairs expected(std::uint64_t seed, const SparseSum& sum, std::uint64_t n, double ratio, double overlap,
+               const Fault& fault) {
   std::vector<float> dense(n, 0.0f);
   std::vector<char> hit(n, 0);
   for (std::size_t k = 0; k < sum.members.size(); ++k) {
+    if (sum.members[k] == fault.rank && static_cast<std::int64_t>(sum.tags[k]) == fault.step) continue;
     const Pairs p = synthetic(seed, static_cast<std::int64_t>(sum.tags[k]), sum.members[k], n, ratio, overlap);
     for (std::size_t i = 0; i < p.idx.size(); ++i) {
       dense[p.idx[i]] = hit[p.idx[i]] ? dense[p.idx[i]] + p.val[i] : p.val[i];
@@ -68,6 +80,48 @@ Pairs expected(std::uint64_t seed, const SparseSum& sum, std::uint64_t n, double
   return out;
 }
 
+// Every member's steps in order: a member counted in this member's previous
+// step too must be one step further (a member that skipped a step would sum
+// its next step into the others' current one); this member's own tag is
+// its step. Members back after an absence start anywhere (a restart).
+class StepOrder {
+ public:
+  std::string check(const SparseSum& sum, std::int64_t s, std::uint32_t self) {
+    std::string bad;
+    for (std::size_t k = 0; k < sum.members.size(); ++k) {
+      const std::uint32_t m = sum.members[k];
+      const auto tag = static_cast<std::int64_t>(sum.tags[k]);
+      const auto it = last_.find(m);
+      if (m == self && tag != s) bad = "its own contribution has tag " + std::to_string(tag);
+      else if (it != last_.end() && it->second.first == s - 1 && tag != it->second.second + 1)
+        bad = "member " + std::to_string(m) + " went from step " + std::to_string(it->second.second) + " to " +
+              std::to_string(tag);
+      last_[m] = {s, tag};
+    }
+    return bad;
+  }
+
+ private:
+  std::map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> last_;  // member -> (my step, its tag)
+};
+
+Fault parse_fault(const std::string& spec, int size) {
+  Fault f;
+  if (spec.empty()) return f;
+  const auto colon = spec.find(':');
+  try {
+    std::size_t used = 0;
+    f.rank = std::stoll(spec.substr(0, colon), &used);
+    if (colon == std::string::npos || used != colon) throw std::invalid_argument(spec);
+    f.step = std::stoll(spec.substr(colon + 1), &used);
+    if (used != spec.size() - colon - 1) throw std::invalid_argument(spec);
+  } catch (const std::exception&) {
+    throw InputError("--fail " + spec + ": expected RANK:STEP");
+  }
+  if (f.rank < 0 || f.rank >= size || f.step < 1) throw InputError("--fail " + spec + ": no such rank or step");
+  return f;
+}
+
 }  // namespace
 
 int sparse_allreduce_main(const std::vector<std::string>& args) {
@@ -77,6 +131,7 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
   std::int64_t steps = 20;
   int pause_ms = 0;
   bool check = false, json = false;
+  std::string fail_spec;
   po::options_description d("accel sparse-allreduce --rank R --size P --coordinator ADDR:PORT [options]");
   d.add_options()("help,h", "this help")
       ("rank", po::value(&o.rank)->default_value(o.rank), "this member's rank (default: the launcher's)")
@@ -89,7 +144,8 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
       ("steps", po::value(&steps)->default_value(steps), "steps")
       ("seed", po::value(&seed)->default_value(seed), "seed of the synthetic pairs")
       ("pause-ms", po::value(&pause_ms)->default_value(0), "sleep between steps (a training step's compute)")
-      ("check", po::bool_switch(&check), "compare every sum with the one computed here")
+      ("check", po::bool_switch(&check), "compare every sum with the one computed here, and every member's steps")
+      ("fail", po::value(&fail_spec), "RANK:STEP (test): that member's pairs of that step hold a NaN; it goes on")
       ("job", po::value(&o.job)->default_value(o.job), "job token (0: rank 0 draws one, the others read ~/.accel/job-PORT.token)")
       ("timeout-ms", po::value(&o.timeout_ms)->default_value(o.timeout_ms), "wait for a silent member before evicting it")
       ("keepalive-ms", po::value(&o.keepalive_ms)->default_value(o.keepalive_ms), "UCX keepalive interval")
@@ -103,6 +159,7 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
   if (!(ratio > 0 && ratio <= 1)) throw InputError("--ratio " + std::to_string(ratio) + ": must be in (0, 1]");
   if (steps < 1) throw InputError("--steps must be >= 1");
   if (!(overlap >= 0 && overlap <= 1)) throw InputError("--overlap " + std::to_string(overlap) + ": must be in [0, 1]");
+  const Fault fault = parse_fault(fail_spec, o.size);
 
   // Every step's pairs first: generating them (~2 ms at 25k pairs) inside
   // the loop made every member wait for the slowest generator each step.
@@ -112,9 +169,23 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
   std::vector<double> seconds;
   std::uint64_t bytes = 0, sum_pairs = 0;
   std::int64_t counted_all = 0, reduce_scatter = 0, rounds = 0;
+  StepOrder order;
   for (std::int64_t s = 1; s <= steps; ++s) {
     if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
     const Pairs& mine = all[static_cast<std::size_t>(s - 1)];
+    if (fault.rank == o.rank && fault.step == s) {
+      Pairs bad = mine;
+      if (bad.val.empty()) bad.idx.push_back(0), bad.val.push_back(0.0f);
+      bad.val[0] = std::numeric_limits<float>::quiet_NaN();
+      try {
+        group.allreduce(n, bad.idx, bad.val, static_cast<std::uint64_t>(s));
+      } catch (const InputError& e) {
+        log::info("accel sparse-allreduce") << "step " << s << ", as --fail asked: " << e.what();
+        continue;
+      }
+      log::warn("accel sparse-allreduce") << "step " << s << ": a NaN was summed without an error";
+      return 1;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const SparseSum sum = group.allreduce(n, mine.idx, mine.val, static_cast<std::uint64_t>(s));
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -124,7 +195,11 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
     reduce_scatter += sum.exchange == "reduce-scatter";
     rounds += sum.rounds;
     if (check) {
-      const Pairs want = expected(seed, sum, n, ratio, overlap);
+      if (const std::string bad = order.check(sum, s, static_cast<std::uint32_t>(o.rank)); !bad.empty()) {
+        log::warn("accel sparse-allreduce") << "step " << s << ": out of step: " << bad;
+        return 1;
+      }
+      const Pairs want = expected(seed, sum, n, ratio, overlap, fault);
       if (want.idx != sum.indices || want.val != sum.values) {
         log::warn("accel sparse-allreduce") << "step " << s << ": the sum differs from the members' pairs";
         return 1;

@@ -171,7 +171,19 @@ class SparseGroup:
     def allreduce(self, n, indices, values, tag=0):
         """The members' sum as a dict: indices (uint32, ascending), values
         (float32), members (the ranks counted), tags, step, bytes_sent,
-        exchange (the one that delivered it) and rounds."""
+        exchange (the one that delivered it) and rounds. Bad pairs raise
+        only after this member took part in the step with none, so the
+        next call is the next step on every member."""
+        try:
+            idx, val = self._pairs(n, indices, values)
+        except (TypeError, ValueError, OverflowError):
+            empty_n = n if isinstance(n, (int, _np.integer)) and 0 <= int(n) <= 1 << 32 else 0
+            self._g.allreduce(int(empty_n), _np.zeros(0, _np.uint32), _np.zeros(0, _np.float32), int(tag))
+            raise
+        return self._g.allreduce(int(n), idx.reshape(-1), val, int(tag))
+
+    @staticmethod
+    def _pairs(n, indices, values):
         idx = _np.asarray(indices)
         if idx.dtype != _np.uint32:  # e.g. the Sparsifier's int64: checked, then narrowed (k values, not n)
             if idx.size and (idx.min() < 0 or idx.max() >= int(n)):
@@ -181,7 +193,7 @@ class SparseGroup:
         val = as_float32_view(values, "values")
         if idx.size != val.size:
             raise ValueError(f"{idx.size} indices but {val.size} values")
-        return self._g.allreduce(int(n), idx.reshape(-1), val, int(tag))
+        return idx, val
 
     def close(self):
         self._g.close()

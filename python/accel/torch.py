@@ -129,6 +129,11 @@ def sparse_allreduce_hook(state, bucket):
     else:
         idx, val = sparsifier.step(state.host_view(bucket, flat))  # a CPU bucket's own memory, no copy
     result = state.group.allreduce(int(flat.numel()), idx, val, tag=state.iteration)
+    # DDP keeps its ranks in step: every counted member's contribution must
+    # be of the step this one asked for, or the sum mixes steps.
+    if any(int(t) != state.iteration for t in result["tags"]):
+        raise RuntimeError(f"accel sparse hook: step {state.iteration} got a sum of tags {list(result['tags'])} "
+                           f"from members {list(result['members'])}: a member is out of step")
     state.iteration += 1
     state.bytes_sent += result["bytes_sent"]
     state.pairs_sent += int(idx.size)

@@ -11,6 +11,10 @@ one process per rank), each scenario bounded in time:
   mismatch   rank 2's vectors are longer: every member stops with one line
              naming the members, exit 2, and no member hangs;
   bad_input  a ratio outside (0, 1] or a rank outside 0..size-1: exit 2, one line;
+  erring     rank 2's pairs of step 2 hold a NaN: it is told so and goes on;
+             every member's every sum is checked against the contributions of
+             its step (rank 2's of step 2: none), and no member is a step out
+             of line afterwards;
   reduce_scatter     4 members, rank 0 asks for the reduce-scatter: every step
              after the first takes it (two rounds), every sum checked;
   kill_rs, rejoin_rs kill and rejoin under the reduce-scatter;
@@ -212,6 +216,22 @@ def scenario_mismatch(a, tmp):
         if rc != 2 or "lengths differ" not in last:
             fail(f"rank {r}: exit {rc}, '{last}'")
     print("lengths 200000, 200000, 200001: every rank exits 2 with: " + g.err(0).strip().splitlines()[-1])
+
+
+def scenario_erring(a, tmp):
+    g = Group(a, tmp, 3, extra=["--fail", "2:2"], n={0: 1000, 1: 1000, 2: 1000}, steps=12, pause_ms=10)
+    rcs = g.wait(timeout=60)
+    if any(rc != 0 for rc in rcs.values()):
+        fail(f"exit codes {rcs}: " + " | ".join(g.err(r)[-400:] for r in rcs))
+    told = [l for l in g.err(2).splitlines() if "as --fail asked" in l]
+    if len(told) != 1 or "not finite" not in told[0]:
+        fail(f"rank 2 was not told about its NaN: {g.err(2)[-400:]}")
+    for r in (0, 1, 2):
+        if not g.summary(r)["checked"]:
+            fail(f"rank {r} did not check its sums")
+    print("rank 2's NaN at step 2:", told[0].split(": ", 1)[1])
+    print("ranks 0, 1, 2: 12 steps, every sum equal to its step's contributions (rank 2's of step 2: none), "
+          "no member out of step")
 
 
 def scenario_bad_input(a, tmp):

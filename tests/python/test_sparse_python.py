@@ -178,6 +178,44 @@ def test_topk_of_gpu_memory_is_refused_without_the_device():
         accel.topk(FakeGpuInts(), 0.1)
 
 
+def test_a_member_that_errs_and_goes_on_stays_in_step(tmp_path):
+    """Issue 34: rank 2's pairs are bad at step 2 (a NaN: the C++ check) and
+    at step 4 (an index past n: the Python wrapper's check). It gets
+    ValueError both times and goes on; every member's every sum must equal
+    that step's contributions (rank 2's of those steps: none), bit for bit,
+    on every member. Before, the others summed rank 2's next step into
+    their current one from then on."""
+    sys.path.insert(0, str(HERE))
+    from sparse_member import pairs
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, str(HERE / "sparse_member.py"), "--rank", str(r), "--size", "3",
+                               "--port", str(port), "--out", str(tmp_path)] + (["--err", "2"] if r == 2 else []),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(3)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    assert "step 2:" in outs[2][0] and "not finite" in outs[2][0]
+    assert "step 4:" in outs[2][0] and "indices outside" in outs[2][0]
+    got = [np.load(tmp_path / f"rank-{r}.npz") for r in range(3)]
+    for step in range(1, 7):
+        dense = np.zeros(1000, np.float32)
+        hit = np.zeros(1000, bool)
+        for r in range(3):
+            if r == 2 and step in (2, 4):
+                continue  # took part with no pairs
+            idx, val = pairs(r, step)
+            dense[idx] = np.where(hit[idx], dense[idx] + val, val)
+            hit[idx] = True
+        for r in range(3):
+            if r == 2 and step in (2, 4):
+                assert f"idx{step}" not in got[r].files
+                continue
+            assert list(got[r][f"members{step}"]) == [0, 1, 2]
+            assert list(got[r][f"tags{step}"]) == [step] * 3, (r, step)
+            assert np.array_equal(got[r][f"idx{step}"], np.flatnonzero(hit))
+            assert np.array_equal(got[r][f"val{step}"], dense[hit]), (r, step)
+
+
 def test_group_of_one_and_bad_pairs():
     with accel.SparseGroup(rank=0, size=1) as g:
         r = g.allreduce(10, np.array([1, 4]), np.array([0.5, 2.0], np.float32), tag=3)

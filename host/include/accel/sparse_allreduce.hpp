@@ -66,7 +66,7 @@ struct SparseGroupOptions {
 SparseGroupOptions sparse_group_options_from_env(SparseGroupOptions base = {});
 
 struct SparseSum {
-  std::int64_t step = 0;
+  std::int64_t step = 0;  // the engine round that delivered it: the same on every member
   std::vector<std::uint32_t> indices;  // ascending, unique
   std::vector<float> values;           // the sum of every counted member's value there
   std::vector<std::uint32_t> members;  // ranks whose contributions are in the sum
@@ -94,7 +94,10 @@ class SparseGroup {
 
   // One step: this member's pairs of a length-n vector (indices ascending
   // and unique, below n; values finite) in, the members' sum out. Throws
-  // InputError for bad pairs (naming the first bad one), for members whose
+  // InputError for bad pairs (naming the first bad one) once the step is
+  // over: the member took part with no pairs (it is among the step's
+  // members, contributing nothing), so every member's next call is the same
+  // step. Throws InputError for members whose
   // n differ (naming them; every member of the step gets that error), and
   // when the group has ended (the coordinator gone, the job closed). `tag`
   // travels with the pairs (e.g. the caller's training step: a member that

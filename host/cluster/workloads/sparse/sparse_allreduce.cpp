@@ -343,8 +343,18 @@ void SparseGroup::close() {
 
 SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t> indices,
                                  std::span<const float> values, std::uint64_t tag) {
-  cluster::sparse::check_pairs(n, indices, values);
+  // Bad pairs of this member's own still make a step: it takes part with
+  // no pairs, and throws once the step is over, so the next call is the
+  // next step everywhere. (Skipping it had the others sum this member's
+  // next step into their current one, silently, from then on.)
+  std::string local;
+  try {
+    cluster::sparse::check_pairs(n, indices, values);
+  } catch (const InputError& e) {
+    local = std::string(e.what()) + " (this member's step went on without its pairs)";
+  }
   if (!engine_) {
+    if (!local.empty()) throw InputError(local);
     if (closed_) throw InputError("sparse allreduce: the group is closed");
     SparseSum s;
     s.indices.assign(indices.begin(), indices.end());
@@ -358,11 +368,16 @@ SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t>
   std::unique_lock lock(ch.mu);
   if (closed_ || ch.closing) throw InputError("sparse allreduce: the group is closed");
   if (ch.ended) throw InputError("sparse allreduce: " + ch.end_reason);
-  ch.pending = cluster::sparse::encode(cluster::sparse::Kind::Pairs, n, indices, values, tag);
+  // A length past 2^32 cannot be sent: 0 makes the step's failure agreed
+  // (the members' lengths differ) unless every member sent 0.
+  ch.pending = local.empty() ? cluster::sparse::encode(cluster::sparse::Kind::Pairs, n, indices, values, tag)
+                             : cluster::sparse::encode(cluster::sparse::Kind::Pairs,
+                                                       n <= (std::uint64_t{1} << 32) ? n : 0, {}, {}, tag);
   const std::uint64_t mine = ++ch.submitted;
   ch.cv.notify_all();
   ch.cv.wait(lock, [&] { return ch.answered >= mine || ch.ended; });
   if (ch.answered < mine) throw InputError("sparse allreduce: " + ch.end_reason);
+  if (!local.empty()) throw InputError(local);
   if (!ch.step_error.empty()) throw InputError(ch.step_error);
   return std::move(ch.sum);
 }
