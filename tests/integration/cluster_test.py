@@ -843,6 +843,60 @@ def scenario_coordinator_restart(a, tmp, lose_worker=False):
         fail("the centroids differ from the failure-free run")
 
 
+def scenario_resume_refuses(a, tmp):
+    """Issue 34: a resume with another --seed had run on with the checkpoint's
+    centroids and exited 0; with another --k it started and failed rounds
+    later; with rows changed in the middle of the input it exited 0 with
+    other centroids. Each is refused before anything starts: exit 2 within
+    1 s, the option or the file named, no output written. The original
+    command then resumes and finishes."""
+    data = Path(tmp) / "x.npy"
+    blobs(str(data), 300000, 8, 8, 31)
+    ckpt = Path(tmp) / "checkpoint"
+    job = Job(a, tmp, 2, str(data), 8, 400, 1000, extra=["--checkpoint-dir", str(ckpt), "--mtbf", "1", "--seed", "3"],
+              worker_extra=["--coordinator-timeout", str(int(60000 * SCALE))])
+    job.wait_iteration(10)
+    job.coord.send_signal(signal.SIGKILL)
+    job.coord.wait()
+    out = Path(tmp) / "centroids.npy"
+    if out.exists():
+        out.unlink()
+    changed = Path(tmp) / "changed.npy"
+    raw = bytearray(data.read_bytes())
+    mid = len(raw) // 2
+    raw[mid:mid + 4096] = bytes(4096)  # rows in the middle, same size
+    changed.write_bytes(bytes(raw))
+
+    def resume(swap, what):
+        cmd = [x for x in job.coord_cmd]
+        for flag, value in swap:
+            if flag in cmd:
+                cmd[cmd.index(flag) + 1] = value
+            else:
+                cmd += [flag, value]
+        t0 = time.time()
+        r = subprocess.run(cmd + ["--resume", str(ckpt)], capture_output=True, text=True, timeout=60)
+        seconds = time.time() - t0
+        last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+        print(f"resume with {' '.join(f + ' ' + v for f, v in swap)}: exit {r.returncode} in {seconds:.2f} s: {last}")
+        if r.returncode != 2 or what not in last:
+            fail(f"exit {r.returncode}, want 2 naming {what}: {r.stderr[-600:]}")
+        if seconds > 1.0 * SCALE:
+            fail(f"refused after {seconds:.2f} s (want within 1 s)")
+        if out.exists():
+            fail("a refused resume wrote the output")
+
+    resume([("--seed", "4")], "--seed")
+    resume([("--k", "16")], "--k")
+    resume([("--max-iter", "300")], "--max-iter")
+    resume([("--input", str(changed))], str(changed))
+    job.start_coordinator(["--resume", str(ckpt)])  # the original: resumes and finishes
+    if job.finish() != 0:
+        fail("the original resume failed: " + (job.tmp / "coordinator.err").read_text()[-600:])
+    if not out.exists():
+        fail("the original resume wrote no centroids")
+
+
 def scenario_coordinator_restart_worker_lost(a, tmp):
     scenario_coordinator_restart(a, tmp, lose_worker=True)
 

@@ -28,6 +28,7 @@ Checkpoint sample() {
   c.listen = "127.0.0.1:4567";
   c.job_file = "/root/.accel/job-4567.token";
   c.input_fingerprint = 99;
+  c.options = {{"--k", "8"}, {"--seed", "3"}};
   c.params = {std::byte{1}, std::byte{2}, std::byte{3}};
   c.round = 17;
   c.state.resize(4096);
@@ -143,6 +144,30 @@ TEST(CheckpointFingerprint, SeesSizeHeadAndTail) {
   b.pop_back();
   EXPECT_NE(checkpoint_fingerprint(b), base);
   EXPECT_EQ(checkpoint_fingerprint(a), base);
+}
+
+// Issue 34: rows changed in the middle of an input (same size) had been
+// invisible to a fingerprint of the first and last MiB, and the resume
+// went on with the checkpoint's state on the changed rows.
+TEST(CheckpointFingerprint, SeesTheMiddleOfTheInput) {
+  std::vector<std::byte> a(3 << 20, std::byte{1});
+  const auto base = checkpoint_fingerprint(a);
+  auto b = a;
+  b[(3 << 20) / 2] = std::byte{2};
+  EXPECT_NE(checkpoint_fingerprint(b), base);
+}
+
+// Past 256 MiB, sampled blocks: a change inside one of them is seen.
+TEST(CheckpointFingerprint, PastItsWholeSizeSamplesBlocks) {
+  std::vector<std::byte> a((std::size_t{256} << 20) + 4096, std::byte{7});
+  const auto base = checkpoint_fingerprint(a);
+  const std::size_t pitch = (a.size() - (64 << 10)) / 4095;
+  auto b = a;
+  b[1000 * pitch + 5] = std::byte{8};  // inside the 1000th sampled block
+  EXPECT_NE(checkpoint_fingerprint(b), base);
+  b = a;
+  b.back() = std::byte{8};
+  EXPECT_NE(checkpoint_fingerprint(b), base);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 namespace accel::cluster {
 namespace {
 
-constexpr char kMagic[8] = {'A', 'C', 'C', 'C', 'K', 'P', 'T', '2'};
+constexpr char kMagic[8] = {'A', 'C', 'C', 'C', 'K', 'P', 'T', '3'};  // 3: the job's options
 // Far above any real checkpoint (k x d centroids and a few vectors), far
 // below what a damaged length could make us allocate.
 constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 31;
@@ -45,6 +45,11 @@ Bytes encode_checkpoint(const Checkpoint& c) {
   o.text(c.listen);
   o.text(c.job_file);
   o.put(c.input_fingerprint);
+  o.put(static_cast<std::uint32_t>(c.options.size()));
+  for (const auto& [name, value] : c.options) {
+    o.text(name);
+    o.text(value);
+  }
   o.bytes(c.params);
   o.put(c.round);
   o.bytes(c.state);
@@ -68,6 +73,12 @@ Checkpoint decode_checkpoint(std::span<const std::byte> b) {
   c.listen = i.text(1024);
   c.job_file = i.text(4096);
   c.input_fingerprint = i.get<std::uint64_t>();
+  const auto options = i.get<std::uint32_t>();
+  if (options > 256) throw InputError(std::to_string(options) + " options");
+  for (std::uint32_t k = 0; k < options; ++k) {
+    std::string name = i.text(256);
+    c.options.emplace_back(std::move(name), i.text(4096));
+  }
   c.params = i.bytes(kMaxPayload);
   c.round = i.get<std::int64_t>();
   c.state = i.bytes(kMaxPayload);
@@ -170,10 +181,21 @@ double young_interval(double cost_s, double mtbf_s, double floor_s) {
 }
 
 std::uint64_t checkpoint_fingerprint(std::span<const std::byte> data) {
-  constexpr std::size_t kEdge = 1 << 20;
-  const std::size_t n = std::min(kEdge, data.size());
-  const std::uint32_t head = crc(data.first(n)), tail = crc(data.last(n));
-  return (static_cast<std::uint64_t>(head) << 32 | tail) ^ (data.size() * 0x9E3779B97F4A7C15ull);
+  constexpr std::size_t kWhole = std::size_t{256} << 20, kEdge = 1 << 20, kBlocks = 4096, kBlock = 64 << 10;
+  std::uint32_t sum = 0;
+  if (data.size() <= kWhole) {
+    sum = crc(data);
+  } else {
+    Bytes sample;
+    sample.reserve(kBlocks * kBlock + 2 * kEdge);
+    auto take = [&](std::size_t at, std::size_t n) { sample.insert(sample.end(), data.begin() + at, data.begin() + at + n); };
+    take(0, kEdge);
+    const std::size_t pitch = (data.size() - kBlock) / (kBlocks - 1);
+    for (std::size_t b = 0; b < kBlocks; ++b) take(b * pitch, kBlock);
+    take(data.size() - kEdge, kEdge);
+    sum = crc(sample);
+  }
+  return (static_cast<std::uint64_t>(sum) << 32 | (data.size() & 0xffffffffu)) ^ (data.size() * 0x9E3779B97F4A7C15ull);
 }
 
 }  // namespace accel::cluster

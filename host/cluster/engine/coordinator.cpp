@@ -397,6 +397,7 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
   c.job_file = token_file_;
   if (!fingerprint_) fingerprint_ = checkpoint_fingerprint(job_.data(0, job_.units()));
   c.input_fingerprint = *fingerprint_;
+  c.options = job_.result_options();
   c.params = params_;
   c.round = t;
   c.state = own_->shared_state();
@@ -426,13 +427,29 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
 // answer it: each would be returning too); the coordinator stands in for
 // the rows of those that do not come back. The result is the failure-free
 // one.
+// Before anything starts (nothing is written): a resume must be the same
+// job, or it is refused naming what differs (a resume with another --seed
+// had run on with the checkpoint's centroids and exited 0; another --k had
+// started and failed rounds later).
 void Coordinator::check_resumable() const {
   const Checkpoint& c = *resume_;
-  if (c.workload != job_.workload() || c.units != job_.units() || c.workers != static_cast<std::uint32_t>(N_) ||
-      c.input_fingerprint != checkpoint_fingerprint(job_.data(0, job_.units())))
-    throw InputError(checkpoint_path(o_.checkpoint_dir) + ": the checkpoint is of another job (" + c.workload + ", " +
-                     std::to_string(c.units) + " rows, " + std::to_string(c.workers) +
-                     " workers); give the original input and --workers");
+  const std::string where = checkpoint_path(o_.checkpoint_dir) + ": ";
+  if (c.workload != job_.workload() || c.units != job_.units() || c.workers != static_cast<std::uint32_t>(N_))
+    throw InputError(where + "the checkpoint is of another job (" + c.workload + ", " + std::to_string(c.units) +
+                     " rows, " + std::to_string(c.workers) + " workers); give the original input and --workers");
+  for (const auto& [name, value] : job_.result_options()) {
+    const auto it = std::find_if(c.options.begin(), c.options.end(), [&](const auto& o) { return o.first == name; });
+    if (it == c.options.end() || it->second != value)
+      throw InputError(where + "the checkpoint's job ran with " + name + " " +
+                       (it == c.options.end() ? std::string("unset") : it->second) + ", this one asks for " + value +
+                       "; resume with the original options");
+  }
+  if (c.input_fingerprint != checkpoint_fingerprint(job_.data(0, job_.units())))
+    throw InputError(where + job_.input_name() + " is not the input the checkpoint's job read (same size, other "
+                     "contents); give the original input");
+  if (c.params != job_.params())
+    throw InputError(where + "the job's parameters differ from the checkpoint's (an --init file's centroids, or "
+                     "another option that changes the result); resume with the original options");
 }
 
 void Coordinator::resume() {

@@ -149,6 +149,13 @@ class Job {
   virtual std::int64_t max_rounds() const = 0;
   virtual Bytes probe() const = 0;
   virtual Bytes params() const = 0;  // in every task
+  // The options that change the result, as (command-line name, value): a
+  // checkpoint records them, and a resume that asks for other ones is
+  // refused naming the option. input_name(): what the input is called in
+  // that refusal (a path).
+  using Options = std::vector<std::pair<std::string, std::string>>;
+  virtual Options result_options() const { return {}; }
+  virtual std::string input_name() const { return "the input"; }
   // Bytes of rows [begin, end) in the workload's layout; the span lives as
   // long as the job.
   virtual std::uint64_t data_bytes(std::int64_t begin, std::int64_t end) const = 0;

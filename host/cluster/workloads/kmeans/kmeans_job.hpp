@@ -28,6 +28,8 @@ class KMeansJob final : public Job {
   std::string workload() const override { return "kmeans"; }
   std::int64_t units() const override { return x_.rows; }
   std::int64_t max_rounds() const override { return o_.max_iter; }
+  Options result_options() const override;
+  std::string input_name() const override { return o_.input; }
   Bytes probe() const override;
   Bytes params() const override;
   std::uint64_t data_bytes(std::int64_t begin, std::int64_t end) const override;

@@ -192,6 +192,34 @@ Bytes SvmJob::probe() const {
   return std::move(o.b);
 }
 
+// svm-train's options by their flags (gamma resolved, as the members use
+// it); the rest of what changes the result (the shrinking heuristic) is
+// compared through params().
+Job::Options SvmJob::result_options() const {
+  const SvmParams& p = o_.params;
+  auto exact = [](double v) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.17g", v);
+    return std::string(s);
+  };
+  std::string weights;
+  for (const auto& [label, w] : p.weights) weights += (weights.empty() ? "" : ",") + std::to_string(label) + ":" + exact(w);
+  return {{"-s", std::to_string(static_cast<int>(p.type))},
+          {"-t", std::to_string(static_cast<int>(p.kernel))},
+          {"-d", std::to_string(p.degree)},
+          {"-g", exact(p.gamma)},
+          {"-r", exact(p.coef0)},
+          {"-c", exact(p.C)},
+          {"-n", exact(p.nu)},
+          {"-p", exact(p.p)},
+          {"-e", exact(p.eps)},
+          {"-b", p.probability ? "1" : "0"},
+          {"-wi", weights},
+          {"--solver", std::to_string(static_cast<int>(p.solver))},
+          {"--wss", std::to_string(static_cast<int>(p.wss))},
+          {"--ws-size", std::to_string(p.ws_size)}};
+}
+
 Bytes SvmJob::params() const { return svm_wire::encode_params(o_.params); }
 
 void SvmJob::partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) {

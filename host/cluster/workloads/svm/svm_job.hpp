@@ -36,6 +36,8 @@ class SvmJob final : public Job, private svm_parallel::Director {
   std::int64_t max_rounds() const override { return std::int64_t{1} << 60; }
   Bytes probe() const override;
   Bytes params() const override;
+  Options result_options() const override;
+  std::string input_name() const override { return o_.train_file; }
   std::uint64_t data_bytes(std::int64_t, std::int64_t) const override { return blob_.size(); }
   std::span<const std::byte> data(std::int64_t, std::int64_t) override { return blob_; }
   void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) override;
