@@ -13,6 +13,7 @@
 
 #include "accel/csr.hpp"
 #include "accel/error.hpp"
+#include "messages.hpp"
 
 namespace accel {
 
@@ -65,6 +66,7 @@ bool parse_number(std::string_view s, T& v) {
 }  // namespace
 
 LabeledCsr read_libsvm_csr(const std::string& path) {
+  io::require_file(path);
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
   LabeledCsr out;
@@ -83,7 +85,7 @@ LabeledCsr read_libsvm_csr(const std::string& path) {
     const std::string_view label_tok = s.substr(pos, end == std::string_view::npos ? s.size() - pos : end - pos);
     double label;
     if (!parse_number(label_tok, label) || !std::isfinite(label))
-      throw InputError(where(path, lineno) + ": label '" + std::string(label_tok) + "' is not a number");
+      throw InputError(where(path, lineno) + ": label " + io::quoted(label_tok) + " is not a number");
     row.clear();
     std::int64_t prev = 0;
     while (end != std::string_view::npos) {
@@ -93,10 +95,10 @@ LabeledCsr read_libsvm_csr(const std::string& path) {
       const std::string_view tok = s.substr(pos, end == std::string_view::npos ? s.size() - pos : end - pos);
       const std::size_t colon = tok.find(':');
       if (colon == std::string_view::npos)
-        throw InputError(where(path, lineno) + ": '" + std::string(tok) + "' has no ':' (want index:value)");
+        throw InputError(where(path, lineno) + ": " + io::quoted(tok) + " has no ':' (want index:value)");
       std::int64_t idx = 0;
       if (!parse_number(tok.substr(0, colon), idx) || idx < 1 || idx > std::numeric_limits<std::int32_t>::max())
-        throw InputError(where(path, lineno) + ": bad feature index '" + std::string(tok.substr(0, colon)) + "'");
+        throw InputError(where(path, lineno) + ": bad feature index " + io::quoted(tok.substr(0, colon)));
       // LIBSVM requires ascending indices; a file that breaks this is more
       // likely corrupt than merely unsorted, so it is an error, not a sort.
       if (idx <= prev)
@@ -104,8 +106,8 @@ LabeledCsr read_libsvm_csr(const std::string& path) {
                          " does not increase (previous " + std::to_string(prev) + ")");
       float v;
       if (!parse_number(tok.substr(colon + 1), v) || !std::isfinite(v))
-        throw InputError(where(path, lineno) + ": value '" + std::string(tok.substr(colon + 1)) +
-                         "' is not a finite number");
+        throw InputError(where(path, lineno) + ": value " + io::quoted(tok.substr(colon + 1)) +
+                         " is not a finite number");
       prev = idx;
       max_index = std::max(max_index, idx);
       // Explicit zeros carry no information for any of the four kernels.

@@ -10,6 +10,7 @@
 #include <csignal>
 #include "accel/error.hpp"
 #include "accel/io.hpp"
+#include "messages.hpp"
 
 namespace accel {
 
@@ -42,7 +43,7 @@ bool is_idx(const std::string& h) {
 // or gzip); text is CSV when it ends in .csv or its first line has a comma,
 // LIBSVM otherwise. (A name containing "idx" no longer decides.)
 Matrix load_matrix(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw InputError(path + ": no such file");
+  io::require_file(path);
   const std::string name = std::filesystem::path(path).filename().string();
   const std::string head = head_bytes(path, 256);
   Matrix m;

@@ -14,6 +14,7 @@
 #include "accel/error.hpp"
 #include "accel/csr.hpp"
 #include "accel/io.hpp"
+#include "messages.hpp"
 
 namespace accel {
 namespace {
@@ -84,7 +85,7 @@ Matrix read_csv(const std::string& path) {
       // The first line is a header only when none of its fields starts like
       // a number ('1e39' or '3x' there is bad data, not a header).
       if (m.rows == 0 && lineno == 1 && !any_numeric_field(line)) continue;
-      throw InputError(where(path, lineno) + ": not a number: '" + bad + "'");
+      throw InputError(where(path, lineno) + ": not a number: " + io::quoted(bad));
     }
     if (m.rows == 0) m.cols = static_cast<std::int64_t>(row.size());
     else if (static_cast<std::int64_t>(row.size()) != m.cols)

@@ -139,6 +139,31 @@ TEST_F(IoTest, CsvErrorsNameTheLine) {
   expect_error(file("inf.csv", "1,inf\n"), "Inf");
 }
 
+// Issue 34: a directory read as "no data rows", and a NUL byte inside a
+// value cut the message short at the NUL.
+TEST_F(IoTest, ADirectoryIsCalledADirectory) {
+  const auto d = (dir_ / "a_directory").string();
+  fs::create_directories(d);
+  expect_error(d, "is a directory, not a file");
+  try {
+    read_libsvm_csr(d);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(IoTest, ANulByteInAValueIsShownNotACut) {
+  const std::string text("1,2\n3,4\0" "5\n", 9);
+  const auto p = file("nul.csv", text);
+  try {
+    load_matrix(p);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'4\\x005'"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(IoTest, LibsvmDensified) {
   const Matrix m = load_matrix(file("a.svm", "+1 1:0.5 3:2\n-1 2:1 # comment\n"));
   EXPECT_EQ(m.rows, 2);
