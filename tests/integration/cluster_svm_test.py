@@ -54,16 +54,14 @@ def single_node(a, tmp, data, params):
     return json.loads(r.stdout)["problems"], support_vectors(model)
 
 
-def check_model(job, reference, what):
-    """Every objective within 1e-6 relative of single-node's; support
-    vectors: the same ones where the kernel values are computed bit for bit
-    alike. They are not always: after a failure the moved rows' gradients
-    are rebuilt from the multipliers (Alg. 6), a sum in another order than
-    the failure-free updates, and each process's CPU kernel picks its
-    arithmetic path (sgemm or scatter) by timing it, so a process with
-    other cores or load may round differently. The path then differs in the
-    last bits and borderline support vectors (multipliers near 0) may
-    differ: at most 1% is allowed, the count is printed (0 in most runs)."""
+def check_model(job, reference, what, failures=True):
+    """What the README says of a distributed model: every objective within
+    1e-6 relative of single-node's and the same support vectors; with
+    failures, at most 2 borderline ones may differ. After a failure the
+    moved rows' gradients are rebuilt from the multipliers (Alg. 6), a sum
+    in another order than the failure-free updates, so a support vector
+    whose multiplier ends near 0 may come out on the other side (measured:
+    0 or 1 of 6644 in every failure scenario)."""
     probs, svs = reference
     s = job.summary()
     got = s["problems"]
@@ -74,7 +72,7 @@ def check_model(job, reference, what):
         fail(f"{what}: objective {worst:.2e} relative off single-node")
     mine = support_vectors(job.model)
     differ = len(set(mine) ^ set(svs))
-    if differ > 0.01 * len(svs):
+    if differ > (2 if failures else 0):
         fail(f"{what}: {differ} support vectors differ from single-node's {len(svs)}")
     print(f"{what}: {len(got)} problems, objectives within {worst:.1e} of single-node, "
           f"{differ} of {len(svs)} support vectors differ")
@@ -190,7 +188,7 @@ def scenario_svm_equal(a, tmp):
     for workers in (1, 2, 3):
         job = SvmJob(a, Path(tmp) / f"w{workers}", workers, data, params)
         job.finish()
-        check_model(job, ref, f"{workers} worker(s)")
+        check_model(job, ref, f"{workers} worker(s)", failures=False)
         s = job.summary()
         if s["members"]["active"] != list(range(workers + 1)) or s["rows_moved"] != 0:
             fail(f"unexpected membership or moves without failures: {s['members']} {s['rows_moved']}")
@@ -352,7 +350,7 @@ def scenario_svm_rebalance(a, tmp):
           f"({len(slowed)} rounds), {med(after) * 1e3:.1f} ms after the re-split")
     if not med(after) < med(slowed):
         fail("the rounds did not get faster after the re-split")
-    check_model(job, ref, "a worker slowed to half speed mid-job")
+    check_model(job, ref, "a worker slowed to half speed mid-job", failures=False)
 
 
 def scenario_svm_coordinator_kill(a, tmp):
@@ -378,9 +376,9 @@ def scenario_svm_coordinator_restart(a, tmp, lose_worker=False):
     # the workers wait for it (--coordinator-timeout) and rejoin; the
     # problems solved before the checkpoint are taken from it and the one in
     # progress starts again from its multipliers. That warm start converges
-    # to the same optimum within the solver's tolerance (-e), so the
-    # objectives are compared within 1e-4 relative rather than 1e-6, and the
-    # models must agree on the training set's predictions. lose_worker:
+    # to the same optimum within the solver's tolerance (-e): the README
+    # says within 1e-7 relative (measured 8e-10 to 2.6e-8 in 10 runs) and
+    # every training-set prediction the same, and so does this test. lose_worker:
     # worker 2 dies too while the coordinator is down; the resumed
     # coordinator takes its rows until it is restarted and rejoins.
     data = str(Path(tmp) / "three.train")
@@ -433,12 +431,12 @@ def scenario_svm_coordinator_restart(a, tmp, lose_worker=False):
     got = job.summary()["problems"]
     worst = max(abs(g["obj"] - p["obj"]) / abs(p["obj"]) for g, p in zip(got, probs))
     first = abs(got[0]["obj"] - probs[0]["obj"]) / abs(probs[0]["obj"])
-    if len(got) != len(probs) or worst > 1e-4 or first > 1e-6:
+    if len(got) != len(probs) or worst > 1e-7 or first > 1e-7:
         fail(f"objectives {worst:.2e} relative off single-node, problem 1 (from the checkpoint) {first:.2e}")
     agree = predictions_agree(a, tmp, data, job.model)
     print(f"resumed at round {resumed[0]['iteration']}; objectives within {worst:.1e} of single-node; "
           f"{agree * 100:.2f}% of the training set predicted alike")
-    if agree < 0.999:
+    if agree < 1.0:
         fail("the resumed model predicts differently from single-node's")
 
 
@@ -517,7 +515,7 @@ def scenario_svm_netns(a, tmp):
     got, (probs, svs) = s["problems"], ref
     worst = max(abs(g["obj"] - p["obj"]) / abs(p["obj"]) for g, p in zip(got, probs))
     differ = len(set(support_vectors(model)) ^ set(svs))
-    if worst > 1e-6 or differ > 0.01 * len(svs):
+    if worst > 1e-6 or differ > 0:  # no failures: the README's claim, the same support vectors
         fail(f"the model across namespaces differs: objective {worst:.2e}, {differ} support vectors")
     if any(j.get("evicted") for j in jsonl(Path(tmp) / "run" / "coordinator.jsonl")):
         fail("evictions across namespaces without failures")

@@ -403,7 +403,15 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
   }
   if (std::accumulate(loads.begin(), loads.end(), std::int64_t{0}) != data_.x.rows)
     throw std::logic_error("svm: a re-split over members that do not own every row");
-  const std::vector<std::int64_t> next = swings_.damp(ids, loads, rebalance(loads, caps, 0.05));
+  // A worker back after a re-split that left it out owns nothing: it gets
+  // rows whatever the damping and the price of the move say. (Priced like a
+  // move between busy members, the move was sometimes not made, and the
+  // worker sat idle for the rest of the job: cluster.svm_kill_restart
+  // failed 2 runs in 6.)
+  bool homeless = false;
+  for (std::size_t i = 0; i < ids.size(); ++i) homeless = homeless || (ids[i] != 0 && loads[i] == 0);
+  const std::vector<std::int64_t> target = rebalance(loads, caps, 0.05);
+  const std::vector<std::int64_t> next = homeless ? target : swings_.damp(ids, loads, target);
   if (next == loads) return;
   std::vector<Range> home;
   std::int64_t at = 0;
@@ -411,7 +419,7 @@ void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
     if (next[i] > 0) home.push_back({ids[i], at, at + next[i]});
     at += next[i];
   }
-  if (!worth_moving(ids, active, caps, home)) return;
+  if (!homeless && !worth_moving(ids, active, caps, home)) return;
   home_ = std::move(home);
   owners_ = home_;
   swings_.moved(ids, loads, next);
