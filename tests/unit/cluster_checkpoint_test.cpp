@@ -2,7 +2,11 @@
 // only its owner can read it (it holds the job token), a damaged or foreign
 // file is refused with a reason, and the interval follows Young's formula.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cmath>
 #include <filesystem>
@@ -122,6 +126,44 @@ TEST_F(CheckpointFile, AnInconsistentPartitionMapIsRefused) {
 
 TEST_F(CheckpointFile, AnUnwritableDirectoryIsAnError) {
   EXPECT_THROW(save_checkpoint((dir_ / "missing" / "coordinator.checkpoint").string(), sample()), accel::InputError);
+}
+
+// A small tmpfs over dir (read-only, or of `bytes`): a checkpoint
+// directory that is full or read-only even to root, which file modes are
+// not. Empty when this process may not mount (no CAP_SYS_ADMIN): the tests
+// then skip, saying so.
+std::string mount_tmpfs(const fs::path& dir, const std::string& options, unsigned long flags = 0) {
+  fs::create_directories(dir);
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", flags, options.c_str()) != 0)
+    return std::string("cannot mount a tmpfs here: ") + std::strerror(errno);
+  return {};
+}
+
+TEST_F(CheckpointFile, AReadOnlyDirectoryIsAnErrorNamingIt) {
+  const fs::path ro = dir_ / "ro";
+  if (const auto why = mount_tmpfs(ro, "size=64k", MS_RDONLY); !why.empty()) GTEST_SKIP() << why;
+  try {
+    save_checkpoint(checkpoint_path(ro.string()), sample());
+    ADD_FAILURE() << "no error";
+  } catch (const accel::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(ro.string()), std::string::npos) << e.what();
+  }
+  ::umount(ro.c_str());
+}
+
+TEST_F(CheckpointFile, AFullDirectoryIsAnErrorAndLeavesTheOldOne) {
+  const fs::path full = dir_ / "full";
+  if (const auto why = mount_tmpfs(full, "size=16k"); !why.empty()) GTEST_SKIP() << why;
+  Checkpoint small = sample();
+  small.state.resize(16);
+  save_checkpoint(checkpoint_path(full.string()), small);
+  Checkpoint big = sample();
+  big.state.assign(64 << 10, std::byte{5});  // more than the tmpfs holds
+  EXPECT_THROW(save_checkpoint(checkpoint_path(full.string()), big), accel::InputError);
+  EXPECT_EQ(load_checkpoint(checkpoint_path(full.string())), small);  // the old one, whole
+  for (const auto& e : fs::directory_iterator(full))  // no temporary left behind
+    EXPECT_EQ(e.path().filename().string(), "coordinator.checkpoint");
+  ::umount(full.c_str());
 }
 
 TEST(YoungInterval, IsTheSquareRootOfTwiceCostTimesMtbf) {
