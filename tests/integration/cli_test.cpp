@@ -179,7 +179,7 @@ TEST_F(Cli, CoordinatorResumeRefusesWhatItCannotContinue) {
   };
   refused("--resume " + path("none"), "no coordinator checkpoint there");
   fs::create_directories(path("junk"));
-  file("junk/coordinator.checkpoint", "ACCCKPT2 and then no checkpoint at all");
+  file("junk/coordinator.checkpoint", "ACCCKPT3 and then no checkpoint at all");  // this format's magic
   refused("--resume " + path("junk"), "damaged checkpoint");
   refused("--resume " + path("junk") + " --checkpoint-dir " + path("other"), "different directories");
   refused("--checkpoint-dir " + path("c") + " --mtbf 0", "--mtbf");
