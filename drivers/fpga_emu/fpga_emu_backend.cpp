@@ -33,6 +33,8 @@ class FpgaEmuDevice final : public Device {
     info_.compute_units = 1;
     info_.kernels = {KernelId::KMeansAssign, KernelId::TopKHistogram, KernelId::CsrKernelRows};
     info_.limits = describe(kLimits);  // csr_kernel_rows' CSR_MAX_COLS is larger and checked per launch
+    info_.kmeans_max_k = kLimits.kmeans_k;
+    info_.kmeans_max_d = kLimits.kmeans_d;
   }
   const DeviceInfo& info() const override { return info_; }
   std::string cannot_run(const KernelArgs& shape) const override { return exceeds(shape, kLimits); }

@@ -406,6 +406,8 @@ class XrtBackend final : public Backend {
         info.description = name + " at " + bdf;
         info.compute_units = 1;
         info.limits = describe(kLimits);
+        info.kmeans_max_k = kLimits.kmeans_k;
+        info.kmeans_max_d = kLimits.kmeans_d;
         std::optional<xrt::kernel> kernel, topk, csr_kernel;
         std::string why_not = manifest_error;
         if (manifest_error.empty()) {

@@ -1,6 +1,7 @@
 // Every device that runs kmeans_assign, on the same inputs, against the
 // plain reference. Devices this machine lacks (GPUs, FPGAs) are reported as
 // skipped with the reason their backend gave.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -150,6 +151,20 @@ const std::vector<Case> kCases = {
 
 class KMeansAssignConformance : public ::testing::TestWithParam<Case> {};
 
+// Whether the device refuses the case. A refusal counts: only a shape past
+// the device's stated limits may be refused (a backend that refused every
+// shape had passed every case); one within them fails here.
+bool refused_within_limits(const Device& dev, const Case& c) {
+  const std::string why = dev.cannot_run(KMeansAssignArgs{.n = c.n, .d = c.d, .k = c.k});
+  if (why.empty()) return false;
+  const auto& info = dev.info();
+  const bool past = (info.kmeans_max_k > 0 && c.k > info.kmeans_max_k) ||
+                    (info.kmeans_max_d > 0 && c.d > info.kmeans_max_d);
+  EXPECT_TRUE(past) << info.name << " refuses k=" << c.k << " d=" << c.d << " within its limits ('"
+                    << info.limits << "'): " << why;
+  return true;
+}
+
 TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
   const Case& c = GetParam();
   std::vector<float> x, cent;
@@ -161,7 +176,7 @@ TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
   for (const auto& dev : reg.devices()) {
     const auto& info = dev->info();
     if (!dev->supports(KernelId::KMeansAssign)) continue;
-    if (!dev->cannot_run(KMeansAssignArgs{.n = c.n, .d = c.d, .k = c.k}).empty()) continue;
+    if (refused_within_limits(*dev, c)) continue;
     SCOPED_TRACE(info.name);
     expect_conforms(run_device(*dev, x, cent, c), want, c, info.name, x, cent);
     ++ran;
@@ -230,7 +245,7 @@ TEST_P(KMeansAssignConformance, BoundsMatchReferenceAcrossLaunches) {
   int ran = 0;
   const KMeansAssignArgs shape{.n = c.n, .d = c.d, .k = c.k};
   for (const auto& dev : reg.devices()) {
-    if (!dev->supports(KernelId::KMeansAssign) || !dev->cannot_run(shape).empty()) continue;
+    if (!dev->supports(KernelId::KMeansAssign) || refused_within_limits(*dev, c)) continue;
     auto bb = dev->create_state(shape);
     if (!bb) continue;  // a device that keeps no state
     SCOPED_TRACE(dev->info().name);
@@ -288,6 +303,37 @@ TEST(KMeansAssignBounds, AStateOfAnotherShapeIsAnError) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, KMeansAssignConformance, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name; });
+
+// A backend that refuses every shape, within its (no) limits, is caught.
+class RefusesEverything final : public Device {
+ public:
+  RefusesEverything() {
+    info_.name = "refuses-everything";
+    info_.kernels = {KernelId::KMeansAssign};
+  }
+  const DeviceInfo& info() const override { return info_; }
+  std::unique_ptr<Buffer> allocate(std::size_t) override { return nullptr; }
+  std::string cannot_run(const KernelArgs&) const override { return "no"; }
+  Event enqueue(const KernelArgs&, std::vector<Event>) override { return {}; }
+
+ private:
+  DeviceInfo info_;
+};
+
+TEST(KMeansAssignConformance, ARefusalWithinTheLimitsFails) {
+  const RefusesEverything dev;
+  EXPECT_NONFATAL_FAILURE(refused_within_limits(dev, Case{"small", 10, 2, 2, false}), "within its limits");
+  // Past stated limits, a refusal is fine.
+  struct Limited final : Device {
+    DeviceInfo i;
+    Limited() { i.name = "limited", i.kmeans_max_k = 4, i.kernels = {KernelId::KMeansAssign}; }
+    const DeviceInfo& info() const override { return i; }
+    std::unique_ptr<Buffer> allocate(std::size_t) override { return nullptr; }
+    std::string cannot_run(const KernelArgs&) const override { return "k too large"; }
+    Event enqueue(const KernelArgs&, std::vector<Event>) override { return {}; }
+  } limited;
+  EXPECT_TRUE(refused_within_limits(limited, Case{"big k", 10, 2, 8, false}));
+}
 
 // Backends this build has but this machine cannot run: visible as skips.
 TEST(KMeansAssignConformance, HardwareBackendsPresentOrExplained) {

@@ -35,6 +35,9 @@ struct DeviceInfo {
   // FPGAs): e.g. "kmeans_assign: k <= 256, d <= 1024"; empty: none.
   // Programs ask cannot_run().
   std::string limits;
+  // The same bounds as numbers (0: none): kmeans_assign's k and d. A device
+  // that refuses a shape within them is wrong (the conformance tests fail it).
+  std::int64_t kmeans_max_k = 0, kmeans_max_d = 0;
 };
 
 // Completion of an asynchronous launch or copy. wait() rethrows the device's error;
