@@ -186,14 +186,16 @@ std::uint64_t checkpoint_fingerprint(std::span<const std::byte> data) {
   if (data.size() <= kWhole) {
     sum = crc(data);
   } else {
-    Bytes sample;
-    sample.reserve(kBlocks * kBlock + 2 * kEdge);
-    auto take = [&](std::size_t at, std::size_t n) { sample.insert(sample.end(), data.begin() + at, data.begin() + at + n); };
+    // One crc32 running over the pieces in order, read in place.
+    uLong c = 0;
+    auto take = [&](std::size_t at, std::size_t n) {
+      c = ::crc32(c, reinterpret_cast<const Bytef*>(data.data() + at), static_cast<uInt>(n));
+    };
     take(0, kEdge);
     const std::size_t pitch = (data.size() - kBlock) / (kBlocks - 1);
     for (std::size_t b = 0; b < kBlocks; ++b) take(b * pitch, kBlock);
     take(data.size() - kEdge, kEdge);
-    sum = crc(sample);
+    sum = static_cast<std::uint32_t>(c);
   }
   return (static_cast<std::uint64_t>(sum) << 32 | (data.size() & 0xffffffffu)) ^ (data.size() * 0x9E3779B97F4A7C15ull);
 }
