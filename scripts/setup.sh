@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  xz-utils                   # scripts/device_kit.sh packs the GPU kit with xz
+  xz-utils ninja-build       # scripts/device_kit.sh: packs the GPU kit with xz, builds it with ninja
   libgtest-dev libgmock-dev
   libboost-program-options-dev
   libopenblas-openmp-dev libhwloc-dev nlohmann-json3-dev zlib1g-dev libssl-dev
