@@ -20,12 +20,12 @@ import math
 import numpy as np
 import torch
 
+from . import topk
+
 
 class TorchBucketSparsifier:
     def __init__(self, sizes, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
                  dense_below=0, host_below=1 << 16, nonfinite="error", device="cpu"):
-        from . import topk  # noqa: F401  (the extension must load before any work)
-
         sizes = [int(s) for s in sizes]
         if not sizes:
             raise ValueError("bucket sparsifier: no layers")
@@ -92,7 +92,6 @@ class TorchBucketSparsifier:
             if whole or n < o["host_below"]:
                 idx = self._select_exact(r, ratio, whole, layer, base)
             else:
-                from . import topk
                 try:
                     res = topk(r, ratio, method=o["method"], nonfinite=o["nonfinite"],
                                device="cpu" if self.device.type == "cpu" else str(self.device))

@@ -63,7 +63,7 @@ class Coordinator {
   void push_rows(std::uint32_t w, std::set<std::uint32_t>& ready);
   void rounds();
   void checkpoint(std::int64_t t, bool must);
-  void check_resumable() const;
+  void check_resumable();
   void resume();
   std::set<std::uint32_t> regather();
   RoundOutcome all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st);
@@ -431,7 +431,7 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
 // job, or it is refused naming what differs (a resume with another --seed
 // had run on with the checkpoint's centroids and exited 0; another --k had
 // started and failed rounds later).
-void Coordinator::check_resumable() const {
+void Coordinator::check_resumable() {
   const Checkpoint& c = *resume_;
   const std::string where = checkpoint_path(o_.checkpoint_dir) + ": ";
   if (c.workload != job_.workload() || c.units != job_.units() || c.workers != static_cast<std::uint32_t>(N_))
@@ -444,7 +444,8 @@ void Coordinator::check_resumable() const {
                        (it == c.options.end() ? std::string("unset") : it->second) + ", this one asks for " + value +
                        "; resume with the original options");
   }
-  if (c.input_fingerprint != checkpoint_fingerprint(job_.data(0, job_.units())))
+  fingerprint_ = checkpoint_fingerprint(job_.data(0, job_.units()));  // the next checkpoint's too
+  if (c.input_fingerprint != *fingerprint_)
     throw InputError(where + job_.input_name() + " is not the input the checkpoint's job read (same size, other "
                      "contents); give the original input");
   if (c.params != job_.params())

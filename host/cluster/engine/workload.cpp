@@ -1,5 +1,6 @@
 #include "workload.hpp"
 
+#include <cstdio>
 #include <mutex>
 
 namespace accel::cluster {
@@ -17,6 +18,12 @@ RoundOutcome Partition::apply(std::int64_t, std::span<const std::byte>) {
   throw std::logic_error("this workload does not use the central exchange");
 }
 void Partition::validate_decision(std::span<const std::byte>) const {}
+std::string Job::option_text(double v) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.17g", v);
+  return s;
+}
+
 Bytes Job::decide(std::int64_t, const std::map<std::uint32_t, Bytes>&) {
   throw std::logic_error("this workload does not use the central exchange");
 }

@@ -155,6 +155,9 @@ class Job {
   // that refusal (a path).
   using Options = std::vector<std::pair<std::string, std::string>>;
   virtual Options result_options() const { return {}; }
+  // An option's value as that text: every digit a double needs to read
+  // back equal (a resume compares the texts).
+  static std::string option_text(double v);
   virtual std::string input_name() const { return "the input"; }
   // Bytes of rows [begin, end) in the workload's layout; the span lives as
   // long as the job.

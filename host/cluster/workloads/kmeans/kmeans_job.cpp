@@ -271,20 +271,12 @@ Bytes KMeansJob::probe() const {
   return std::move(o.b);
 }
 
-namespace {
-std::string exact(double v) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.17g", v);
-  return s;
-}
-}  // namespace
-
 // --init FILE.npy names centroids: the file is part of the input, so its
 // name stands in for them (the centroids themselves are in params()).
 Job::Options KMeansJob::result_options() const {
   return {{"--k", std::to_string(o_.k)},          {"--init", o_.init},
           {"--seed", std::to_string(o_.seed)},    {"--algorithm", o_.algorithm},
-          {"--tol", exact(o_.tol)},               {"--max-iter", std::to_string(o_.max_iter)}};
+          {"--tol", option_text(o_.tol)},               {"--max-iter", std::to_string(o_.max_iter)}};
 }
 
 Bytes KMeansJob::params() const { return encode_params({x_.cols, o_.k, o_.tol, bounds_, init_}); }

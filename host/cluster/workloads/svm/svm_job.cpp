@@ -197,22 +197,17 @@ Bytes SvmJob::probe() const {
 // compared through params().
 Job::Options SvmJob::result_options() const {
   const SvmParams& p = o_.params;
-  auto exact = [](double v) {
-    char s[32];
-    std::snprintf(s, sizeof s, "%.17g", v);
-    return std::string(s);
-  };
   std::string weights;
-  for (const auto& [label, w] : p.weights) weights += (weights.empty() ? "" : ",") + std::to_string(label) + ":" + exact(w);
+  for (const auto& [label, w] : p.weights) weights += (weights.empty() ? "" : ",") + std::to_string(label) + ":" + option_text(w);
   return {{"-s", std::to_string(static_cast<int>(p.type))},
           {"-t", std::to_string(static_cast<int>(p.kernel))},
           {"-d", std::to_string(p.degree)},
-          {"-g", exact(p.gamma)},
-          {"-r", exact(p.coef0)},
-          {"-c", exact(p.C)},
-          {"-n", exact(p.nu)},
-          {"-p", exact(p.p)},
-          {"-e", exact(p.eps)},
+          {"-g", option_text(p.gamma)},
+          {"-r", option_text(p.coef0)},
+          {"-c", option_text(p.C)},
+          {"-n", option_text(p.nu)},
+          {"-p", option_text(p.p)},
+          {"-e", option_text(p.eps)},
           {"-b", p.probability ? "1" : "0"},
           {"-wi", weights},
           {"--solver", std::to_string(static_cast<int>(p.solver))},
