@@ -14,6 +14,7 @@
 #include "accel/error.hpp"
 #include "accel/log.hpp"
 #include "commands.hpp"
+#include "accel/faults.hpp"
 
 namespace {
 
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    accel::set_faults(accel::faults_from_environment());  // the cluster scenarios' faults
     return it->second.first(std::vector<std::string>(argv + 2, argv + argc));
   } catch (const accel::InputError& e) {
     accel::log::error("accel " + name) << e.what();

@@ -286,16 +286,23 @@ std::shared_ptr<Model> svm_fit(accel::CsrMatrix& x, const py::array_t<double, py
   accel::SvmParams p = svm_params(params);
   accel::check_svm_params(p);
   auto out = std::make_shared<Model>();
-  p.on_problem = [&](const accel::BinaryStats& st) {
-    out->iterations.push_back(st.iterations);
-    char line[200];
-    std::snprintf(line, sizeof line, "problem %zu: %lld iterations, %lld support vectors (%lld at the bound), obj %.6g",
-                  out->iterations.size(), static_cast<long long>(st.iterations), static_cast<long long>(st.n_sv),
-                  static_cast<long long>(st.n_bsv), st.obj);
-    report(progress, line);
-  };
-  out->m = interruptible([&] { return accel::svm_train(data, p, devices(device, accel::KernelId::CsrKernelRows)); });
-  out->m.params.on_problem = nullptr;  // it refers to this call's frame
+  // Each problem's iterations kept, and a line to `progress`.
+  struct Progress final : accel::SvmObserver {
+    Model& model;
+    const py::object& progress;
+    Progress(Model& m, const py::object& p) : model(m), progress(p) {}
+    void solved(const accel::BinaryStats& st) override {
+      model.iterations.push_back(st.iterations);
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "problem %zu: %lld iterations, %lld support vectors (%lld at the bound), obj %.6g",
+                    model.iterations.size(), static_cast<long long>(st.iterations), static_cast<long long>(st.n_sv),
+                    static_cast<long long>(st.n_bsv), st.obj);
+      report(progress, line);
+    }
+  } observer(*out, progress);
+  out->m = interruptible(
+      [&] { return accel::svm_train(data, p, devices(device, accel::KernelId::CsrKernelRows), nullptr, &observer); });
   return out;
 }
 

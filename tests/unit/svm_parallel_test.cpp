@@ -1,6 +1,6 @@
 // Parallel SMO (accel/svm_parallel.hpp) with its members in this process:
 // real Member objects on the cpu device, their decisions and reports passed
-// by a director that stands where the cluster engine's transport does. The
+// by LocalMembers, which stands where the cluster engine's transport does. The
 // model must be single-node svm_train's (objective within 1e-6 relative,
 // the same support vectors) on 1, 2 and 3 members, for every problem type,
 // with shrinking on, and when a member is lost mid-solve and its rows move
@@ -21,7 +21,7 @@
 namespace accel {
 namespace {
 
-using svm_parallel::Director;
+using svm_parallel::Members;
 using svm_parallel::Member;
 using svm_parallel::Op;
 using svm_parallel::Range;
@@ -56,12 +56,13 @@ const std::vector<Device*>& cpu() {
   return devs;
 }
 
-// Members 0..k-1 in this process; `lose` (member id, after how many rounds)
-// drops one after it applied a decision and before it reports, and hands
-// its rows to member 0 as the engine's SVM job does.
-class LocalDirector final : public Director {
+// Members 0..k-1 in this process, whose rounds never wait; `lose` (member
+// id, after how many rounds) drops one after it applied a decision and
+// before it reports, and hands its rows to member 0 as the engine's SVM job
+// does.
+class LocalMembers final : public Members {
  public:
-  LocalDirector(const LabeledCsr& data, const SvmParams& params, int members, std::pair<int, int> lose = {-1, 0})
+  LocalMembers(const LabeledCsr& data, const SvmParams& params, int members, std::pair<int, int> lose = {-1, 0})
       : lose_(lose) {
     const std::int64_t n = data.x.rows;
     for (int m = 0; m < members; ++m) {
@@ -70,7 +71,9 @@ class LocalDirector final : public Director {
     }
   }
   std::vector<Range> owners() const override { return owners_; }
-  std::map<std::uint32_t, Report> round(const std::vector<Op>& ops) override {
+  Task<std::map<std::uint32_t, Report>> round(Op op) override { co_return apply(op); }
+  std::map<std::uint32_t, Report> apply(const Op& op) {
+    const std::vector<Op> ops{op};
     ++rounds_;
     for (auto& [id, m] : members_) {
       m->check(ops);
@@ -128,13 +131,11 @@ Trained train_single(const LabeledCsr& data, const SvmParams& p) {
 
 Trained train_parallel(const LabeledCsr& data, SvmParams p, int members, std::pair<int, int> lose = {-1, 0},
                        int* moves = nullptr) {
-  LocalDirector director(data, p, members, lose);
-  p.solver_hook = [&](const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
-    return svm_parallel::solve_parallel(pb, params, kr, times, director);
-  };
+  LocalMembers group(data, p, members, lose);
+  svm_parallel::Trainer across(group);
   Trained t;
-  t.model = svm_train(data, p, cpu(), &t.report);
-  if (moves) *moves = director.moves();
+  t.model = svm_train(data, p, cpu(), &t.report, &across);
+  if (moves) *moves = group.moves();
   return t;
 }
 
@@ -212,6 +213,40 @@ TEST(SvmParallelLoss, AMemberLostWhileTheGradientsAreCollected) {
   const Trained m = train_parallel(data, p, 3, {1, -1}, &moves);
   EXPECT_EQ(moves, 1);
   expect_same_model(m, train_single(data, p));
+}
+
+// The engine's way of driving it: the training pauses at every round, and
+// its caller applies the decision to the members and delivers their
+// reports (svm_job.cpp's decide()). The model is the one trained without
+// pauses, on the same members.
+TEST(SvmParallelSteps, DrivenRoundByRoundEqualsRunThrough) {
+  const LabeledCsr data = make_data(600, 11);
+  const SvmParams p = base(SvmType::CSvc, "multi2");
+  LocalMembers group(data, p, 2);
+  Mailbox<Op, std::map<std::uint32_t, Report>> box;
+  struct Paused final : Members {
+    LocalMembers& group;
+    Mailbox<Op, std::map<std::uint32_t, Report>>& box;
+    Paused(LocalMembers& g, Mailbox<Op, std::map<std::uint32_t, Report>>& b) : group(g), box(b) {}
+    Task<std::map<std::uint32_t, Report>> round(Op op) override { co_return co_await box.exchange(std::move(op)); }
+    std::vector<Range> owners() const override { return group.owners(); }
+  } paused(group, box);
+  svm_parallel::Trainer trainer(paused);
+  Trained stepped;
+  Task<SvmModel> training = svm_train_steps(data, p, cpu(), trainer, &stepped.report);
+  training.resume();
+  int rounds = 0;
+  while (box.waiting()) {
+    ASSERT_FALSE(training.done());
+    box.deliver(group.apply(box.take_outgoing()));
+    ++rounds;
+  }
+  ASSERT_TRUE(training.done());
+  stepped.model = training.result();
+  EXPECT_EQ(rounds, group.rounds());
+  EXPECT_GT(rounds, 20);
+  EXPECT_EQ(trainer.solved().size(), 3u);  // three classes, one against one
+  expect_same_model(stepped, train_parallel(data, p, 2));
 }
 
 // A re-split's move (svm_job.cpp move_rows): every gradient reported, then

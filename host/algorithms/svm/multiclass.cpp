@@ -43,141 +43,192 @@ DualProblem pair_problem(const SvmParams& params, const std::vector<std::int8_t>
   return pb;
 }
 
-}  // namespace
-
-SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
-                          SvmTrainReport& rep) {
-  const std::int64_t n = data.x.rows;
+// The classes of a training set: labels in model order, each row's class,
+// the rows of each class and each class's factor of C.
+struct Classes {
   std::vector<int> labels;
-  std::vector<int> cls(n);
+  std::vector<int> of_row;
+  std::vector<std::vector<std::int32_t>> rows;
+  std::vector<double> weight;
+  int k() const { return static_cast<int>(labels.size()); }
+};
+
+// Labels in order of first appearance (LIBSVM's), or ascending.
+void find_labels(const LabeledCsr& data, const SvmParams& params, Classes& c) {
+  const std::int64_t n = data.x.rows;
+  c.of_row.resize(n);
   for (std::int64_t r = 0; r < n; ++r) {
     const double l = data.labels[r];
     if (l != std::floor(l) || std::abs(l) > 2147483647.0)
       throw InputError(row_where(data, r) + ": label " + std::to_string(l) + " is not an integer class (C-SVC)");
     const int li = static_cast<int>(l);
-    auto it = std::find(labels.begin(), labels.end(), li);
-    if (it == labels.end()) {
-      labels.push_back(li);
-      it = labels.end() - 1;
+    auto it = std::find(c.labels.begin(), c.labels.end(), li);
+    if (it == c.labels.end()) {
+      c.labels.push_back(li);
+      it = c.labels.end() - 1;
     }
-    cls[r] = static_cast<int>(it - labels.begin());
+    c.of_row[r] = static_cast<int>(it - c.labels.begin());
   }
-  if (labels.size() < 2)
+  if (c.labels.size() < 2)
     throw InputError((data.source.empty() ? std::string("data") : data.source) + ": only one class (label " +
-                     std::to_string(labels.empty() ? 0 : labels[0]) + "); C-SVC needs at least two");
+                     std::to_string(c.labels.empty() ? 0 : c.labels[0]) + "); C-SVC needs at least two");
   if (params.sorted_classes) {
-    std::vector<int> sorted = labels;
+    std::vector<int> sorted = c.labels;
     std::sort(sorted.begin(), sorted.end());
-    for (auto& c : cls) c = static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), labels[c]) - sorted.begin());
-    labels = std::move(sorted);
-  } else if (labels.size() == 2 && labels[0] == -1 && labels[1] == 1) {
-    std::swap(labels[0], labels[1]);
-    for (auto& c : cls) c = 1 - c;
+    for (auto& x : c.of_row)
+      x = static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), c.labels[x]) - sorted.begin());
+    c.labels = std::move(sorted);
+  } else if (c.labels.size() == 2 && c.labels[0] == -1 && c.labels[1] == 1) {
+    std::swap(c.labels[0], c.labels[1]);
+    for (auto& x : c.of_row) x = 1 - x;
   }
-  const int k = static_cast<int>(labels.size());
-  std::vector<std::vector<std::int32_t>> rows_of(k);
-  for (std::int64_t r = 0; r < n; ++r) rows_of[cls[r]].push_back(static_cast<std::int32_t>(r));
-  std::vector<double> weight(k, 1.0);
+}
+
+Classes classes_of(const LabeledCsr& data, const SvmParams& params) {
+  Classes c;
+  find_labels(data, params, c);
+  const int k = c.k();
+  c.rows.resize(k);
+  for (std::int64_t r = 0; r < data.x.rows; ++r) c.rows[c.of_row[r]].push_back(static_cast<std::int32_t>(r));
+  c.weight.assign(k, 1.0);
   for (const auto& [label, w] : params.weights) {
-    const auto it = std::find(labels.begin(), labels.end(), label);
-    if (it == labels.end())
+    const auto it = std::find(c.labels.begin(), c.labels.end(), label);
+    if (it == c.labels.end())
       std::fprintf(stderr, "WARNING: class label %d specified in weight is not found\n", label);
     else
-      weight[it - labels.begin()] *= w;
+      c.weight[it - c.labels.begin()] *= w;
   }
   if (params.type == SvmType::NuSvc)
     for (int a = 0; a < k; ++a)
       for (int b = a + 1; b < k; ++b) {
-        const double na = double(rows_of[a].size()), nb = double(rows_of[b].size());
+        const double na = double(c.rows[a].size()), nb = double(c.rows[b].size());
         if (params.nu * (na + nb) / 2 > std::min(na, nb))
           throw InputError("-n " + std::to_string(params.nu) + ": specified nu is infeasible (classes " +
-                           std::to_string(labels[a]) + " and " + std::to_string(labels[b]) + ")");
+                           std::to_string(c.labels[a]) + " and " + std::to_string(c.labels[b]) + ")");
       }
+  return c;
+}
 
-  // alpha of row r in pair p, kept sparse: only support vectors matter.
-  std::vector<std::map<std::int32_t, double>> pair_alpha;
-  std::vector<double> rho, prob_a, prob_b;
-  for (int a = 0; a < k; ++a)
-    for (int b = a + 1; b < k; ++b) {
-      // Two classes train on the data as it is (no copy); more take the
-      // rows of each pair, class a first.
-      CsrMatrix sub;
-      std::vector<std::int8_t> y;
-      std::vector<std::int32_t> orig;
-      if (k == 2) {
-        y.resize(n);
-        orig.resize(n);
-        for (std::int64_t r = 0; r < n; ++r) {
-          y[r] = cls[r] == 0 ? 1 : -1;
-          orig[r] = static_cast<std::int32_t>(r);
-        }
-      } else {
-        for (int c : {a, b})
-          for (const std::int32_t r : rows_of[c]) {
-            sub.add_row_from(data.x, r);
-            y.push_back(c == a ? 1 : -1);
-            orig.push_back(r);
-          }
-        sub.cols = data.x.cols;
-      }
-      KernelRows kr(k == 2 ? data.x : sub, params, devices);
-      DualProblem pb = pair_problem(params, y, weight[a], weight[b]);
-      pb.rows = orig;
-      if (params.probability) {
-        const auto [A, B] = pair_probability(data, orig, y, params, params.C * weight[a], params.C * weight[b], devices);
-        prob_a.push_back(A);
-        prob_b.push_back(B);
-      }
-      BinarySolution sol = solve_binary(pb, params, kr, rep.times);
-      if (params.type == SvmType::NuSvc) {  // LIBSVM scales the nu solution by 1/r
-        const double r = sol.stats.r;
-        for (double& al : sol.alpha) al /= r;
-        sol.stats.rho /= r;
-        sol.stats.obj /= r * r;
-      }
-      sol.stats.class_a = labels[a];
-      sol.stats.class_b = labels[b];
-      rep.problems.push_back(sol.stats);
-      if (params.on_problem) params.on_problem(sol.stats);
-      std::map<std::int32_t, double> nz;
-      for (std::size_t t = 0; t < orig.size(); ++t)
-        if (sol.alpha[t] > 0) nz[orig[t]] = sol.alpha[t];
-      pair_alpha.push_back(std::move(nz));
-      rho.push_back(sol.stats.rho);
+// Pair (a, b)'s rows: two classes train on the data as it is (no copy);
+// more take the rows of the pair, class a first, into `sub`.
+struct PairRows {
+  CsrMatrix sub;
+  std::vector<std::int8_t> y;
+  std::vector<std::int32_t> orig;
+};
+
+void pair_rows(const LabeledCsr& data, const Classes& c, int a, int b, PairRows& p) {
+  if (c.k() == 2) {
+    const std::int64_t n = data.x.rows;
+    p.y.resize(n);
+    p.orig.resize(n);
+    for (std::int64_t r = 0; r < n; ++r) {
+      p.y[r] = c.of_row[r] == 0 ? 1 : -1;
+      p.orig[r] = static_cast<std::int32_t>(r);
     }
+    return;
+  }
+  for (const int cl : {a, b})
+    for (const std::int32_t r : c.rows[cl]) {
+      p.sub.add_row_from(data.x, r);
+      p.y.push_back(cl == a ? 1 : -1);
+      p.orig.push_back(r);
+    }
+  p.sub.cols = data.x.cols;
+}
 
-  // Rows that are a support vector anywhere, grouped by class.
+// What the model keeps of each pair's solution.
+struct PairResults {
+  std::vector<std::map<std::int32_t, double>> alpha;  // row -> alpha, support vectors only
+  std::vector<double> rho, prob_a, prob_b;
+};
+
+// LIBSVM scales nu-SVC's solution by 1/r; the stats name the pair.
+void keep_pair(const SvmParams& params, const Classes& c, int a, int b, const std::vector<std::int32_t>& orig,
+               BinarySolution& sol, PairResults& out) {
+  if (params.type == SvmType::NuSvc) {
+    const double r = sol.stats.r;
+    for (double& al : sol.alpha) al /= r;
+    sol.stats.rho /= r;
+    sol.stats.obj /= r * r;
+  }
+  sol.stats.class_a = c.labels[a];
+  sol.stats.class_b = c.labels[b];
+  std::map<std::int32_t, double> nz;
+  for (std::size_t t = 0; t < orig.size(); ++t)
+    if (sol.alpha[t] > 0) nz[orig[t]] = sol.alpha[t];
+  out.alpha.push_back(std::move(nz));
+  out.rho.push_back(sol.stats.rho);
+}
+
+// Rows that are a support vector anywhere, grouped by class, with LIBSVM's
+// coefficient layout: class a's vectors keep their pair-(a,b) coefficient
+// in row b-1, class b's in row a.
+SvmModel assemble(const LabeledCsr& data, const SvmParams& params, const Classes& c, PairResults& res) {
+  const std::int64_t n = data.x.rows;
+  const int k = c.k();
   std::vector<char> is_sv(n, 0);
-  for (const auto& m : pair_alpha)
+  for (const auto& m : res.alpha)
     for (const auto& [r, al] : m) is_sv[r] = 1;
   SvmModel model;
   model.params = params;
-  model.labels = labels;
-  model.rho = rho;
-  model.probA = prob_a;
-  model.probB = prob_b;
+  model.labels = c.labels;
+  model.rho = std::move(res.rho);
+  model.probA = std::move(res.prob_a);
+  model.probB = std::move(res.prob_b);
   model.n_sv.assign(k, 0);
   std::vector<std::int64_t> pos(n, -1);
-  for (int c = 0; c < k; ++c)
-    for (const std::int32_t r : rows_of[c])
+  for (int cl = 0; cl < k; ++cl)
+    for (const std::int32_t r : c.rows[cl])
       if (is_sv[r]) {
         pos[r] = model.sv.rows;
         model.sv.add_row_from(data.x, r);
         model.sv_rows.push_back(r);
-        ++model.n_sv[c];
+        ++model.n_sv[cl];
       }
   model.sv.cols = data.x.cols;
   model.coef.assign(k - 1, std::vector<double>(model.sv.rows, 0.0));
   int p = 0;
   for (int a = 0; a < k; ++a)
     for (int b = a + 1; b < k; ++b, ++p)
-      for (const auto& [r, al] : pair_alpha[p]) {
-        // Class a's vectors keep their pair-(a,b) coefficient in row b-1,
-        // class b's in row a: LIBSVM's layout.
-        if (cls[r] == a) model.coef[b - 1][pos[r]] = al;
+      for (const auto& [r, al] : res.alpha[p]) {
+        if (c.of_row[r] == a) model.coef[b - 1][pos[r]] = al;
         else model.coef[a][pos[r]] = -al;
       }
   return model;
+}
+
+// Pair (a, b): its probability fit (-b 1) and its dual problem, solved by
+// the observer.
+Task<void> train_pair(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
+                      const Classes& c, int a, int b, SvmTrainReport& rep, SvmObserver& observer,
+                      PairResults& out) {
+  PairRows rows;
+  pair_rows(data, c, a, b, rows);
+  KernelRows kr(c.k() == 2 ? data.x : rows.sub, params, devices);
+  DualProblem pb = pair_problem(params, rows.y, c.weight[a], c.weight[b]);
+  pb.rows = rows.orig;
+  if (params.probability) {
+    const std::pair<double, double> ab =
+        pair_probability(data, rows.orig, rows.y, params, params.C * c.weight[a], params.C * c.weight[b], devices);
+    out.prob_a.push_back(ab.first);
+    out.prob_b.push_back(ab.second);
+  }
+  BinarySolution sol = co_await observer.solve(pb, params, kr, rep.times);
+  keep_pair(params, c, a, b, rows.orig, sol, out);
+  rep.problems.push_back(sol.stats);
+  observer.solved(sol.stats);
+}
+
+}  // namespace
+
+Task<SvmModel> train_classifier(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
+                                SvmTrainReport& rep, SvmObserver& observer) {
+  const Classes c = classes_of(data, params);
+  PairResults res;
+  for (int a = 0; a < c.k(); ++a)
+    for (int b = a + 1; b < c.k(); ++b) co_await train_pair(data, params, devices, c, a, b, rep, observer, res);
+  co_return assemble(data, params, c, res);
 }
 
 std::vector<double> vote(const SvmModel& model, const std::vector<double>& dec) {

@@ -104,8 +104,6 @@ std::pair<double, double> pair_probability(const LabeledCsr& data, const std::ve
   std::shuffle(perm.begin(), perm.end(), rng);
   SvmParams sub = params;
   sub.probability = false;
-  sub.solver_hook = nullptr;  // the folds are other data than the hook's training set: solved here
-  sub.on_problem = nullptr;   // progress is the training's, not its folds'
   sub.C = 1;
   sub.weights = {{1, Cp}, {-1, Cn}};
   std::vector<double> dec(l), yy(l);
@@ -138,8 +136,6 @@ std::pair<double, double> pair_probability(const LabeledCsr& data, const std::ve
 double regression_sigma(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices) {
   SvmParams sub = params;
   sub.probability = false;
-  sub.solver_hook = nullptr;  // the folds are other data than the hook's training set: solved here
-  sub.on_problem = nullptr;   // progress is the training's, not its folds'
   const std::vector<double> pred = svm_cross_validation(data, sub, kProbabilityFolds, devices);
   const std::size_t l = pred.size();
   std::vector<double> res(l);

@@ -55,10 +55,34 @@ DualProblem regression(const SvmParams& params, const std::vector<double>& z) {
   return pb;
 }
 
+// The model of the solution: the rows with a nonzero coefficient, in data
+// order; nSV and nBSV as LIBSVM counts them, over the merged coefficients.
+SvmModel single_model(const LabeledCsr& data, const SvmParams& params, BinarySolution& sol) {
+  const std::int64_t n = data.x.rows;
+  const bool regress = is_regression(params.type);
+  const double bound = regress ? params.C : 1.0;
+  sol.stats.n_sv = sol.stats.n_bsv = 0;
+  SvmModel model;
+  model.params = params;
+  model.rho = {sol.stats.rho};
+  model.coef.assign(1, {});
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double coef = regress ? sol.alpha[i] - sol.alpha[i + n] : sol.alpha[i];
+    if (coef == 0) continue;
+    ++sol.stats.n_sv;
+    if (std::abs(coef) >= bound) ++sol.stats.n_bsv;
+    model.sv.add_row_from(data.x, i);
+    model.sv_rows.push_back(i);
+    model.coef[0].push_back(coef);
+  }
+  model.sv.cols = data.x.cols;
+  return model;
+}
+
 }  // namespace
 
-SvmModel train_single(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
-                      SvmTrainReport& rep) {
+Task<SvmModel> train_single(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
+                            SvmTrainReport& rep, SvmObserver& observer) {
   const std::int64_t n = data.x.rows;
   const bool regress = is_regression(params.type);
   std::vector<std::int32_t> row_of;
@@ -73,30 +97,12 @@ SvmModel train_single(const LabeledCsr& data, const SvmParams& params, const std
     std::iota(pb.rows.begin(), pb.rows.end(), 0);
   }
   KernelRows kr(data.x, params, devices, std::move(row_of));
-  BinarySolution sol = solve_binary(pb, params, kr, rep.times);
-
-  std::vector<double> coef(n);
-  for (std::int64_t i = 0; i < n; ++i) coef[i] = regress ? sol.alpha[i] - sol.alpha[i + n] : sol.alpha[i];
-  // nSV and nBSV as LIBSVM counts them: over the merged coefficients.
-  const double bound = regress ? params.C : 1.0;
-  sol.stats.n_sv = sol.stats.n_bsv = 0;
-  SvmModel model;
-  model.params = params;
-  model.rho = {sol.stats.rho};
-  model.coef.assign(1, {});
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (coef[i] == 0) continue;
-    ++sol.stats.n_sv;
-    if (std::abs(coef[i]) >= bound) ++sol.stats.n_bsv;
-    model.sv.add_row_from(data.x, i);
-    model.sv_rows.push_back(i);
-    model.coef[0].push_back(coef[i]);
-  }
-  model.sv.cols = data.x.cols;
+  BinarySolution sol = co_await observer.solve(pb, params, kr, rep.times);
+  SvmModel model = single_model(data, params, sol);
   if (params.probability && regress) model.probA = {regression_sigma(data, params, devices)};
   rep.problems.push_back(sol.stats);
-  if (params.on_problem) params.on_problem(sol.stats);
-  return model;
+  observer.solved(sol.stats);
+  co_return model;
 }
 
 }  // namespace accel::svm_detail

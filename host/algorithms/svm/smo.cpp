@@ -7,7 +7,7 @@
 // every active sample from the two kernel rows: the O(active) hot loop.
 //
 // Stopping, shrinking and reconstruction are solver_state.cpp's; the
-// batched solver (batch_smo.cpp) shares them.
+// batched solver (batch_solver.cpp) shares them.
 #include <algorithm>
 #include <cstdio>
 

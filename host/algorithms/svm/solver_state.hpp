@@ -1,5 +1,5 @@
 // What the pair SMO (smo.cpp) and the batched working-set solver
-// (batch_smo.cpp) share: the dual state and its index sets, the maximal
+// (batch_solver.cpp) share: the dual state and its index sets, the maximal
 // violating pair, shrinking (Narasimhan et al. 2014 eq. 10), gradient reconstruction
 // (Narasimhan et al. 2014 Algorithm 6), the stopping control around them, and the
 // objective and rho of the result. Internal to host/algorithms/svm.

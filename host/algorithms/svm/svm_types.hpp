@@ -13,14 +13,14 @@ namespace accel::svm_detail {
 std::string row_where(const LabeledCsr& d, std::size_t r);
 
 // C-SVC and nu-SVC, one-against-one (multiclass.cpp).
-SvmModel train_classifier(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
-                          SvmTrainReport& rep);
+Task<SvmModel> train_classifier(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
+                                SvmTrainReport& rep, SvmObserver& observer);
 // The classes' vote from each row's pair decisions (dec[t * pairs + p]).
 std::vector<double> vote(const SvmModel& model, const std::vector<double>& dec);
 
 // One-class SVM, epsilon-SVR and nu-SVR: one dual problem (single.cpp).
-SvmModel train_single(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
-                      SvmTrainReport& rep);
+Task<SvmModel> train_single(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
+                            SvmTrainReport& rep, SvmObserver& observer);
 
 // Decision values of the rows of x: k(k-1)/2 per row for classification
 // (LIBSVM's pair order), one otherwise (sum coef K - rho).

@@ -48,18 +48,31 @@ void check_svm_params(const SvmParams& p) {
     if (!(w >= 0)) throw InputError("-w" + std::to_string(label) + " " + std::to_string(w) + ": weight must be >= 0");
 }
 
-SvmModel svm_train(const LabeledCsr& data, const SvmParams& params_in, const std::vector<Device*>& devices,
-                   SvmTrainReport* report) {
+Task<BinarySolution> SvmObserver::solve(const DualProblem& pb, const SvmParams& params, KernelRows& kr,
+                                       SvmTimes& times) {
+  co_return solve_binary(pb, params, kr, times);
+}
+
+Task<SvmModel> svm_train_steps(const LabeledCsr& data, SvmParams params, std::vector<Device*> devices,
+                               SvmObserver& observer, SvmTrainReport* report) {
   const auto t_start = std::chrono::steady_clock::now();
-  check_svm_params(params_in);
-  SvmParams params = params_in;
+  check_svm_params(params);
   if (params.gamma == 0) params.gamma = data.x.cols > 0 ? 1.0 / double(data.x.cols) : 1.0;
   SvmTrainReport rep;
-  SvmModel model = is_classification(params.type) ? svm_detail::train_classifier(data, params, devices, rep)
-                                                  : svm_detail::train_single(data, params, devices, rep);
+  SvmModel model;
+  if (is_classification(params.type))
+    model = co_await svm_detail::train_classifier(data, params, devices, rep, observer);
+  else
+    model = co_await svm_detail::train_single(data, params, devices, rep, observer);
   rep.times.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (report) *report = std::move(rep);
-  return model;
+  co_return model;
+}
+
+SvmModel svm_train(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
+                   SvmTrainReport* report, SvmObserver* observer) {
+  SvmObserver local;
+  return run_to_end(svm_train_steps(data, params, devices, observer ? *observer : local, report));
 }
 
 namespace svm_detail {
@@ -184,14 +197,11 @@ std::vector<double> svm_cross_validation(const LabeledCsr& data, const SvmParams
   std::vector<int> fold_of(n);
   for (std::int64_t i = 0; i < n; ++i) fold_of[order[i]] = static_cast<int>(i % folds);
   std::vector<double> out(n);
-  SvmParams local = params;
-  local.solver_hook = nullptr;  // the folds are other data than the hook's training set
-  local.on_problem = nullptr;
   for (int f = 0; f < folds; ++f) {
     std::vector<std::int32_t> train, test;
     for (std::int64_t r = 0; r < n; ++r) (fold_of[r] == f ? test : train).push_back(static_cast<std::int32_t>(r));
     const LabeledCsr tr = subset(data, train), te = subset(data, test);
-    const SvmModel model = svm_train(tr, local, devices);
+    const SvmModel model = svm_train(tr, params, devices);
     const std::vector<double> pred = svm_predict(model, te.x, devices);
     for (std::size_t t = 0; t < test.size(); ++t) out[test[t]] = pred[t];
   }

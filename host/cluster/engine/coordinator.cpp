@@ -61,6 +61,7 @@ class Coordinator {
   std::vector<transport::MacKey> pair_keys_of(std::uint32_t w) const;
   void distribute();
   void push_rows(std::uint32_t w, std::set<std::uint32_t>& ready);
+  std::unique_ptr<Partition> open_own();
   void rounds();
   void checkpoint(std::int64_t t, bool must);
   void check_resumable();
@@ -310,8 +311,14 @@ void Coordinator::distribute() {
   while (static_cast<int>(ready.size()) < N_)
     ready.insert(expect_msg(*node_, kReady, Ms(o_.join_timeout_ms), "workers to be ready").message.header.sender);
   sharing_ = secs(t_share, Clock::now());
-  own_ = workload_.open(task_for(0), job_.data(begin_[0], begin_[0] + loads_[0]), local_);
+  own_ = open_own();
   for (int w = 1; w <= N_; ++w) node_->send(w, kStart, 0, {});
+}
+
+std::unique_ptr<Partition> Coordinator::open_own() {
+  const Task task = task_for(0);
+  if (auto own = job_.open_own(task, local_)) return own;
+  return workload_.open(task, job_.data(begin_[0], begin_[0] + loads_[0]), local_);
 }
 
 void Coordinator::push_rows(std::uint32_t w, std::set<std::uint32_t>& ready) {
@@ -339,11 +346,11 @@ void Coordinator::rounds() {
       recovering_.erase(w);
       active_.insert(w);
       if (taken_over_.erase(w)) {
-        own_->hand_back(w);
+        all_to_all(*own_).hand_back(w);
         log_.write({{"event", "rows_handed_back"}, {"worker", w}, {"iteration", t}});
       }
       if (kept_[w] != loads_[w]) {  // back with its whole partition
-        own_->drop_extra(w);
+        all_to_all(*own_).drop_extra(w);
         kept_[w] = loads_[w];
       }
     }
@@ -463,7 +470,7 @@ void Coordinator::resume() {
   all_lost_at_ = c.all_lost_at;
   job_.partitioned(begin_, loads_);
   address_[0] = node_->net().worker_address();
-  own_ = workload_.open(task_for(0), job_.data(begin_[0], begin_[0] + loads_[0]), local_);
+  own_ = open_own();
   own_->adopt(c.state);
   job_.restore(c.job_state, c.state);
   first_round_ = current_t_ = c.round + 1;
@@ -546,11 +553,11 @@ void Coordinator::on_message(const Received& r) {
 RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st) {
   Contribution mine;
   const auto t0 = Clock::now();
-  own_->members(view.active);
+  all_to_all(*own_).members(view.active);
   mine.data = own_->contribute(t);
-  mine.work_rows = own_->rows();
+  mine.work_rows = all_to_all(*own_).rows();
   mine.work_seconds = secs(t0, Clock::now());  // its rows' rate: stand-ins aside
-  for (auto q : taken_over_) mine.stand_ins.emplace_back(q, own_->stand_in(q));
+  for (auto q : taken_over_) mine.stand_ins.emplace_back(q, all_to_all(*own_).stand_in(q));
   computing_ = secs(t0, Clock::now());
   mine.has_view = true;
   mine.view = view;
@@ -559,7 +566,7 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   Membership v = view;
   const auto got = node_->sync(
       t, mine, v, [&](std::span<const std::byte> b) { own_->validate(b); }, [&](const Received& r) { on_message(r); },
-      st, [&](std::uint32_t q) { return own_->addressed(q); });
+      st, [&](std::uint32_t q) { return all_to_all(*own_).addressed(q); });
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
   for (auto q : st.evicted) {
@@ -568,10 +575,10 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
     inactive_.insert(q);
     // Lost in this round: its contribution of this round too, from its rows.
     if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t))
-      members[q] = own_->stand_in(q);
+      members[q] = all_to_all(*own_).stand_in(q);
   }
   keep_counted(t, members, view, st.evicted);
-  RoundOutcome out = own_->absorb(t, members);
+  RoundOutcome out = all_to_all(*own_).absorb(t, members);
   apply_trims(mine.trims, t);
   std::map<std::uint32_t, Contribution> measured = got;
   measured[0].work_rows = mine.work_rows;
@@ -625,10 +632,10 @@ void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::in
     if (!active_.count(w)) continue;  // lost meanwhile: stood in for instead
     kept_[w] = rows;
     if (rows < loads_[w])
-      own_->add_extra(w, begin_[w] + rows, loads_[w] - rows,
+      all_to_all(*own_).add_extra(w, begin_[w] + rows, loads_[w] - rows,
                       job_.data(begin_[w] + rows, begin_[w] + loads_[w]));
     else
-      own_->drop_extra(w);
+      all_to_all(*own_).drop_extra(w);
   }
   if (trims.empty()) return;
   drift_.settle(3);
@@ -654,7 +661,7 @@ void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std:
   std::vector<double> caps;
   for (const auto& [id, s] : seconds) {
     ids.push_back(id);
-    loads.push_back(id == 0 ? own_->rows() : kept_[id]);
+    loads.push_back(id == 0 ? all_to_all(*own_).rows() : kept_[id]);
     caps.push_back(*rates_.rate(id));
   }
   const auto target = swings_.damp(ids, loads, rebalance(loads, caps, 0.05));
@@ -671,9 +678,11 @@ void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std:
 
 // Nothing lost: the coordinator holds every row, so it stands in for a lost
 // member (workload.hpp) from the round it was lost until it counts again.
+// (A central workload's job moves a lost member's rows itself.)
 bool Coordinator::take_over(std::uint32_t q, std::int64_t t) {
   if (!o_.move_lost_rows || q == 0 || taken_over_.count(q) || kept_[q] == 0) return false;
-  if (!own_->take_over(q, begin_[q], kept_[q], job_.data(begin_[q], begin_[q] + kept_[q]))) return false;
+  if (workload_.exchange() != Exchange::AllToAll) return false;
+  if (!all_to_all(*own_).take_over(q, begin_[q], kept_[q], job_.data(begin_[q], begin_[q] + kept_[q]))) return false;
   taken_over_.insert(q);
   log_.write({{"event", "rows_taken_over"}, {"worker", q}, {"rows", kept_[q]}, {"iteration", t}});
   return true;
@@ -711,7 +720,7 @@ RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, 
   for (auto q : recovering_) node_->send(q, kDecision, t, payload);
   st.notify_seconds = secs(t0, Clock::now()) - st.wait_seconds;
   const auto t1 = Clock::now();
-  RoundOutcome out = own_->apply(t, decision.data);
+  RoundOutcome out = star(*own_).apply(t, decision.data);
   out.log["applying_s"] = secs(t1, Clock::now());
   return out;
 }

@@ -11,7 +11,7 @@
 
 #include "accel/error.hpp"
 #include "accel/log.hpp"
-#include "runtime/slow_fault.hpp"
+#include "accel/faults.hpp"
 #include "session.hpp"
 #include "job_token.hpp"
 #include "snapshot.hpp"
@@ -99,9 +99,6 @@ class Incarnation {
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
   double computed_since(Clock::time_point t0, std::int64_t t) const;
   void wait_done();
-  // ACCEL_FAULT_SLOW_ROUNDS=R:F: this member computes F times slower from
-  // round R on (runtime/slow_fault.hpp).
-  SlowFault slow_rounds_{"ACCEL_FAULT_SLOW_ROUNDS"};
   // The all-to-all exchange talks to every peer; the central one only to
   // the coordinator, so a dead peer's stale address is never dialled.
   void connect_peers(const std::vector<Peer>& peers) {
@@ -259,7 +256,7 @@ void Incarnation::rounds() {
 // when it is injected (inside the timed part: the rates see it).
 double Incarnation::computed_since(Clock::time_point t0, std::int64_t t) const {
   const double s = secs(t0, Clock::now());
-  return recovering_ || !slow_rounds_.at(t) ? s : slow_rounds_.slow(s);
+  return recovering_ || !faults().rounds.at(t) ? s : faults().rounds.slow(s);  // a test's slow member
 }
 
 // Returning: no member counts this node's contribution of the current
@@ -268,26 +265,26 @@ double Incarnation::computed_since(Clock::time_point t0, std::int64_t t) const {
 RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double& computing) {
   const auto t0 = Clock::now();
   Contribution mine;
-  if (!recovering_) part_->members(view_.active);
+  if (!recovering_) all_to_all(*part_).members(view_.active);
   mine.data = recovering_ ? part_->idle() : part_->contribute(t);
   computing = computed_since(t0, t);
-  mine.work_rows = recovering_ ? 0 : part_->rows();
+  mine.work_rows = recovering_ ? 0 : all_to_all(*part_).rows();
   mine.work_seconds = computing;
   const bool member = std::find(view_.active.begin(), view_.active.end(), o_.id) != view_.active.end();
   if (!member) mine.reply_address = node_.net().worker_address();  // returning: peers answer it
   const auto got = node_.sync(
       t, mine, view_, [&](std::span<const std::byte> b) { part_->validate(b); },
       [&](const Received& r) { on_message(r); }, st,
-      [&](std::uint32_t q) { return recovering_ ? nullptr : part_->addressed(q); });
+      [&](std::uint32_t q) { return recovering_ ? nullptr : all_to_all(*part_).addressed(q); });
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
-  RoundOutcome out = part_->absorb(t, members);
+  RoundOutcome out = all_to_all(*part_).absorb(t, members);
   // A re-split by measured speed (the coordinator's contribution): from the
   // next round this member keeps the first rows of its partition.
   if (auto c = got.find(0); c != got.end())
     for (const auto& [id, rows] : c->second.trims)
       if (id == o_.id) {
-        part_->keep(rows);
+        all_to_all(*part_).keep(rows);
         out.log["kept_rows"] = rows;
       }
   return out;
@@ -301,11 +298,11 @@ RoundOutcome Incarnation::central_round(std::int64_t t, SyncStats& st, double& c
   if (!recovering_) mine.data = part_->contribute(t);
   computing = computed_since(t0, t);
   Contribution decision = node_.exchange_with_coordinator(
-      t, recovering_ ? nullptr : &mine, [&](std::span<const std::byte> b) { part_->validate_decision(b); },
+      t, recovering_ ? nullptr : &mine, [&](std::span<const std::byte> b) { star(*part_).validate_decision(b); },
       [&](const Received& r) { on_message(r); }, st);
   view_ = decision.view;
   const auto t1 = Clock::now();
-  RoundOutcome out = part_->apply(t, decision.data);
+  RoundOutcome out = star(*part_).apply(t, decision.data);
   out.log["applying_s"] = secs(t1, Clock::now());
   return out;
 }

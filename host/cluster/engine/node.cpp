@@ -8,26 +8,19 @@
 
 #include "accel/error.hpp"
 #include "accel/log.hpp"
+#include "accel/faults.hpp"
 
 namespace accel::cluster {
 
 Node::Node(transport::Options opts, Ms timeout, Limits limits)
-    : net_(std::make_unique<transport::Transport>(std::move(opts))), timeout_(timeout), limits_(limits) {
-  if (const char* f = std::getenv("ACCEL_FAULT_PARTIAL_SEND")) {
-    long long r = -1;
-    std::size_t n = 0;
-    if (std::sscanf(f, "%lld:%zu", &r, &n) != 2) throw InputError(std::string("ACCEL_FAULT_PARTIAL_SEND: not R:S: ") + f);
-    fault_round_ = r;
-    fault_sends_ = n;
-  }
-}
+    : net_(std::make_unique<transport::Transport>(std::move(opts))), timeout_(timeout), limits_(limits) {}
 
 // A crash in the middle of the notification phase: some peers have this
 // round's contribution, the rest never get it. What was sent is let out
 // (progress for a moment) before the process dies as SIGKILL would.
 void Node::inject_partial_send_fault(std::int64_t t, std::size_t sent) {
-  if (t != fault_round_ || sent != fault_sends_) return;
-  log::warn("accel cluster") << "ACCEL_FAULT_PARTIAL_SEND: dying in round " << t << " after " << sent << " sends";
+  if (t != faults().partial_send_round || sent != faults().partial_send_peers) return;
+  log::warn("accel cluster") << "partial send fault: dying in round " << t << " after " << sent << " sends";
   net_->progress_until([] { return false; }, Ms(200));
   std::_Exit(137);
 }

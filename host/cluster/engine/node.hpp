@@ -161,10 +161,6 @@ class Node {
   // this node has moved on (the "Distributed k-Means Clustering" study (The Antimatroid): "wait for them to
   // respond").
   std::map<std::int64_t, std::vector<std::byte>> sent_;
-  // Fault injection for the cluster scenarios (ACCEL_FAULT_PARTIAL_SEND=R:S):
-  // the process dies in round R once its contribution reached S peers.
-  std::int64_t fault_round_ = -1;
-  std::size_t fault_sends_ = 0;
 };
 
 }  // namespace accel::cluster

@@ -11,13 +11,16 @@ std::map<std::string, std::unique_ptr<Workload>>& workloads() {
 }
 }  // namespace
 
-RoundOutcome Partition::absorb(std::int64_t, const std::map<std::uint32_t, Bytes>&) {
-  throw std::logic_error("this workload does not use the all-to-all exchange");
+AllToAllPartition& all_to_all(Partition& p) {
+  if (auto* a = dynamic_cast<AllToAllPartition*>(&p)) return *a;
+  throw std::logic_error("an all-to-all workload opened a partition of another kind");
 }
-RoundOutcome Partition::apply(std::int64_t, std::span<const std::byte>) {
-  throw std::logic_error("this workload does not use the central exchange");
+
+StarPartition& star(Partition& p) {
+  if (auto* s = dynamic_cast<StarPartition*>(&p)) return *s;
+  throw std::logic_error("a central workload opened a partition of another kind");
 }
-void Partition::validate_decision(std::span<const std::byte>) const {}
+
 std::string Job::option_text(double v) {
   char s[32];
   std::snprintf(s, sizeof s, "%.17g", v);

@@ -52,22 +52,40 @@ struct Local {
   PerfModel model;
 };
 
-// A member's share of the rows and its computation. `data` (the partition's
-// bytes in the workload's layout) outlives it.
+// A member's share of the rows and its computation, what either exchange
+// asks of it. `data` (the partition's bytes in the workload's layout)
+// outlives it. A workload's partitions are of the kind its exchange()
+// names: AllToAllPartition or StarPartition.
 class Partition {
  public:
   virtual ~Partition() = default;
+  // This round's contribution from the current state.
+  virtual Bytes contribute(std::int64_t round) = 0;
+  // What a returning member sends in its first round (nobody counts it).
+  virtual Bytes idle() const = 0;
+  // Throws InputError when another member's contribution is malformed.
+  virtual void validate(std::span<const std::byte> contribution) const = 0;
+  // The state shared by all members (k-means: the centroids), for a
+  // returning member, which takes it with adopt() (and rebuilds what it
+  // derives from it).
+  virtual Bytes shared_state() const = 0;
+  virtual void adopt(std::span<const std::byte> state) = 0;
+};
+
+// Exchange::AllToAll: every participant absorbs the members'
+// contributions into the same next state. Where the coordinator holds the
+// rows, it can stand in for a lost member and re-split rows by speed.
+class AllToAllPartition : public Partition {
+ public:
   // The members this node believes active in the coming round (the last
   // round's view; the coordinator's own for the coordinator), told before
   // contribute(): a workload that sends each member its own share splits by
   // it. The round's real view may differ (a member lost or back), which
   // absorb() sees.
   virtual void members(const std::vector<std::uint32_t>& active) { (void)active; }
-  // This round's contribution from the current state.
-  virtual Bytes contribute(std::int64_t round) = 0;
-  // AllToAll: the bytes `peer` gets this round instead of contribute()'s
-  // (valid until the next contribute()), or null: every peer gets the same.
-  // The sparse allreduce's reduce-scatter sends each owner its index range.
+  // The bytes `peer` gets this round instead of contribute()'s (valid
+  // until the next contribute()), or null: every peer gets the same. The
+  // sparse allreduce's reduce-scatter sends each owner its index range.
   // What the coordinator says it counted for a member lost mid-round is its
   // own copy, so a workload that addresses must tell, in absorb(), a share
   // meant for another from its own.
@@ -75,24 +93,17 @@ class Partition {
     (void)peer;
     return nullptr;
   }
-  // What a returning member sends in its first round (nobody counts it).
-  virtual Bytes idle() const = 0;
-  // Throws InputError when another member's contribution is malformed.
-  virtual void validate(std::span<const std::byte> contribution) const = 0;
-  // AllToAll: the round's members' contributions, this one's included, into
-  // the next state; the same on every participant.
-  virtual RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions);
-  // Central: the coordinator's decision of the round.
-  virtual RoundOutcome apply(std::int64_t round, std::span<const std::byte> decision);
-  virtual void validate_decision(std::span<const std::byte> decision) const;
-  // All-to-all workloads whose rows the coordinator holds: the coordinator
-  // stands in for a lost member, computing its contribution from its rows
-  // [begin, begin + rows) (data: their bytes) with stand_in() every round,
-  // the round it was lost included, until hand_back(member) when it counts
-  // again. Every participant counts the stand-in in the member's place, so
-  // the result is the failure-free one. take_over returns false where the
-  // workload cannot (the rows are then left out, as the "Distributed k-Means Clustering" study (The Antimatroid)
-  // does).
+  // The round's members' contributions, this one's included, into the next
+  // state; the same on every participant.
+  virtual RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) = 0;
+  // The coordinator stands in for a lost member, computing its
+  // contribution from its rows [begin, begin + rows) (data: their bytes)
+  // with stand_in() every round, the round it was lost included, until
+  // hand_back(member) when it counts again. Every participant counts the
+  // stand-in in the member's place, so the result is the failure-free one.
+  // take_over returns false where the workload cannot (the rows are then
+  // left out, as the "Distributed k-Means Clustering" study (The
+  // Antimatroid) does).
   virtual bool take_over(std::uint32_t member, std::int64_t begin, std::int64_t rows,
                          std::span<const std::byte> data) {
     (void)member, (void)begin, (void)rows, (void)data;
@@ -103,12 +114,11 @@ class Partition {
     return {};
   }
   virtual void hand_back(std::uint32_t member) { (void)member; }
-  // Rows re-split by measured speed (all-to-all workloads whose rows the
-  // coordinator holds). A member keeps the first `rows` of its partition
-  // (keep); the coordinator computes rows [begin, begin + rows) of another
-  // member's partition in its own contribution (add_extra, data: their
-  // bytes), replacing what it computed for that member before, or nothing
-  // (drop_extra). Return false where the workload cannot.
+  // Rows re-split by measured speed. A member keeps the first `rows` of its
+  // partition (keep); the coordinator computes rows [begin, begin + rows)
+  // of another member's partition in its own contribution (add_extra, data:
+  // their bytes), replacing what it computed for that member before, or
+  // nothing (drop_extra). Return false where the workload cannot.
   virtual bool keep(std::int64_t rows) {
     (void)rows;
     return false;
@@ -120,12 +130,22 @@ class Partition {
   virtual void drop_extra(std::uint32_t member) { (void)member; }
   // Rows this partition computes now (its own; extras included).
   virtual std::int64_t rows() const { return 0; }
-  // The state shared by all members (k-means: the centroids), for a
-  // returning member, which takes it with adopt() (and rebuilds what it
-  // derives from it).
-  virtual Bytes shared_state() const = 0;
-  virtual void adopt(std::span<const std::byte> state) = 0;
 };
+
+// Exchange::Central: contributions go to the coordinator, whose Job
+// decides; every member applies the decision (SVM: working set and
+// multiplier changes).
+class StarPartition : public Partition {
+ public:
+  virtual RoundOutcome apply(std::int64_t round, std::span<const std::byte> decision) = 0;
+  // Throws InputError for a decision this partition cannot apply.
+  virtual void validate_decision(std::span<const std::byte> decision) const = 0;
+};
+
+// The partition as its exchange's kind; logic_error when the workload's
+// open() returned the other kind.
+AllToAllPartition& all_to_all(Partition& p);
+StarPartition& star(Partition& p);
 
 // The member half, one per process, registered by name.
 class Workload {
@@ -168,6 +188,13 @@ class Job {
   virtual void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) {
     (void)begin;
     (void)rows;
+  }
+  // The coordinator's own partition, where the job opens it from what it
+  // holds (SVM: its decoded training set) instead of the workload decoding
+  // the bytes it pushes to members; null: the workload's open().
+  virtual std::unique_ptr<Partition> open_own(const Task& task, Local& local) {
+    (void)task, (void)local;
+    return nullptr;
   }
   // Central: the round's decision from the members' contributions.
   virtual Bytes decide(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions);

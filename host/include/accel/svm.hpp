@@ -16,6 +16,7 @@
 #include "accel/csr.hpp"
 #include "accel/device.hpp"
 #include "accel/kernels.hpp"
+#include "accel/task.hpp"
 
 namespace accel {
 
@@ -55,15 +56,10 @@ bool is_classification(SvmType t);  // C-SVC, nu-SVC: labels are classes
 bool is_regression(SvmType t);      // epsilon-SVR, nu-SVR
 const char* model_type_name(SvmType t);  // LIBSVM's svm_type names: c_svc, nu_svc, ...
 
-struct SvmParams;
 struct DualProblem;
 struct BinarySolution;
-struct SvmTimes;
-struct BinaryStats;
 class KernelRows;
-// Solves one dual problem in place of solve_binary's own solvers (the
-// cluster engine's distributed SVM sets it on the coordinator).
-using BinarySolver = std::function<BinarySolution(const DualProblem&, const SvmParams&, KernelRows&, SvmTimes&)>;
+class SvmObserver;
 
 struct SvmParams {
   SvmType type = SvmType::CSvc;
@@ -82,12 +78,9 @@ struct SvmParams {
   WorkingSet wss = WorkingSet::FirstOrder;
   Solver solver = Solver::Batch;
   std::int64_t ws_size = 0;  // batch working-set size q; 0: chosen from n and the cache
-  BinarySolver solver_hook;  // empty: params.solver on this process
   // Classification: classes in ascending label order (scikit-learn's)
   // instead of LIBSVM's order of first appearance.
   bool sorted_classes = false;
-  // Called after each binary problem is solved (progress reports).
-  std::function<void(const BinaryStats&)> on_problem;
 };
 
 // Seconds spent per phase of the solver, summed over every binary problem.
@@ -138,9 +131,10 @@ struct SvmTrainReport {
 // classes) on the given devices, which must all support csr_kernel_rows.
 // Throws InputError for parameters or data the type cannot train on (one
 // class, non-integer labels, an infeasible nu); a weight for an absent class
-// is a warning on stderr, as in LIBSVM.
+// is a warning on stderr, as in LIBSVM. An observer hears of each problem
+// solved (and may solve them itself: svm_train_steps).
 SvmModel svm_train(const LabeledCsr& data, const SvmParams& params, const std::vector<Device*>& devices,
-                   SvmTrainReport* report = nullptr);
+                   SvmTrainReport* report = nullptr, SvmObserver* observer = nullptr);
 // Throws InputError naming the option when params are out of range.
 void check_svm_params(const SvmParams& params);
 
@@ -258,6 +252,22 @@ BinarySolution solve_pair(const DualProblem& problem, const SvmParams& params, K
                           SvmTimes& times);
 BinarySolution solve_batch(const DualProblem& problem, const SvmParams& params, KernelRows& kernel,
                            SvmTimes& times);
+// What a training tells its caller, and who solves its dual problems.
+class SvmObserver {
+ public:
+  virtual ~SvmObserver() = default;
+  // After each dual problem (progress reports).
+  virtual void solved(const BinaryStats& stats) { (void)stats; }
+  // One dual problem: solve_binary on this process. The cluster's SVM job
+  // solves it across its members instead, pausing between their rounds.
+  // pb, params, kr and times outlive the task.
+  virtual Task<BinarySolution> solve(const DualProblem& pb, const SvmParams& params, KernelRows& kr,
+                                     SvmTimes& times);
+};
+// svm_train as a task that pauses where the observer's solve() does (the
+// cluster engine resumes it round by round). data and observer outlive it.
+Task<SvmModel> svm_train_steps(const LabeledCsr& data, SvmParams params, std::vector<Device*> devices,
+                               SvmObserver& observer, SvmTrainReport* report = nullptr);
 // C-SVC with labels y (+1/-1) and params.C.
 BinarySolution solve_binary(const std::vector<std::int8_t>& y, const SvmParams& params, KernelRows& kernel,
                             SvmTimes& times);

@@ -24,12 +24,15 @@
 // reconstruction and no data.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "accel/svm.hpp"
+#include "accel/task.hpp"
 
 namespace accel::svm_parallel {
 
@@ -75,7 +78,7 @@ struct Extreme {
 // A member's report after applying a decision.
 struct Report {
   std::int64_t owned = 0, active = 0;  // own variables, of which active
-  Extreme ext[3];                      // y of any sign, +1, -1
+  std::array<Extreme, 3> ext;          // y of any sign, +1, -1
   std::vector<std::pair<double, std::int32_t>> up, low;  // own best candidates (-gamma, variable), best first
   std::vector<std::pair<std::int32_t, double>> ws_g;     // gradient of own active variables of the last working set
   std::vector<std::pair<std::int32_t, double>> all_g;    // after a Report op: every own variable's gradient
@@ -103,22 +106,49 @@ class Member {
   std::unique_ptr<Impl> impl_;
 };
 
-// What the coordinator's solver talks to: sends a decision, returns every
-// owner's report of the state after it (the transport and membership are
-// the caller's; a caller that loses a member reassigns its rows with an
-// Assign op of its own before returning).
-class Director {
+// The members as the coordinator's solver sees them: a round sends them a
+// decision of one op and returns every owner's report of the state after it (the
+// transport and membership are the caller's; a caller that loses a member
+// reassigns its rows with an Assign op of its own before returning). On the
+// cluster engine a round is a task that waits for the engine's next round.
+class Members {
  public:
-  virtual ~Director() = default;
-  virtual std::map<std::uint32_t, Report> round(const std::vector<Op>& ops) = 0;
+  virtual ~Members() = default;
+  virtual Task<std::map<std::uint32_t, Report>> round(Op op) = 0;
   // The current owners, for a Start.
   virtual std::vector<Range> owners() const = 0;
 };
 
-// solve_binary's batched solver across the director's members. kr is the
-// coordinator's kernel over the problem's variables (the working set's
-// q x q block and diagonal come from it).
-BinarySolution solve_parallel(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times,
-                              Director& director);
+// svm_train's dual problems solved across the members: the observer the
+// cluster's SVM job trains with (svm_train_steps). It keeps every
+// solution, so that a coordinator restarted from a checkpoint can hand
+// them back: the resumed training takes those instead of solving them, and
+// starts the problem in progress from its multipliers (SMO converges from
+// any feasible point, so the solution is the failure-free one within the
+// stopping tolerance).
+class Trainer final : public SvmObserver {
+ public:
+  explicit Trainer(Members& members) : members_(members) {}
+  Task<BinarySolution> solve(const DualProblem& pb, const SvmParams& params, KernelRows& kr,
+                             SvmTimes& times) override;
+  // Every problem solved so far, in svm_train's order.
+  const std::vector<BinarySolution>& solved() const { return solved_; }
+  // Before the training: a checkpoint's solutions, and the multipliers of
+  // the problem it was solving (none: it was between problems). A
+  // solution of another size than its problem is an InputError then.
+  void resume(std::vector<BinarySolution> solved, std::optional<std::vector<double>> alpha);
+
+ private:
+  Members& members_;
+  std::vector<BinarySolution> solved_, restored_;
+  std::optional<std::vector<double>> resume_alpha_;
+};
+
+// The batched solver (solve_batch's loop) with the members as its source
+// of gradients and kernel rows. kr is the coordinator's kernel over the
+// problem's variables (the working set's diagonal comes from it). pb,
+// params, kr, times and members outlive the task.
+Task<BinarySolution> solve_distributed(const DualProblem& pb, const SvmParams& params, KernelRows& kr,
+                                       SvmTimes& times, Members& members);
 
 }  // namespace accel::svm_parallel

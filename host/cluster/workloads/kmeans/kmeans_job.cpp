@@ -76,7 +76,7 @@ void add_into(PartialStep& total, const PartialStep& s) {
   total.inertia += s.inertia;
 }
 
-class KMeansPartition final : public Partition {
+class KMeansPartition final : public AllToAllPartition {
  public:
   KMeansPartition(Params p, const float* rows, std::int64_t n, Local& local)
       : p_(std::move(p)), c_(p_.centroids), local_(local), rows_(rows), home_(n), kept_(n),

@@ -55,7 +55,7 @@ const char* name(Mode m) { return m == Mode::ReduceScatter ? "reduce-scatter" : 
 // rounds' members. Which exchange a new step takes is rank 0's word (every
 // contribution's route.next; only rank 0's is heeded), so every member
 // splits alike.
-class SparsePartition final : public Partition {
+class SparsePartition final : public AllToAllPartition {
  public:
   SparsePartition() : self_(channel().rank) {
     const std::string& e = channel().exchange;

@@ -18,16 +18,9 @@ using svm_parallel::Op;
 using svm_parallel::Range;
 using svm_parallel::Report;
 
-// The coordinator's own partition uses the job's decoded training set
-// instead of decoding a second copy from the bytes it pushes to members.
-struct CoordinatorSet {
-  const std::byte* blob = nullptr;
-  const LabeledCsr* set = nullptr;
-};
-CoordinatorSet& coordinator_set() {
-  static CoordinatorSet s;
-  return s;
-}
+// A decision of one op (not in a coroutine: GCC 12 cannot compile an
+// initializer list inside one).
+Bytes decision_of(const Op& op) { return svm_wire::encode_decision({false, {op}}); }
 
 std::vector<Device*> svm_devices(const Local& local) {
   return local.registry.select(local.devices, KernelId::CsrKernelRows);
@@ -36,7 +29,7 @@ std::vector<Device*> svm_devices(const Local& local) {
 // A member's share: the parallel solver's Member over the training set,
 // and the shared state a returning member needs (the problem, owners
 // current, and every multiplier), kept from the decisions it applies.
-class SvmPartition final : public Partition {
+class SvmPartition final : public StarPartition {
  public:
   SvmPartition(std::unique_ptr<LabeledCsr> owned, const LabeledCsr& set, const SvmParams& params,
                std::vector<Device*> devices, std::uint32_t id)
@@ -142,9 +135,6 @@ class SvmWorkload final : public Workload {
 
   std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const override {
     const SvmParams params = svm_wire::decode_params(task.params);
-    const auto& mine = coordinator_set();
-    if (mine.blob != nullptr && data.data() == mine.blob)
-      return std::make_unique<SvmPartition>(nullptr, *mine.set, params, svm_devices(local), task.self);
     auto set = std::make_unique<LabeledCsr>(svm_wire::decode_data(data));
     if (set->x.rows != task.units) throw InputError("svm training set of " + std::to_string(set->x.rows) + " rows");
     const LabeledCsr& ref = *set;
@@ -169,20 +159,16 @@ SvmJob::SvmJob(const SvmJobOptions& o) : o_(o), registry_(Registry::discover_all
   // with the same one.
   if (o_.params.gamma == 0) o_.params.gamma = data_.x.cols > 0 ? 1.0 / double(data_.x.cols) : 1.0;
   blob_ = svm_wire::encode_data(data_);
-  coordinator_set() = {blob_.data(), &data_};
   devices_ = registry_.select(o.device, KernelId::CsrKernelRows);
   for (auto* d : devices_) device_names_.push_back(d->info().name);
   loading_ = secs(t0, Clock::now());
 }
 
-SvmJob::~SvmJob() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (trainer_.joinable()) trainer_.join();
-  coordinator_set() = {};
+// The coordinator's partition over the job's decoded training set, not a
+// second copy decoded from the bytes it pushes to members.
+std::unique_ptr<Partition> SvmJob::open_own(const Task& task, Local& local) {
+  return std::make_unique<SvmPartition>(nullptr, data_, svm_wire::decode_params(task.params), svm_devices(local),
+                                        task.self);
 }
 
 Bytes SvmJob::probe() const {
@@ -224,99 +210,45 @@ void SvmJob::partitioned(const std::vector<std::int64_t>& begin, const std::vect
   owners_ = home_;
 }
 
-// The trainer: svm_train with every dual problem solved across the members.
-void SvmJob::train() {
-  try {
-    SvmParams p = o_.params;
-    p.solver_hook = [this](const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
-      return solve(pb, params, kr, times);
-    };
-    model_ = svm_train(data_, p, devices_, &report_);
-  } catch (...) {
-    std::lock_guard lock(mu_);
-    error_ = std::current_exception();
-  }
-  {
-    std::lock_guard lock(mu_);
-    trained_ = true;
-  }
-  cv_.notify_all();
-}
-
-// One dual problem across the members; on a resume, a problem the
-// checkpoint holds is taken from it, and the one in progress starts from
-// its multipliers (SMO converges from any feasible point, so the solution
-// is the failure-free one within the stopping tolerance).
-BinarySolution SvmJob::solve(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
-  const std::size_t k = solved_.size();
-  const auto n = pb.y.size();
-  BinarySolution s;
-  if (k < restored_.size()) {
-    if (restored_[k].alpha.size() != n) throw InputError("the checkpoint's svm problems are not this training's");
-    s = restored_[k];
-  } else if (resume_alpha_) {
-    if (resume_alpha_->size() != n) throw InputError("the checkpoint's svm problem is not this training's");
-    DualProblem warm = pb;
-    warm.alpha0 = std::move(*resume_alpha_);
-    resume_alpha_.reset();
-    log::info("accel coordinator") << "svm problem " << k + 1 << " resumed from the checkpoint's multipliers";
-    s = svm_parallel::solve_parallel(warm, params, kr, times, *this);
-  } else {
-    s = svm_parallel::solve_parallel(pb, params, kr, times, *this);
-  }
-  std::lock_guard lock(mu_);
-  solved_.push_back(s);
-  return s;
-}
-
-Bytes SvmJob::saved() const {
-  std::lock_guard lock(mu_);
-  return svm_wire::encode_solved(solved_);
-}
+Bytes SvmJob::saved() const { return svm_wire::encode_solved(trainer_.solved()); }
 
 void SvmJob::restore(std::span<const std::byte> saved, std::span<const std::byte> shared_state) {
   const std::int64_t max_vars = 2 * data_.x.rows + 2;
-  restored_ = svm_wire::decode_solved(saved, max_vars);
+  std::vector<BinarySolution> solved = svm_wire::decode_solved(saved, max_vars);
   const svm_wire::Shared shared = svm_wire::decode_shared(shared_state, max_vars);
-  if (shared.start) resume_alpha_ = shared.alpha;
-  log::info("accel coordinator") << restored_.size() << " svm problem(s) solved before the checkpoint"
+  log::info("accel coordinator") << solved.size() << " svm problem(s) solved before the checkpoint"
                                  << (shared.start ? "; the next resumes from its multipliers" : "");
+  trainer_.resume(std::move(solved), shared.start ? std::optional(shared.alpha) : std::nullopt);
 }
 
-// Engine thread: the contributions answer the last decision (none before
-// the first); then the trainer's next decision, or the end.
+// The contributions answer the last decision (none before the first);
+// the training goes on until its next decision, or its end.
 Bytes SvmJob::decide(std::int64_t, const std::map<std::uint32_t, Bytes>& contributions) {
-  std::unique_lock lock(mu_);
-  if (!trainer_.joinable()) trainer_ = std::thread([this] { train(); });
-  if (outstanding_) {
-    contributions_ = contributions;
-    cv_.notify_all();
+  if (!training_.valid()) {
+    training_ = svm_train_steps(data_, o_.params, devices_, trainer_, &report_);
+    training_.resume();
+  } else if (mailbox_.waiting()) {
+    mailbox_.deliver(contributions);
   }
-  cv_.wait(lock, [&] { return decision_.has_value() || trained_; });
-  if (decision_) {
-    Bytes d = std::move(*decision_);
-    decision_.reset();
-    outstanding_ = true;
+  if (mailbox_.waiting()) {
     ++rounds_;
-    return d;
+    return mailbox_.take_outgoing();
   }
-  if (error_) std::rethrow_exception(error_);
-  outstanding_ = false;
+  if (!trained_) {
+    model_ = training_.result();  // rethrows what the training threw
+    trained_ = true;
+  }
   return svm_wire::encode_decision({true, {}});
 }
 
-// Trainer thread: one decision out, its round's reports back.
-std::map<std::uint32_t, Report> SvmJob::exchange(const std::vector<Op>& ops) {
-  for (const Op& op : ops) follow(op);
-  std::unique_lock lock(mu_);
-  decision_ = svm_wire::encode_decision({false, ops});
-  cv_.notify_all();
-  cv_.wait(lock, [&] { return contributions_.has_value() || stopping_; });
-  if (stopping_) throw InputError("svm: the job stopped while training");
-  std::map<std::uint32_t, Report> out;
-  for (const auto& [id, bytes] : *contributions_) out[id] = svm_wire::decode_report(bytes, 2 * data_.x.rows + 2);
-  contributions_.reset();
-  return out;
+// One decision out, its round's reports back.
+accel::Task<SvmJob::Reports> SvmJob::exchange(Op op) {
+  follow(op);
+  const std::map<std::uint32_t, Bytes> contributions = co_await mailbox_.exchange(decision_of(op));
+  Reports out;
+  for (const auto& entry : contributions)
+    out[entry.first] = svm_wire::decode_report(entry.second, 2 * data_.x.rows + 2);
+  co_return out;
 }
 
 // What a re-split's price depends on: how long the problem has run, and
@@ -334,7 +266,7 @@ void SvmJob::follow(const Op& op) {
 // gone (the engine evicted it), and its rows go to the coordinator; a
 // member that reports again gets its home rows back. Returns whether the
 // owners changed.
-bool SvmJob::reassign(const std::map<std::uint32_t, Report>& reports) {
+bool SvmJob::reassign(const Reports& reports) {
   bool changed = false;
   for (Range& r : owners_)
     if (!reports.count(r.member)) {
@@ -356,7 +288,7 @@ bool SvmJob::reassign(const std::map<std::uint32_t, Report>& reports) {
 // Each member's kernel-rows time of a Rows round feeds its rate (the USTC system-information
 // management framework paper's collector); a drift of the split against them (DriftPolicy)
 // schedules a re-split, made after the next step.
-void SvmJob::measure(const std::map<std::uint32_t, Report>& reports) {
+void SvmJob::measure(const Reports& reports) {
   std::map<std::uint32_t, double> seconds;
   for (const auto& [id, r] : reports)
     if (r.seconds > 0 && r.owned > 0) {
@@ -372,7 +304,7 @@ void SvmJob::measure(const std::map<std::uint32_t, Report>& reports) {
 
 // Algorithm 1 of the USTC system-information management framework paper over the reporting members'
 // measured rates; the new split is every member's home from now on, in contiguous ranges by id.
-void SvmJob::resplit(const std::map<std::uint32_t, Report>& reports) {
+void SvmJob::resplit(const Reports& reports) {
   resplit_due_ = false;
   std::vector<std::uint32_t> ids;
   std::vector<std::int64_t> loads;
@@ -481,57 +413,57 @@ static std::uint32_t owner_of(const std::vector<Range>& owners, std::int64_t r) 
 // from zero, support x gained kernel values: 0.05-0.2 s for 1-3k rows
 // here, more than many rounds). Gradients a lost member took with it are
 // rebuilt by their new owner.
-std::map<std::uint32_t, Report> SvmJob::move_rows(const std::vector<Range>& before) {
+accel::Task<SvmJob::Reports> SvmJob::move_rows(std::vector<Range> before) {
   const auto t0 = Clock::now();
   Op report;
   report.kind = Op::Report;
-  auto exact = exchange({report});
+  const Reports exact = co_await exchange(report);
   Op assign;
   assign.kind = Op::Assign;
   assign.owners = owners_;
-  for (const auto& [id, r] : exact)
-    for (const auto& [k, g] : r.all_g) {
+  for (const auto& entry : exact)
+    for (const auto& [k, g] : entry.second.all_g) {
       const std::int64_t row = rows_.empty() ? k : rows_[k];
       if (owner_of(before, row) != owner_of(owners_, row)) assign.gradients.emplace_back(k, g);
     }
-  auto reports = exchange({assign});
+  Reports reports = co_await exchange(assign);
   move_seconds_ = secs(t0, Clock::now());
-  return follow_membership(std::move(reports));
+  co_return co_await follow_membership(std::move(reports));
 }
 
-std::map<std::uint32_t, Report> SvmJob::follow_membership(std::map<std::uint32_t, Report> reports) {
+accel::Task<SvmJob::Reports> SvmJob::follow_membership(Reports reports) {
   while (reassign(reports)) {
     ++moves_;
     Op assign;
     assign.kind = Op::Assign;
     assign.owners = owners_;
-    reports = exchange({assign});
+    reports = co_await exchange(assign);
   }
-  return reports;
+  co_return reports;
 }
 
-std::map<std::uint32_t, Report> SvmJob::round(const std::vector<Op>& ops) {
-  auto reports = exchange(ops);
+accel::Task<SvmJob::Reports> SvmJob::round(Op op) {
+  const bool step = op.kind == Op::Step;
+  Reports reports = co_await exchange(std::move(op));
   measure(reports);
   for (const auto& entry : reports) {  // a member back after a re-split left it without a home
-    const std::uint32_t id = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const std::uint32_t id = entry.first;
     if (std::none_of(home_.begin(), home_.end(), [&](const Range& g) { return g.member == id; })) resplit_due_ = true;
   }
   // Membership first: a re-split splits the rows of the members that
   // reported, so a member lost in this round must have handed its rows to
   // the coordinator before, or they would belong to no one.
-  reports = follow_membership(std::move(reports));
-  if (resplit_due_ && !ops.empty() && ops.front().kind == Op::Step) {
-    const auto before = owners_;
+  reports = co_await follow_membership(std::move(reports));
+  if (resplit_due_ && step) {
+    const std::vector<Range> before = owners_;
     resplit(reports);
-    if (owners_ != before) reports = move_rows(before);
+    if (owners_ != before) reports = co_await move_rows(before);
   }
-  return reports;
+  co_return reports;
 }
 
 std::string SvmJob::finish(std::span<const std::byte>, nlohmann::json& summary) {
-  if (trainer_.joinable()) trainer_.join();
-  if (error_) std::rethrow_exception(error_);
+  if (!trained_) throw InputError("svm: the job stopped while training");
   write_svm_model(o_.model_file, model_);
   summary["seconds"]["loading"] = loading_;
   summary["seconds"]["total"] = summary["seconds"]["total"].get<double>() + loading_;

@@ -4,15 +4,14 @@
 // (accel/svm_parallel.hpp), whose rounds are the engine's central exchange:
 // members report their best violators, the coordinator decides the working
 // set and its multipliers, members update the gradients of their rows.
+//
+// The training is a task (svm_train_steps) on the engine's thread: each
+// decide() resumes it with the round's contributions, and it runs until it
+// leaves its next decision in the job's mailbox.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
-#include <exception>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "accel/svm_parallel.hpp"
 #include "engine.hpp"
@@ -26,11 +25,10 @@ struct SvmJobOptions {
   std::string device = "cpu";  // the coordinator's devices
 };
 
-class SvmJob final : public Job, private svm_parallel::Director {
+class SvmJob final : public Job, private svm_parallel::Members {
  public:
   // Reads the training set; throws InputError.
   explicit SvmJob(const SvmJobOptions& o);
-  ~SvmJob() override;
   std::string workload() const override { return "svm"; }
   std::int64_t units() const override { return data_.x.rows; }
   std::int64_t max_rounds() const override { return std::int64_t{1} << 60; }
@@ -40,12 +38,11 @@ class SvmJob final : public Job, private svm_parallel::Director {
   std::string input_name() const override { return o_.train_file; }
   std::uint64_t data_bytes(std::int64_t, std::int64_t) const override { return blob_.size(); }
   std::span<const std::byte> data(std::int64_t, std::int64_t) override { return blob_; }
+  std::unique_ptr<Partition> open_own(const Task& task, Local& local) override;
   void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) override;
   Bytes decide(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) override;
   std::string finish(std::span<const std::byte> state, nlohmann::json& summary) override;
-  // Coordinator restart: the problems solved so far; on a resume, svm_train
-  // runs again and takes those instead of solving them, and the problem in
-  // progress starts from the checkpoint's multipliers.
+  // Coordinator restart: the problems solved so far (Trainer).
   Bytes saved() const override;
   void restore(std::span<const std::byte> saved, std::span<const std::byte> shared_state) override;
 
@@ -55,20 +52,20 @@ class SvmJob final : public Job, private svm_parallel::Director {
   const std::vector<std::string>& device_names() const { return device_names_; }
 
  private:
-  // Director: the trainer thread's side of the rounds.
-  std::map<std::uint32_t, svm_parallel::Report> round(const std::vector<svm_parallel::Op>& ops) override;
+  using Reports = std::map<std::uint32_t, svm_parallel::Report>;
+  // Members: a decision out, its round's reports back, with the membership
+  // and re-split rounds it leads to.
+  accel::Task<Reports> round(svm_parallel::Op op) override;
   std::vector<svm_parallel::Range> owners() const override { return owners_; }
-  std::map<std::uint32_t, svm_parallel::Report> exchange(const std::vector<svm_parallel::Op>& ops);
-  bool reassign(const std::map<std::uint32_t, svm_parallel::Report>& reports);
-  std::map<std::uint32_t, svm_parallel::Report> follow_membership(std::map<std::uint32_t, svm_parallel::Report> reports);
-  void measure(const std::map<std::uint32_t, svm_parallel::Report>& reports);
-  void resplit(const std::map<std::uint32_t, svm_parallel::Report>& reports);
+  accel::Task<Reports> exchange(svm_parallel::Op op);
+  bool reassign(const Reports& reports);
+  accel::Task<Reports> follow_membership(Reports reports);
+  void measure(const Reports& reports);
+  void resplit(const Reports& reports);
   bool worth_moving(const std::vector<std::uint32_t>& ids, const std::vector<std::int64_t>& active,
                     const std::vector<double>& caps, const std::vector<svm_parallel::Range>& home) const;
-  std::map<std::uint32_t, svm_parallel::Report> move_rows(const std::vector<svm_parallel::Range>& before);
+  accel::Task<Reports> move_rows(std::vector<svm_parallel::Range> before);
   void follow(const svm_parallel::Op& op);
-  BinarySolution solve(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times);
-  void train();
 
   SvmJobOptions o_;
   LabeledCsr data_;
@@ -93,23 +90,17 @@ class SvmJob final : public Job, private svm_parallel::Director {
   std::int64_t resplits_ = 0;
   double loading_ = 0;
 
-  // Between the engine's thread (decide) and the trainer thread (round):
-  // one decision out, the next round's contributions back.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Bytes> decision_;
-  std::optional<std::map<std::uint32_t, Bytes>> contributions_;
-  bool outstanding_ = false, trained_ = false, stopping_ = false;
-  std::exception_ptr error_;
-  std::thread trainer_;
   SvmModel model_;
   SvmTrainReport report_;
   std::int64_t rounds_ = 0, moves_ = 0;
-  // Every dual problem solved, in svm_train's order (the trainer writes,
-  // saved() reads between rounds); on a resume, the checkpoint's, and the
-  // multipliers of the one it was solving.
-  std::vector<BinarySolution> solved_, restored_;
-  std::optional<std::vector<double>> resume_alpha_;
+  bool trained_ = false;
+  // Solves the training's problems across the members (this job), and
+  // keeps them for a checkpoint.
+  svm_parallel::Trainer trainer_{*this};
+  // The training, and where it leaves each decision and waits for the
+  // round's contributions. Last: its frames refer to the members above.
+  Mailbox<Bytes, std::map<std::uint32_t, Bytes>> mailbox_;
+  accel::Task<SvmModel> training_;
 };
 
 }  // namespace accel::cluster

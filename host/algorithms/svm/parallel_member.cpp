@@ -1,8 +1,7 @@
-// Parallel SMO across processes: the members' half (Member) and the
-// coordinator's (solve_parallel). See accel/svm_parallel.hpp for the design;
-// the coordinator's loop is solve_batch's (batch_smo.cpp) with the O(n)
-// work (gradients, candidates, shrinking, reconstruction) done by the
-// members on their own rows.
+// Parallel SMO across processes: the members' half (Member), which keeps
+// the gradients of its own rows and applies the coordinator's decisions.
+// See accel/svm_parallel.hpp for the design; the coordinator's half is
+// member_source.cpp.
 #include "accel/svm_parallel.hpp"
 
 #include <algorithm>
@@ -15,7 +14,7 @@
 #include <unordered_map>
 
 #include "accel/error.hpp"
-#include "runtime/slow_fault.hpp"
+#include "accel/faults.hpp"
 #include "solver_state.hpp"
 
 namespace accel::svm_parallel {
@@ -40,15 +39,10 @@ struct Member::Impl {
   std::vector<std::int32_t> block_vars;
   std::vector<float> block;
   double rows_seconds = 0;
-  // ACCEL_FAULT_SLOW_ROWS=R:F: slowed from the Rows op numbered R on
-  // (counted over every Rows op the member gets).
-  SlowFault slow_rows{"ACCEL_FAULT_SLOW_ROWS"};
-  long long rows_ops = 0;
+  long long rows_ops = 0;  // Rows ops this member got: where a test's slowdown starts (faults.hpp)
 
   Impl(const LabeledCsr& d, SvmParams p, std::vector<Device*> devs, std::uint32_t member)
-      : data(d), params(std::move(p)), devices(std::move(devs)), id(member) {
-    params.solver_hook = nullptr;
-  }
+      : data(d), params(std::move(p)), devices(std::move(devs)), id(member) {}
 
   std::int64_t n() const { return static_cast<std::int64_t>(pb.y.size()); }
   std::int64_t row(std::int64_t v) const { return pb.rows.empty() ? v : pb.rows[v]; }
@@ -219,12 +213,12 @@ struct Member::Impl {
     block_vars.clear();
     block.clear();
     rows_seconds = 0;
-    const bool slowed = slow_rows.at(rows_ops++);
+    const bool slowed = faults().rows.at(rows_ops++);
     if (s->active.empty()) return;
     const auto t0 = clock_type::now();
     const std::vector<const float*> r = kr->rows(op.ws);
     rows_seconds = since(t0);
-    if (slowed) rows_seconds = slow_rows.slow(rows_seconds);
+    if (slowed) rows_seconds = faults().rows.slow(rows_seconds);
     for (const std::int32_t k : op.ws) {
       if (!is_active[k]) continue;
       const auto slot = std::lower_bound(s->active.begin(), s->active.end(), k) - s->active.begin();
@@ -294,213 +288,5 @@ void Member::apply(const std::vector<Op>& ops) {
 }
 
 Report Member::report() const { return impl_->report(); }
-
-namespace {
-
-std::int64_t total_active(const std::map<std::uint32_t, Report>& reports) {
-  std::int64_t m = 0;
-  for (const auto& [id, r] : reports) m += r.active;
-  return m;
-}
-
-// The global extremes of one sign from the members' own (members own
-// ascending ranges, reported in id order; ties go to the lower index as
-// extremes() gives them over one ascending active list).
-Extremes merged(const std::map<std::uint32_t, Report>& reports, int t) {
-  Extremes e;
-  for (const auto& [id, r] : reports) {
-    const Extreme& x = r.ext[t];
-    if (x.i >= 0 && (x.gmax > e.gmax || (x.gmax == e.gmax && x.i < e.i))) {
-      e.gmax = x.gmax;
-      e.i = x.i;
-    }
-    if (x.j >= 0 && (x.gmin < e.gmin || (x.gmin == e.gmin && x.j < e.j))) {
-      e.gmin = x.gmin;
-      e.j = x.j;
-    }
-  }
-  return e;
-}
-
-// working_extremes over the members' reports.
-Extremes working(const std::map<std::uint32_t, Report>& reports, bool nu) {
-  if (!nu) return merged(reports, 0);
-  const Extremes pos = merged(reports, 1), neg = merged(reports, 2);
-  const bool pos_ok = pos.i >= 0 && pos.j >= 0, neg_ok = neg.i >= 0 && neg.j >= 0;
-  if (!pos_ok) return neg;
-  if (!neg_ok) return pos;
-  return pos.gmax - pos.gmin >= neg.gmax - neg.gmin ? pos : neg;
-}
-
-// The working set's q x q kernel block, column by column from the members
-// that own its variables (asked again if a member was lost on the way).
-void block_of(Director& director, const std::vector<std::int32_t>& ws, std::vector<float>& Kws) {
-  const std::size_t w = ws.size();
-  Kws.assign(w * w, 0.0f);
-  Op rows;
-  rows.kind = Op::Rows;
-  rows.ws = ws;
-  std::unordered_map<std::int32_t, std::size_t> col;
-  for (std::size_t b = 0; b < w; ++b) col[ws[b]] = b;
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    const auto reports = director.round({rows});
-    std::size_t got = 0;
-    for (const auto& [id, r] : reports) {
-      if (r.block.size() != r.block_vars.size() * w) throw InputError("svm: a member's block of the wrong size");
-      for (std::size_t c = 0; c < r.block_vars.size(); ++c) {
-        const auto it = col.find(r.block_vars[c]);
-        if (it == col.end()) throw InputError("svm: a member's block names a variable outside the working set");
-        for (std::size_t a = 0; a < w; ++a) Kws[a * w + it->second] = r.block[c * w + a];
-        ++got;
-      }
-    }
-    if (got == w) return;
-  }
-  throw std::runtime_error("svm: the members did not return the working set's kernel block");
-}
-
-}  // namespace
-
-BinarySolution solve_parallel(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times,
-                              Director& director) {
-  const auto t_start = clock_type::now();
-  const std::int64_t n = static_cast<std::int64_t>(pb.y.size());
-  const std::int64_t q = batch_ws_size(params, n);
-  State s(pb);
-  Op start;
-  start.kind = Op::Start;
-  start.problem = pb;
-  start.q = q;
-  start.owners = director.owners();
-  auto reports = director.round({start});
-  Control ctl(params, n, false, pb.nu);
-  const std::int64_t max_steps = std::max<std::int64_t>(10000000, n > INT32_MAX / 100 ? INT32_MAX : 100 * n);
-
-  BinaryStats st;
-  st.n = n;
-  st.min_active = n;
-  st.ws_size = q;
-  std::vector<std::int32_t> ws;
-  std::vector<char> in_ws(n, 0);
-  DualProblem local;
-  local.Cp = pb.Cp;
-  local.Cn = pb.Cn;
-  local.nu = pb.nu;
-  std::vector<float> Kws;
-  std::vector<double> ldiag;
-  std::vector<std::int8_t> ly;
-  std::int64_t steps = 0, last = 0;
-  bool restored = false;
-  while (steps < max_steps) {
-    auto t0 = clock_type::now();
-    if (ctl.shrink_due(last)) {
-      const Extremes e0 = merged(reports, 0);
-      Op sh;
-      sh.kind = Op::Shrink;
-      sh.gmax = e0.gmax;
-      sh.gmin = e0.gmin;
-      reports = director.round({sh});
-      st.min_active = std::min(st.min_active, total_active(reports));
-      times.shrink += since(t0);
-    }
-    t0 = clock_type::now();
-    const Extremes e = working(reports, pb.nu);
-    const auto verdict = ctl.verdict(e, total_active(reports) == n, st);
-    times.select += since(t0);
-    if (verdict == Control::Verdict::Done) break;
-    if (verdict == Control::Verdict::Reconstruct) {
-      t0 = clock_type::now();
-      Op rc;
-      rc.kind = Op::Reconstruct;
-      reports = director.round({rc});
-      // Every variable is owned once and active after a reconstruction; a
-      // director that lost rows would otherwise reconstruct forever.
-      if (total_active(reports) != n)
-        throw std::logic_error("svm: after reconstruction the members hold " + std::to_string(total_active(reports)) +
-                               " of " + std::to_string(n) + " variables");
-      restored = true;
-      times.reconstruct += since(t0);
-    }
-    t0 = clock_type::now();
-    const std::size_t qq = static_cast<std::size_t>(std::min(q, total_active(reports)));
-    // -gamma of every variable the members told of: candidates, extremes,
-    // and the last working set's (those still active: they may be kept).
-    std::unordered_map<std::int32_t, double> v_of;
-    std::unordered_map<std::int32_t, char> kept;
-    Candidates up, low;
-    for (const auto& [id, r] : reports) {
-      for (const auto& c : r.up) v_of[c.second] = c.first;
-      for (const auto& c : r.low) v_of[c.second] = c.first;
-      up.insert(up.end(), r.up.begin(), r.up.end());
-      low.insert(low.end(), r.low.begin(), r.low.end());
-      for (const auto& [k, g] : r.ws_g) {
-        v_of[k] = -s.y[k] * g;
-        kept[k] = 1;
-      }
-    }
-    if (e.i >= 0) v_of[e.i] = e.gmax;
-    if (e.j >= 0) v_of[e.j] = e.gmin;
-    best_up(up, qq);
-    best_low(low, qq);
-    const std::size_t fresh = ws.empty() || restored ? qq : std::max<std::size_t>(2, qq / 2);
-    ws = assemble_ws(
-        up, low, e, qq, fresh, ws, [&](std::int32_t k) { return kept.count(k) > 0; },
-        [&](std::int32_t k) { return s.alpha[k] > 0 && s.alpha[k] < s.C(k); }, in_ws);
-    restored = false;
-    times.select += since(t0);
-    if (ws.size() < 2) break;
-
-    t0 = clock_type::now();
-    const std::size_t w = ws.size();
-    block_of(director, ws, Kws);
-    times.kernel += since(t0);
-    t0 = clock_type::now();
-    ly.resize(w);
-    ldiag.resize(w);
-    for (std::size_t a = 0; a < w; ++a) {
-      ly[a] = s.y[ws[a]];
-      ldiag[a] = kr.diag(ws[a]);
-    }
-    local.y = ly;
-    local.p.assign(w, 0.0);
-    State ls(local);
-    for (std::size_t a = 0; a < w; ++a) {
-      ls.alpha[a] = s.alpha[ws[a]];
-      const auto it = v_of.find(ws[a]);
-      if (it == v_of.end()) throw std::logic_error("svm: a working-set variable no member reported");
-      ls.G[a] = -ly[a] * it->second;
-    }
-    last = solve_subproblem(ls, Kws, ldiag, params);
-    times.select += since(t0);
-    t0 = clock_type::now();
-    Op stp;
-    stp.kind = Op::Step;
-    stp.ws = ws;
-    stp.alpha = ls.alpha;
-    for (std::size_t a = 0; a < w; ++a) s.alpha[ws[a]] = ls.alpha[a];
-    reports = director.round({stp});
-    times.update += since(t0);
-    steps += std::max<std::int64_t>(1, last);
-    ++st.rounds;
-  }
-  if (steps >= max_steps)
-    std::fprintf(stderr, "svm: reached the iteration limit %lld\n", static_cast<long long>(max_steps));
-  Op rep;
-  rep.kind = Op::Report;
-  reports = director.round({rep});
-  std::int64_t got = 0;
-  for (const auto& [id, r] : reports)
-    for (const auto& [k, g] : r.all_g) {
-      s.G[k] = g;
-      ++got;
-    }
-  if (got != n) throw std::logic_error("svm: the members reported " + std::to_string(got) + " of " +
-                                       std::to_string(n) + " gradients");
-  finish(s, st);
-  st.shrink = ctl.heuristic().name;
-  st.iterations = steps;
-  times.total += since(t_start);
-  return {std::move(s.alpha), st};
-}
 
 }  // namespace accel::svm_parallel

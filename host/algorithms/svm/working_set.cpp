@@ -1,23 +1,8 @@
-// The batched working-set solver for one binary problem (Wen et al.,
-// "ThunderSVM: A Fast SVM Library on GPUs and CPUs", JMLR 2018, Sec. 3; the
-// same decomposition as oneDAL's "thunder" SVM).
-//
-// Each round:
-//  1. selects a working set of q samples: q/2 new ones, taken alternately
-//     from the largest -gamma in I_up and the smallest in I_low (the maximal
-//     violators of the first-order rule), and the other half kept from the
-//     previous round's set (free multipliers first: they move again), so
-//     half the kernel rows come from the cache;
-//  2. gets K(WS, active) for all q samples at once: one many-query
-//     csr_kernel_rows launch for the rows the cache lacks (the matrix-product
-//     path on dense data);
-//  3. solves the q-sized subproblem on the host by SMO on the q x q block,
-//     to a local tolerance of max(eps, gap/10) as ThunderSVM does;
-//  4. updates the gradient of every active sample from the q multiplier
-//     changes in one blocked pass over the q rows.
-// Shrinking, reconstruction and the stopping test are the pair solver's
-// (solver_state.cpp); the shrinking periods count pair updates, summed over
-// the rounds' subproblems.
+// The batched solver's pieces of one round (batch_solver.hpp): choosing the
+// working set from the candidates of I_up and I_low, and solving the
+// q-sized subproblem on its kernel block by SMO, to a local tolerance of
+// max(eps, gap/100) (ThunderSVM's is gap/10). Also the working-set size q
+// and solve_binary's choice of solver.
 #include <omp.h>
 
 #include <algorithm>
@@ -182,37 +167,6 @@ std::int64_t solve_subproblem(State& ls, const std::vector<float>& Kws, const st
   return steps;
 }
 
-namespace {
-
-// Fills ws up to q from the active samples' candidates (assemble_ws).
-std::vector<std::int32_t> select_ws(const State& s, const Extremes& e, std::size_t q, std::size_t fresh,
-                                    const std::vector<std::int32_t>& prev, const std::vector<std::int32_t>& slot,
-                                    std::vector<char>& in_ws) {
-  Candidates up, low;
-  for (const std::int32_t k : s.active) {
-    if (s.in_up(k)) up.emplace_back(s.v(k), k);
-    if (s.in_low(k)) low.emplace_back(s.v(k), k);
-  }
-  best_up(up, q);
-  best_low(low, q);
-  return assemble_ws(
-      up, low, e, q, fresh, prev, [&](std::int32_t k) { return slot[k] >= 0; },
-      [&](std::int32_t k) { return s.alpha[k] > 0 && s.alpha[k] < s.C(k); }, in_ws);
-}
-
-// G_k += y_k sum_a c_a K(x_ws[a], x_k) over every active k, c_a = y_a d_alpha_a.
-void update_gradient(State& s, const std::vector<const float*>& rows, const std::vector<double>& c,
-                     std::vector<double>& acc) {
-  const std::int64_t m = static_cast<std::int64_t>(s.active.size());
-  acc.assign(m, 0.0);
-  accumulate_rows(rows, c, m, acc.data());
-  for (std::int64_t b = 0; b < m; ++b) {
-    const std::int32_t k = s.active[b];
-    s.G[k] += s.y[k] * acc[b];
-  }
-}
-
-}  // namespace
 }  // namespace svm_detail
 
 using namespace svm_detail;
@@ -231,112 +185,7 @@ std::int64_t batch_ws_size(const SvmParams& params, std::int64_t n) {
   return std::max<std::int64_t>(2, std::min(q, n));
 }
 
-BinarySolution solve_batch(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
-  const auto t_start = clock_type::now();
-  const auto& y = pb.y;
-  const std::int64_t n = static_cast<std::int64_t>(y.size());
-  const std::int64_t q = batch_ws_size(params, n);
-  State s(pb);
-  kr.set_active(s.active);
-  if (!pb.alpha0.empty()) add_initial_gradient(s, kr);
-  kr.set_held_calls(1);  // a round is done with its rows when the next asks for its own
-  const std::int64_t computed0 = kr.computed(), hits0 = kr.hits(), misses0 = kr.misses();
-  Control ctl(params, n, false, pb.nu);
-  const std::int64_t max_steps = std::max<std::int64_t>(10000000, n > INT32_MAX / 100 ? INT32_MAX : 100 * n);
-
-  BinaryStats st;
-  st.n = n;
-  st.min_active = n;
-  st.ws_size = q;
-  std::vector<std::int32_t> slot(n), ws;
-  std::vector<char> in_ws(n, 0);
-  auto index_slots = [&] {
-    std::fill(slot.begin(), slot.end(), -1);
-    for (std::size_t b = 0; b < s.active.size(); ++b) slot[s.active[b]] = static_cast<std::int32_t>(b);
-  };
-  index_slots();
-  std::vector<std::int8_t> ly;
-  DualProblem local;
-  local.Cp = pb.Cp;
-  local.Cn = pb.Cn;
-  local.nu = pb.nu;
-  std::vector<float> Kws;
-  std::vector<double> ldiag, c, acc;
-  std::int64_t steps = 0, last = 0;
-  while (steps < max_steps) {
-    interruption_point();
-    if (ctl.maybe_shrink(s, last, st, times)) {
-      kr.set_active(s.active);
-      index_slots();
-    }
-    auto t0 = clock_type::now();
-    const Extremes e = working_extremes(s);
-    times.select += since(t0);
-    bool restored;
-    if (ctl.done(s, e, kr, st, times, restored)) break;
-    if (restored) index_slots();
-    t0 = clock_type::now();
-    const std::size_t m = s.active.size();
-    const std::size_t qq = std::min<std::size_t>(q, m);
-    // At least one new sample from each side: the maximal violating pair.
-    ws = select_ws(s, e, qq, ws.empty() || restored ? qq : std::max<std::size_t>(2, qq / 2), ws, slot, in_ws);
-    times.select += since(t0);
-    if (ws.size() < 2) break;
-
-    t0 = clock_type::now();
-    const std::vector<const float*> rows = kr.rows(ws);
-    times.kernel += since(t0);
-
-    t0 = clock_type::now();
-    const std::size_t w = ws.size();
-    ly.resize(w);
-    ldiag.resize(w);
-    Kws.resize(w * w);
-    for (std::size_t a = 0; a < w; ++a) {
-      ly[a] = y[ws[a]];
-      ldiag[a] = kr.diag(ws[a]);
-    }
-    // w^2 gathers from w rows of n values: cache misses, shared by threads.
-#pragma omp parallel for schedule(static) if (w >= 64)
-    for (std::size_t a = 0; a < w; ++a)
-      for (std::size_t b = 0; b < w; ++b) Kws[a * w + b] = rows[a][slot[ws[b]]];
-    local.y = ly;
-    local.p.assign(w, 0.0);  // the subproblem's linear term lives in its G
-    State ls(local);
-    for (std::size_t a = 0; a < w; ++a) {
-      ls.alpha[a] = s.alpha[ws[a]];
-      ls.G[a] = s.G[ws[a]];
-    }
-    last = solve_subproblem(ls, Kws, ldiag, params);
-    times.select += since(t0);
-
-    t0 = clock_type::now();
-    c.resize(w);
-    for (std::size_t a = 0; a < w; ++a) {
-      c[a] = ly[a] * (ls.alpha[a] - s.alpha[ws[a]]);
-      s.alpha[ws[a]] = ls.alpha[a];
-    }
-    update_gradient(s, rows, c, acc);
-    times.update += since(t0);
-    steps += std::max<std::int64_t>(1, last);  // a round counts, so the limit holds
-    ++st.rounds;
-  }
-  if (steps >= max_steps)
-    std::fprintf(stderr, "svm: reached the iteration limit %lld\n", static_cast<long long>(max_steps));
-
-  finish(s, st);
-  st.shrink = ctl.heuristic().name;
-  st.iterations = steps;
-  st.cache_hits = kr.hits() - hits0;
-  st.cache_misses = kr.misses() - misses0;
-  st.kernel_values = kr.computed() - computed0;
-  kr.set_held_calls(2);
-  times.total += since(t_start);
-  return {std::move(s.alpha), st};
-}
-
 BinarySolution solve_binary(const DualProblem& pb, const SvmParams& params, KernelRows& kr, SvmTimes& times) {
-  if (params.solver_hook) return params.solver_hook(pb, params, kr, times);
   return params.solver == Solver::Pair ? solve_pair(pb, params, kr, times) : solve_batch(pb, params, kr, times);
 }
 
