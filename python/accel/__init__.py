@@ -147,7 +147,8 @@ class SparseGroup:
     sum out. Rank 0 runs the job's coordinator in this process and listens
     on `coordinator`; the other ranks connect to it. rank, size and
     coordinator default to the launcher's environment (OMPI_COMM_WORLD_*,
-    SLURM_*, PMI_*, ACCEL_COORDINATOR). One open group per process.
+    SLURM_*, PMI_*, ACCEL_COORDINATOR). The group's engine runs inside
+    allreduce() and close(), on the calling thread.
     exchange (rank 0's): "auto", "allgather" or "reduce-scatter"."""
 
     def __init__(self, rank=None, size=None, coordinator=None, job=None, timeout_ms=None, keepalive_ms=None,

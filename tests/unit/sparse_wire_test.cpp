@@ -3,10 +3,17 @@
 // is the members' sum in member order (every member gets the same bits).
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <random>
+#include <string>
+#include <thread>
 
 #include "accel/error.hpp"
 #include "accel/sparse_allreduce.hpp"
@@ -170,7 +177,77 @@ TEST(SparseGroup, OneMemberSumsItsOwnPairs) {
   EXPECT_THROW(g.allreduce(10, std::vector<std::uint32_t>{7, 2}, v), accel::InputError);
   g.close();
   EXPECT_THROW(g.allreduce(10, i, v), accel::InputError);
-  accel::SparseGroup again(o);  // a closed group leaves the process free for another
+  accel::SparseGroup again(o);
+}
+
+// A free loopback port (bound, read, released).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    ADD_FAILURE() << "no free port";
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The group keeps nothing process-wide and runs its engine on the caller's
+// thread: three members in one process, each on its own thread, sum their
+// steps (both exchanges), and every member gets the same sums.
+TEST(SparseGroup, ThreeMembersInOneProcess) {
+  for (const char* exchange : {"allgather", "reduce-scatter"}) {
+    const std::string at = "127.0.0.1:" + std::to_string(free_port());
+    constexpr int kSize = 3, kSteps = 4;
+    std::vector<std::vector<accel::SparseSum>> got(kSize);
+    std::vector<std::string> errors(kSize);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kSize; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          accel::SparseGroupOptions o;
+          o.rank = r;
+          o.size = kSize;
+          o.coordinator = at;
+          o.job = 4242;
+          o.tls = "tcp";
+          o.timeout_ms = 20000;
+          o.exchange = exchange;
+          accel::SparseGroup g(o);
+          for (int s = 0; s < kSteps; ++s) {
+            // Member r holds index r + k for k < 3, value r + 1 (+ step).
+            const std::vector<std::uint32_t> i{static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(r + 1),
+                                               static_cast<std::uint32_t>(r + 2)};
+            const std::vector<float> v(3, static_cast<float>(r + 1 + s));
+            got[r].push_back(g.allreduce(8, i, v, s));
+          }
+          g.close();
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < kSize; ++r) ASSERT_EQ(errors[r], "") << "rank " << r << ", " << exchange;
+    for (int s = 0; s < kSteps; ++s) {
+      // Index j sums the members r with r <= j <= r + 2.
+      std::vector<std::uint32_t> want_i;
+      std::vector<float> want_v;
+      for (std::uint32_t j = 0; j < 5; ++j) {
+        float sum = 0;
+        for (int r = 0; r < kSize; ++r)
+          if (static_cast<int>(j) >= r && static_cast<int>(j) <= r + 2) sum += static_cast<float>(r + 1 + s);
+        want_i.push_back(j);
+        want_v.push_back(sum);
+      }
+      for (int r = 0; r < kSize; ++r) {
+        EXPECT_EQ(got[r][s].indices, want_i) << "rank " << r << " step " << s << ", " << exchange;
+        EXPECT_EQ(got[r][s].values, want_v) << "rank " << r << " step " << s << ", " << exchange;
+        EXPECT_EQ(got[r][s].members, (std::vector<std::uint32_t>{0, 1, 2}));
+      }
+    }
+  }
 }
 
 TEST(SparseGroup, RefusesBadOptions) {

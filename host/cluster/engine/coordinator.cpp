@@ -33,7 +33,9 @@ class Coordinator {
     if (!token_file_.empty()) std::remove(token_file_.c_str());  // this job's; the next draws its own
   }
 
-  int run() {
+  // Listens, then joins, measures, partitions and distributes (or
+  // resumes from the checkpoint).
+  void start() {
     t_start_ = Clock::now();
     if (resume_) check_resumable();
     listen();
@@ -46,9 +48,10 @@ class Coordinator {
       for (int i = 0; i <= N_; ++i) active_.insert(i);
       checkpoint(0, true);
     }
-    rounds();
-    return finish();
+    next_t_ = first_round_;
   }
+  bool step();
+  int finish();
 
  private:
   void listen();
@@ -62,7 +65,7 @@ class Coordinator {
   void distribute();
   void push_rows(std::uint32_t w, std::set<std::uint32_t>& ready);
   std::unique_ptr<Partition> open_own();
-  void rounds();
+  void welcome_back(std::int64_t t);
   void checkpoint(std::int64_t t, bool must);
   void check_resumable();
   void resume();
@@ -80,7 +83,6 @@ class Coordinator {
   bool take_over(std::uint32_t q, std::int64_t t);
   void apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t);
   void measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t);
-  int finish();
   bool checkpointing() const { return !o_.checkpoint_dir.empty(); }
   bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(N_); }
   Membership membership() const {
@@ -101,6 +103,8 @@ class Coordinator {
   Bytes params_;                      // every task's (the checkpoint's on a resume)
   std::string listen_address_;        // ADDR:PORT as bound
   std::int64_t first_round_ = 1;
+  std::int64_t next_t_ = 1;  // the round step() runs next
+  bool over_ = false;        // the last round ran
   Clock::time_point last_checkpoint_;
   double checkpoint_cost_ = 0;        // seconds the last checkpoint took (Young's C)
   bool checkpoint_failed_ = false;
@@ -338,53 +342,66 @@ void Coordinator::push_rows(std::uint32_t w, std::set<std::uint32_t>& ready) {
               {"mib_per_s", data.size() / s / (1 << 20)}});
 }
 
-void Coordinator::rounds() {
-  rounds_started_ = true;
-  for (std::int64_t t = first_round_; t <= job_.max_rounds(); ++t) {
-    say_refusals();
-    for (auto w : resynced_) {
-      recovering_.erase(w);
-      active_.insert(w);
-      if (taken_over_.erase(w)) {
-        all_to_all(*own_).hand_back(w);
-        log_.write({{"event", "rows_handed_back"}, {"worker", w}, {"iteration", t}});
-      }
-      if (kept_[w] != loads_[w]) {  // back with its whole partition
-        all_to_all(*own_).drop_extra(w);
-        kept_[w] = loads_[w];
-      }
-    }
-    resynced_.clear();
-    const Membership view = membership();
-    current_t_ = t;
-    current_view_ = view;
-    SyncStats st;
-    const RoundOutcome out = workload_.exchange() == Exchange::AllToAll ? all_to_all_round(t, view, st)
-                                                                        : central_round(t, view, st);
-    rounds_done_ = t;
-    // Only the coordinator counts, and no one is on the way back.
-    if (N_ > 0 && job_.units() > 0 && all_lost_at_ == 0 && active_.size() == 1 && recovering_.empty()) {
-      all_lost_at_ = t;
-      log::warn("accel coordinator") << "every worker is lost at round " << t << "; "
-                << (o_.move_lost_rows ? "the coordinator computes all their rows until they return"
-                                      : "their rows are left out until they return (--on-loss drop)");
-    }
-    nlohmann::json line = {{"iteration", t},
-                           {"participant", 0},
-                           {"sharing_s", t == 1 ? sharing_ : 0.0},
-                           {"computing_s", computing_},
-                           {"synchronizing_s", st.notify_seconds + st.wait_seconds},
-                           {"barrier_wait_s", st.wait_seconds},
-                           {"members", view_json(view)},
-                           {"evicted", st.evicted}};
-    line.update(out.log);
-    log_.write(line);
-    if (out.stop) {
-      converged_ = true;
-      break;
-    }
-    checkpoint(t, false);
+// One round; false once the job is over (its rule stopped it, or its last
+// round ran): finish() then ends it.
+bool Coordinator::step() {
+  if (over_ || next_t_ > job_.max_rounds()) {
+    over_ = true;
+    return false;
   }
+  rounds_started_ = true;
+  const std::int64_t t = next_t_++;
+  say_refusals();
+  welcome_back(t);
+  const Membership view = membership();
+  current_t_ = t;
+  current_view_ = view;
+  SyncStats st;
+  const RoundOutcome out = workload_.exchange() == Exchange::AllToAll ? all_to_all_round(t, view, st)
+                                                                      : central_round(t, view, st);
+  rounds_done_ = t;
+  // Only the coordinator counts, and no one is on the way back.
+  if (N_ > 0 && job_.units() > 0 && all_lost_at_ == 0 && active_.size() == 1 && recovering_.empty()) {
+    all_lost_at_ = t;
+    log::warn("accel coordinator") << "every worker is lost at round " << t << "; "
+              << (o_.move_lost_rows ? "the coordinator computes all their rows until they return"
+                                    : "their rows are left out until they return (--on-loss drop)");
+  }
+  nlohmann::json line = {{"iteration", t},
+                         {"participant", 0},
+                         {"sharing_s", t == 1 ? sharing_ : 0.0},
+                         {"computing_s", computing_},
+                         {"synchronizing_s", st.notify_seconds + st.wait_seconds},
+                         {"barrier_wait_s", st.wait_seconds},
+                         {"members", view_json(view)},
+                         {"evicted", st.evicted}};
+  line.update(out.log);
+  log_.write(line);
+  if (out.stop) {
+    converged_ = true;
+    over_ = true;
+    return false;
+  }
+  checkpoint(t, false);
+  return true;
+}
+
+// Workers that resynced count again from round t, with their whole
+// partition: the coordinator stops standing in for them.
+void Coordinator::welcome_back(std::int64_t t) {
+  for (auto w : resynced_) {
+    recovering_.erase(w);
+    active_.insert(w);
+    if (taken_over_.erase(w)) {
+      all_to_all(*own_).hand_back(w);
+      log_.write({{"event", "rows_handed_back"}, {"worker", w}, {"iteration", t}});
+    }
+    if (kept_[w] != loads_[w]) {  // back with its whole partition
+      all_to_all(*own_).drop_extra(w);
+      kept_[w] = loads_[w];
+    }
+  }
+  resynced_.clear();
 }
 
 // The state after round t, when Young's interval has passed since the last
@@ -822,9 +839,13 @@ int Coordinator::finish() {
 
 }  // namespace
 
+struct CoordinatorRun::Impl {
+  std::unique_ptr<Coordinator> c;
+};
+
 // The token: --job, else ACCEL_JOB_TOKEN (a launcher's), else a random one
 // written for the workers (job_token.hpp).
-int run_coordinator(const CoordinatorOptions& o, Job& job) {
+CoordinatorRun::CoordinatorRun(const CoordinatorOptions& o, Job& job) : impl_(std::make_unique<Impl>()) {
   CoordinatorOptions resolved = o;
   bool write = false;
   std::optional<Checkpoint> resume;
@@ -845,7 +866,21 @@ int run_coordinator(const CoordinatorOptions& o, Job& job) {
     write = !env;
     resolved.job = env ? *env : random_job_token();
   }
-  return Coordinator(resolved, write, job, std::move(resume)).run();
+  impl_->c = std::make_unique<Coordinator>(resolved, write, job, std::move(resume));
+}
+
+CoordinatorRun::~CoordinatorRun() = default;
+
+void CoordinatorRun::start() { impl_->c->start(); }
+bool CoordinatorRun::step() { return impl_->c->step(); }
+int CoordinatorRun::finish() { return impl_->c->finish(); }
+
+int run_coordinator(const CoordinatorOptions& o, Job& job) {
+  CoordinatorRun run(o, job);
+  run.start();
+  while (run.step()) {
+  }
+  return run.finish();
 }
 
 }  // namespace accel::cluster

@@ -1,10 +1,13 @@
 // The cluster engine's entry points: one coordinator, N workers, any
 // workload (workload.hpp). `accel coordinator ...` builds a Job and calls
 // run_coordinator; `accel worker` calls run_worker and learns the workload
-// from its task.
+// from its task. Both are a loop of steps, one round each: a library that
+// drives the rounds from its own thread (the sparse allreduce, a
+// simulator) uses CoordinatorRun and WorkerRun instead.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "errors.hpp"
@@ -52,12 +55,49 @@ struct WorkerOptions : Common {
   // How long a worker that lost its coordinator keeps trying to reach it
   // again (a coordinator restarted with --resume); 0: one try, then exit.
   int coordinator_timeout_ms = 0;
+  // A library's own instance of the task's workload (its partitions reach
+  // the library's state), used instead of the registry's; the task must
+  // name a workload of the same type.
+  const Workload* workload = nullptr;
 };
 
 // Rank and size from a launcher's environment (mpirun: OMPI_COMM_WORLD_*,
 // srun: SLURM_PROCID/NTASKS, PMI_RANK/SIZE), or `fallback` outside one.
 int launcher_rank(int fallback);
 int launcher_size(int fallback);
+
+// The coordinator's run: start() listens and joins the workers (or resumes
+// from a checkpoint), each step() runs a round until it returns false (the
+// job is over), and finish() ends the job and returns the exit code.
+// Throws InputError for bad options and for a job that cannot go on.
+class CoordinatorRun {
+ public:
+  CoordinatorRun(const CoordinatorOptions& o, Job& job);
+  ~CoordinatorRun();
+  void start();
+  bool step();
+  int finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A worker's run: each step() takes part in one round (joining first, and
+// rejoining after an eviction or a lost coordinator, as its options allow);
+// false once this worker is done, with exit_code() what run_worker
+// returns. Throws InputError as run_worker does.
+class WorkerRun {
+ public:
+  explicit WorkerRun(const WorkerOptions& o);
+  ~WorkerRun();
+  bool step();
+  int exit_code() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 int run_coordinator(const CoordinatorOptions& o, Job& job);
 int run_worker(const WorkerOptions& o);

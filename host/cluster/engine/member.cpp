@@ -52,9 +52,9 @@ void fetch_data(Node& node, const Workload& workload, Snapshot& s, Ms timeout) {
   }
 }
 
-// One incarnation of a worker: join (fresh or resuming), then take part in
-// rounds until done. Returns normally when the job is done; throws Evicted
-// to rejoin.
+// One incarnation of a worker: join (fresh or resuming: start), then take
+// part in rounds (step) until done. Throws Evicted and the other errors of
+// errors.hpp for WorkerRun to rejoin or give up.
 class Incarnation {
  public:
   // `reached`: set once the coordinator has answered this incarnation's
@@ -64,7 +64,7 @@ class Incarnation {
       : o_(o), incarnation_(incarnation), snap_(snap), log_(log), reached_(reached), local_{reg, o.device, {}},
         node_(transport_options(o, o.id, incarnation), Ms(o.timeout_ms), Limits{}) {}
 
-  void run() {
+  void start() {
     const auto [ip, port] = split_addr(o_.coordinator);
     const bool resume = snap_.has_value();
     // The front door first (bootstrap.hpp): the coordinator's UCX address
@@ -85,16 +85,16 @@ class Incarnation {
       node_.send(0, kHello, 0, encode_hello(false, 0, boot.ticket));
       fresh_start();
     }
-    rounds();
-    wait_done();
   }
+  // One round; false when the job is over for this worker (then it waits
+  // for the coordinator's done, bounded).
+  bool step();
 
  private:
   void refetch();
   void fresh_start();
   void start_snapshot();
   void resume_round();
-  void rounds();
   RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
   double computed_since(Clock::time_point t0, std::int64_t t) const;
@@ -106,7 +106,14 @@ class Incarnation {
     for (const auto& p : peers)
       if (p.id != 0) node_.connect_peer(p.id, p.address);
   }
-  const Workload& workload() const { return find_workload(snap_->task.workload); }
+  const Workload& workload() const { return workload_named(snap_->task.workload); }
+  const Workload& workload_named(const std::string& name) const {
+    const Workload& registered = find_workload(name);
+    if (!o_.workload) return registered;
+    if (typeid(*o_.workload) != typeid(registered))
+      throw InputError("the task names workload '" + name + "', not the one this process runs");
+    return *o_.workload;
+  }
   // The keys of this worker's pairs with the others (bootstrap.hpp).
   void take_keys(const std::vector<transport::MacKey>& keys) {
     for (std::size_t j = 1; j < keys.size(); ++j)
@@ -128,7 +135,7 @@ class Incarnation {
   std::int64_t t_ = 1;
   Membership view_;
   std::unique_ptr<Partition> part_;
-  bool recovering_ = false, done_ = false;
+  bool recovering_ = false, done_ = false, over_ = false;
   // Declared after what it uses: joined first when the incarnation ends.
   std::atomic<bool> snapshot_done_ = false;
   double snapshot_seconds_ = 0;
@@ -161,7 +168,7 @@ void Incarnation::fresh_start() {
   const std::string name = in.text(node_.limits().max_name);
   const Bytes spec = in.bytes(node_.limits().max_data);
   in.end();
-  node_.send(0, kCapability, 0, encode_f64(find_workload(name).measure(spec, local_)));
+  node_.send(0, kCapability, 0, encode_f64(workload_named(name).measure(spec, local_)));
   const Received tr = expect_msg(node_, kTask, join_, "the task");
   Snapshot s;
   s.job = o_.job;
@@ -170,7 +177,7 @@ void Incarnation::fresh_start() {
   s.task = decode_task(tr.message.payload, node_.limits());
   if (s.task.workload != name) throw InputError("the task's workload differs from the probe's");
   take_keys(s.task.pair_keys);
-  fetch_data(node_, find_workload(name), s, join_);
+  fetch_data(node_, workload_named(name), s, join_);
   snap_ = std::move(s);
   start_snapshot();
   connect_peers(snap_->task.peers);
@@ -225,31 +232,35 @@ void Incarnation::resume_round() {
   log_.write({{"event", "resumed"}, {"worker", o_.id}, {"incarnation", incarnation_}, {"iteration", t_}});
 }
 
-void Incarnation::rounds() {
-  const bool central = workload().exchange() == Exchange::Central;
-  for (; t_ <= snap_->task.max_rounds && !done_; ++t_) {
-    SyncStats st;
-    double computing = 0;
-    const RoundOutcome out = central ? central_round(t_, st, computing) : all_to_all_round(t_, st, computing);
-    if (snapshot_writer_.joinable() && snapshot_done_) {
-      snapshot_writer_.join();
-      log_.write({{"event", "snapshot"}, {"iteration", t_}, {"seconds", snapshot_seconds_}});
-    }
-    if (recovering_) {
-      node_.send(0, kResync, t_, {});
-      recovering_ = false;
-    }
-    nlohmann::json line = {{"iteration", t_},
-                           {"participant", o_.id},
-                           {"computing_s", computing},
-                           {"synchronizing_s", st.notify_seconds + st.wait_seconds},
-                           {"barrier_wait_s", st.wait_seconds},
-                           {"members", view_json(view_)},
-                           {"evicted", st.evicted}};
-    line.update(out.log);
-    log_.write(line);
-    if (out.stop) break;
+bool Incarnation::step() {
+  if (over_ || t_ > snap_->task.max_rounds || done_) {
+    wait_done();
+    return false;
   }
+  const bool central = workload().exchange() == Exchange::Central;
+  SyncStats st;
+  double computing = 0;
+  const RoundOutcome out = central ? central_round(t_, st, computing) : all_to_all_round(t_, st, computing);
+  if (snapshot_writer_.joinable() && snapshot_done_) {
+    snapshot_writer_.join();
+    log_.write({{"event", "snapshot"}, {"iteration", t_}, {"seconds", snapshot_seconds_}});
+  }
+  if (recovering_) {
+    node_.send(0, kResync, t_, {});
+    recovering_ = false;
+  }
+  nlohmann::json line = {{"iteration", t_},
+                         {"participant", o_.id},
+                         {"computing_s", computing},
+                         {"synchronizing_s", st.notify_seconds + st.wait_seconds},
+                         {"barrier_wait_s", st.wait_seconds},
+                         {"members", view_json(view_)},
+                         {"evicted", st.evicted}};
+  line.update(out.log);
+  log_.write(line);
+  if (out.stop) over_ = true;
+  else ++t_;
+  return true;
 }
 
 // The seconds this member computed round t since t0, slowed by the fault
@@ -365,97 +376,148 @@ std::uint64_t find_job_token(const WorkerOptions& o, Clock::time_point deadline)
   }
 }
 
-int run_worker(const WorkerOptions& given) {
-  if (given.id < 1) throw InputError("--id must be 1 or more (0 is the coordinator)");
-  if (given.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
-  WorkerOptions o = given;
-  const auto token_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
-  o.job = find_job_token(given, token_deadline);
-  Log log(o.log_json);
+struct WorkerRun::Impl {
+  const WorkerOptions given;  // as the caller gave them
+  WorkerOptions o;            // the job token resolved
+  Clock::time_point token_deadline, join_deadline;
+  Log log;
   const Registry reg = Registry::discover_all();
-  std::optional<Snapshot> snap = load_own_snapshot(o);
-  std::uint32_t incarnation = snap ? snap->incarnation + 1 : 1;
-  const auto join_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
+  std::optional<Snapshot> snap;
+  std::uint32_t incarnation = 1;
   // Since when the job's coordinator has been out of reach (unset: it is
   // not); reset whenever an incarnation gets through to it.
   std::optional<Clock::time_point> lost_since;
-  auto waited_out = [&] { return Clock::now() - *lost_since >= Ms(o.coordinator_timeout_ms); };
-  bool ever_reached = false;
-  for (int attempt = 0;; ++attempt) {
-    bool reached = false;
+  bool ever_reached = false, reached = false;
+  int evictions = 0;  // evictions and rejected resumes so far
+  std::unique_ptr<Incarnation> inc;
+  std::optional<int> code;  // set: this worker is done
+  bool begun = false;
+
+  Impl(const WorkerOptions& g) : given(g), o(g), log(g.log_json) {}
+  // At the first step, not in the constructor: a library's worker waits
+  // for its coordinator's token file only when it first takes part.
+  void begin() {
+    token_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
+    o.job = find_job_token(given, token_deadline);
+    snap = load_own_snapshot(o);
+    incarnation = snap ? snap->incarnation + 1 : 1;
+    join_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
+    begun = true;
+  }
+  bool waited_out() const { return Clock::now() - *lost_since >= Ms(o.coordinator_timeout_ms); }
+  std::optional<int> recover();
+};
+
+// What the last incarnation's failure means: an exit code (this worker is
+// done), or nothing (a new incarnation tries again).
+std::optional<int> WorkerRun::Impl::recover() {
+  const std::string me = "accel worker " + std::to_string(o.id);
+  try {
+    throw;
+  } catch (const JobDone&) {
+    return kExitOk;
+  } catch (const NotListening& e) {
+    // Before the job: the launcher started this worker first. During it:
+    // the coordinator is down, and may come back (--resume) within
+    // --coordinator-timeout.
+    if (reached) lost_since.reset();
+    if (!lost_since && (reached || ever_reached)) lost_since = Clock::now();
+    if (lost_since ? waited_out() : Clock::now() >= join_deadline) {
+      log::error(me) << "no coordinator at " << o.coordinator << " (" << e.what() << ")"
+                     << (lost_since ? " within --coordinator-timeout" : "") << "; exiting";
+      return kExitLostJob;
+    }
+    std::this_thread::sleep_for(Ms(200));
+  } catch (const CoordinatorGone& e) {
+    ever_reached = true;
+    // The endpoint failed. That is also what a worker stopped past the
+    // keepalive finds (the coordinator closed on it): try to rejoin, once
+    // or for --coordinator-timeout; a coordinator that is really gone
+    // refuses the connection.
+    if (reached) lost_since.reset();
+    if (!snap || (lost_since && waited_out())) {
+      log::error(me) << e.what() << "; exiting";
+      return kExitLostJob;
+    }
+    if (!lost_since) lost_since = Clock::now();
+    save_incarnation(o, snap, ++incarnation);
+    log::info(me) << e.what() << "; trying to rejoin as incarnation " << incarnation;
+  } catch (const Evicted& e) {
+    ever_reached = true;
+    if (evictions++ >= 5 || !snap) {
+      log::error(me) << e.what() << "; " << (snap ? "could not rejoin" : "no task to resume") << "; exiting";
+      return kExitLostJob;
+    }
+    log::info(me) << e.what() << "; rejoining as incarnation " << incarnation + 1;
+    save_incarnation(o, snap, ++incarnation);
+  } catch (const JoinMidJob& j) {
+    // No snapshot, the job running: its task becomes this worker's
+    // snapshot (rows fetched again), and it rejoins as a resuming worker.
+    Snapshot s;
+    s.job = o.job;
+    s.id = o.id;
+    s.task = decode_task(j.task, Limits{});
+    snap = std::move(s);
+    save_incarnation(o, snap, ++incarnation);
+    log::info(me) << "the job is running; joining it with its task as incarnation " << incarnation;
+  } catch (const Rejected& e) {
+    // A rejected resume: the snapshot belongs to a job that is over (or to
+    // an earlier job with the same token). Discard it and join afresh,
+    // once: a fresh join that is rejected too ends here.
+    if (!snap) throw InputError(e.what());
+    if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
+    log::info(me) << "stale snapshot discarded; joining afresh";
+    snap.reset();
+    ++incarnation;
+    ++evictions;
+  }
+  return std::nullopt;
+}
+
+WorkerRun::WorkerRun(const WorkerOptions& given) {
+  if (given.id < 1) throw InputError("--id must be 1 or more (0 is the coordinator)");
+  if (given.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
+  impl_ = std::make_unique<Impl>(given);
+}
+
+WorkerRun::~WorkerRun() = default;
+
+bool WorkerRun::step() {
+  Impl& w = *impl_;
+  if (!w.begun) w.begin();
+  while (!w.code) {
     try {
-      Incarnation(o, incarnation, snap, log, reg, reached).run();
-      if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
-      return kExitOk;
-    } catch (const JobDone&) {
-      return kExitOk;
-    } catch (const NotListening& e) {
-      // Before the job: the launcher started this worker first. During it:
-      // the coordinator is down, and may come back (--resume) within
-      // --coordinator-timeout.
-      if (reached) lost_since.reset();
-      if (!lost_since && (reached || ever_reached)) lost_since = Clock::now();
-      if (lost_since ? waited_out() : Clock::now() >= join_deadline) {
-        log::error("accel worker " + std::to_string(o.id)) << "no coordinator at " << o.coordinator << " (" << e.what() << ")"
-                  << (lost_since ? " within --coordinator-timeout" : "") << "; exiting";
-        return kExitLostJob;
+      if (!w.inc) {
+        w.reached = false;
+        w.inc = std::make_unique<Incarnation>(w.o, w.incarnation, w.snap, w.log, w.reg, w.reached);
+        w.inc->start();
       }
-      std::this_thread::sleep_for(Ms(200));
-      --attempt;
-    } catch (const CoordinatorGone& e) {
-      ever_reached = true;
-      // The endpoint failed. That is also what a worker stopped past the
-      // keepalive finds (the coordinator closed on it): try to rejoin, once
-      // or for --coordinator-timeout; a coordinator that is really gone
-      // refuses the connection.
-      if (reached) lost_since.reset();
-      if (!snap || (lost_since && waited_out())) {
-        log::error("accel worker " + std::to_string(o.id)) << e.what() << "; exiting";
-        return kExitLostJob;
-      }
-      if (!lost_since) lost_since = Clock::now();
-      save_incarnation(o, snap, ++incarnation);
-      log::info("accel worker " + std::to_string(o.id)) << e.what() << "; trying to rejoin as incarnation " << incarnation;
-      --attempt;
-    } catch (const Evicted& e) {
-      ever_reached = true;
-      if (attempt >= 5 || !snap) {
-        log::error("accel worker " + std::to_string(o.id)) << e.what() << "; "
-                  << (snap ? "could not rejoin" : "no task to resume") << "; exiting";
-        return kExitLostJob;
-      }
-      log::info("accel worker " + std::to_string(o.id)) << e.what() << "; rejoining as incarnation " << incarnation + 1;
-      save_incarnation(o, snap, ++incarnation);
-    } catch (const JoinMidJob& j) {
-      // No snapshot, the job running: its task becomes this worker's
-      // snapshot (rows fetched again), and it rejoins as a resuming worker.
-      Snapshot s;
-      s.job = o.job;
-      s.id = o.id;
-      s.task = decode_task(j.task, Limits{});
-      snap = std::move(s);
-      save_incarnation(o, snap, ++incarnation);
-      log::info("accel worker " + std::to_string(o.id)) << "the job is running; joining it with its task as incarnation "
-                << incarnation;
-      --attempt;
+      if (w.inc->step()) return true;
+      w.inc.reset();
+      if (!w.o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(w.o.snapshot_dir, w.o.id));
+      w.code = kExitOk;
     } catch (const TokenRefused& e) {
       // A token read from a file may be an earlier job's on the same port
       // until this job's coordinator writes its own: read it again.
-      if (given.job != 0 || Clock::now() >= token_deadline) throw InputError(e.what());
+      w.inc.reset();
+      if (w.given.job != 0 || Clock::now() >= w.token_deadline) throw InputError(e.what());
       std::this_thread::sleep_for(Ms(200));
-      o.job = find_job_token(given, token_deadline);
-      --attempt;
-    } catch (const Rejected& e) {
-      // A rejected resume: the snapshot belongs to a job that is over (or to
-      // an earlier job with the same token). Discard it and join afresh,
-      // once: a fresh join that is rejected too ends here.
-      if (!snap) throw InputError(e.what());
-      if (!o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(o.snapshot_dir, o.id));
-      log::info("accel worker " + std::to_string(o.id)) << "stale snapshot discarded; joining afresh";
-      snap.reset();
-      ++incarnation;
+      w.o.job = find_job_token(w.given, w.token_deadline);
+    } catch (...) {
+      w.inc.reset();
+      w.code = w.recover();
     }
   }
+  return false;
+}
+
+int WorkerRun::exit_code() const { return impl_->code.value_or(kExitOk); }
+
+int run_worker(const WorkerOptions& o) {
+  WorkerRun run(o);
+  while (run.step()) {
+  }
+  return run.exit_code();
 }
 
 }  // namespace accel::cluster

@@ -30,7 +30,8 @@
 // step.
 //
 // Rank 0 runs the job's coordinator in its process (it is a member too);
-// ranks 1..size-1 connect to it. One open group per process at a time.
+// ranks 1..size-1 connect to it. The engine has no thread of its own: it
+// runs inside allreduce() and close(), on the caller's thread.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +49,7 @@ struct SparseGroupOptions {
   std::uint64_t job = 0;                        // job token (0: drawn by rank 0, found by the others; README)
   int timeout_ms = 30000;  // a step waits this long for a silent member before evicting it
   // UCX keepalive; above the longest compute between two steps (a member
-  // answers keepalives only while its engine thread is in a step).
+  // answers keepalives only while it is inside allreduce()).
   int keepalive_ms = 60000;
   int join_timeout_ms = 60000;  // how long rank 0 waits for the others to join
   std::string tls;              // UCX_TLS, e.g. "tcp"
@@ -82,9 +83,9 @@ inline constexpr std::uint64_t kMaxSparsePairs = (std::uint64_t{16} << 20) / 8 -
 
 class SparseGroup {
  public:
-  // Starts the engine in a background thread; rank 0 listens, the others
-  // connect (retrying until rank 0 listens). Throws InputError for bad
-  // options.
+  // Throws InputError for bad options. The first allreduce() joins the
+  // group: rank 0 listens and waits for the others, which connect
+  // (retrying until rank 0 listens).
   explicit SparseGroup(const SparseGroupOptions& o);
   // close(): rank 0 ends the job for every member (their next allreduce
   // throws); another rank leaves it, and the others go on without it.

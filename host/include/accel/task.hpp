@@ -10,8 +10,8 @@
 // (run_to_end).
 //
 //   Task<T>    a lazily started coroutine returning T; `co_await task`
-//              runs it to its end inside the awaiting coroutine (a
-//              suspension inside it suspends the whole chain);
+//              runs it inside the awaiting coroutine (a wait inside it
+//              makes the whole chain wait);
 //   Mailbox<O, I>: where a chain of tasks leaves an outgoing O and waits
 //              for the incoming I (co_await box.exchange(o)); the caller
 //              takes the O (outgoing()) and resumes with the I (deliver()).
@@ -30,19 +30,34 @@ class Task;
 
 namespace task_detail {
 
+// The coroutine to run next when one ends outside its awaiter's inline
+// run (resumed by a Mailbox delivery): run() takes it from here, so that a
+// long chain of task ends never nests on the stack. (Symmetric transfer
+// would do it, but GCC compiles it to a tail call only when optimising,
+// and the sanitizer builds overflowed the stack.)
+inline thread_local std::coroutine_handle<> next_to_run;
+
+// Resumes h, then whatever the coroutines that end on the way hand on.
+inline void run(std::coroutine_handle<> h) {
+  h.resume();
+  while (const std::coroutine_handle<> n = std::exchange(next_to_run, {})) n.resume();
+}
+
 // What every Task's promise holds besides its value.
 struct PromiseBase {
   std::coroutine_handle<> continuation;  // the coroutine awaiting this one (none: the caller's resume())
+  bool inline_run = false;               // its awaiter is running it inside co_await, on the stack
   std::exception_ptr error;
 
   std::suspend_always initial_suspend() noexcept { return {}; }
-  // At its end a task resumes whoever awaits it, or returns to the caller.
+  // At its end a task returns to its awaiter's inline run, or hands its
+  // awaiter to run().
   struct Final {
     bool await_ready() const noexcept { return false; }
     template <class P>
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-      const std::coroutine_handle<> next = h.promise().continuation;
-      return next ? next : std::noop_coroutine();
+    void await_suspend(std::coroutine_handle<P> h) noexcept {
+      const PromiseBase& p = h.promise();
+      if (!p.inline_run && p.continuation) next_to_run = p.continuation;
     }
     void await_resume() const noexcept {}
   };
@@ -100,11 +115,10 @@ class [[nodiscard]] Task {
 
   bool valid() const { return static_cast<bool>(h_); }
   bool done() const { return h_ && h_.done(); }
-  // Starts it (the first call) or goes on after a Mailbox delivery that
-  // did not resume it itself; returns when it ends or waits again.
+  // Starts it; returns when it ends or waits at a Mailbox.
   void resume() {
     if (!h_ || h_.done()) throw std::logic_error("resuming a task that is not running");
-    h_.resume();
+    task_detail::run(h_);
   }
   // Its value once done (rethrows what it threw).
   T result() {
@@ -112,11 +126,17 @@ class [[nodiscard]] Task {
     return h_.promise().take();
   }
 
-  // Awaited by another task: runs inside it.
+  // Awaited by another task: runs inside it, on its stack. When it waits
+  // at a Mailbox, its awaiter waits too, and it hands the awaiter on to
+  // run() when it ends.
   bool await_ready() const noexcept { return false; }
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
-    h_.promise().continuation = awaiting;
-    return h_;
+  bool await_suspend(std::coroutine_handle<> awaiting) {
+    auto& p = h_.promise();
+    p.continuation = awaiting;
+    p.inline_run = true;
+    h_.resume();
+    p.inline_run = false;
+    return !h_.done();
   }
   T await_resume() { return h_.promise().take(); }
 
@@ -169,7 +189,7 @@ class Mailbox {
   void deliver(In in) {
     if (!waiting_) throw std::logic_error("a delivery with no task waiting");
     in_ = std::move(in);
-    waiting_.resume();
+    task_detail::run(waiting_);
   }
 
  private:

@@ -1,20 +1,19 @@
 // The sparse allreduce as a workload of the cluster engine, and the
 // SparseGroup that drives it from the user's thread (accel/sparse_allreduce.hpp).
 //
-// The engine's thread runs the rounds; the user's thread hands each step's
-// pairs over through the process's Channel: contribute() waits for them,
-// absorb() merges every member's pairs and hands the sum back.
+// There is no engine thread: allreduce() leaves the step's pairs in the
+// group's Steps and runs the engine's rounds (CoordinatorRun on rank 0,
+// WorkerRun on the others) until one delivers the step's sum there.
+// contribute() takes the pairs, absorb() merges every member's and hands
+// the sum back.
 #include "accel/sparse_allreduce.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <utility>
-#include <thread>
 
 #include "accel/error.hpp"
 #include "engine.hpp"
@@ -25,27 +24,17 @@ namespace accel {
 namespace cluster::sparse {
 namespace {
 
-// The user's thread and the engine's thread of one process.
-struct Channel {
-  std::mutex mu;
-  std::condition_variable cv;
+// A group's steps, between its caller (allreduce) and its partition.
+struct Steps {
+  std::uint32_t rank = 0;
+  std::string exchange = "auto";           // rank 0's: auto, allgather or reduce-scatter
   std::uint64_t submitted = 0, taken = 0;  // steps handed over / taken into a round
   Bytes pending;                           // the last step handed over
   bool closing = false;
   std::uint64_t answered = 0;  // steps whose sum is in `sum`
   SparseSum sum;
   std::string step_error;  // for step `answered`: members' lengths differed
-  bool ended = false;      // the engine's thread is done
-  std::string end_reason;
-  bool in_use = false;  // a group is open in this process
-  std::uint32_t rank = 0;
-  std::string exchange = "auto";  // rank 0's: auto, allgather or reduce-scatter
 };
-
-Channel& channel() {
-  static Channel c;
-  return c;
-}
 
 const char* name(Mode m) { return m == Mode::ReduceScatter ? "reduce-scatter" : "allgather"; }
 
@@ -57,14 +46,14 @@ const char* name(Mode m) { return m == Mode::ReduceScatter ? "reduce-scatter" : 
 // splits alike.
 class SparsePartition final : public AllToAllPartition {
  public:
-  SparsePartition() : self_(channel().rank) {
-    const std::string& e = channel().exchange;
+  explicit SparsePartition(Steps& steps) : steps_(steps), self_(steps.rank) {
+    const std::string& e = steps.exchange;
     if (e != "auto") forced_ = e == "reduce-scatter" ? Mode::ReduceScatter : Mode::AllGather;
   }
 
   void members(const std::vector<std::uint32_t>& active) override { believed_ = active; }
 
-  // Waits for the user's next step, or for the group to close.
+  // The user's step (held until its sum comes), or the group closing.
   Bytes contribute(std::int64_t) override {
     out_.clear();
     if (!reduced_.empty()) {  // reduce-scatter's second round
@@ -130,11 +119,13 @@ class SparsePartition final : public AllToAllPartition {
   void adopt(std::span<const std::byte>) override {}
 
  private:
+  // The group steps the engine only with a step handed over or to close.
   bool take_step() {
-    Channel& ch = channel();
-    std::unique_lock lock(ch.mu);
-    ch.cv.wait(lock, [&] { return ch.submitted > ch.taken || ch.closing; });
-    if (ch.submitted <= ch.taken) return false;
+    Steps& ch = steps_;
+    if (ch.submitted <= ch.taken) {
+      if (!ch.closing) throw std::logic_error("sparse allreduce: a round with no step to take");
+      return false;
+    }
     ch.taken = ch.submitted;
     mine_ = ch.taken;
     held_ = std::move(ch.pending);
@@ -192,26 +183,23 @@ class SparsePartition final : public AllToAllPartition {
     out.log["pairs"] = m.indices.size();
     out.log["members_counted"] = m.members.size();
     if (mine_ == 0) return;  // a returning member's first round, or closing: nobody waits for this sum
-    Channel& ch = channel();
-    {
-      std::lock_guard lock(ch.mu);
-      ch.answered = mine_;
-      ch.step_error = m.error;
-      ch.sum.step = round;
-      ch.sum.indices = std::move(m.indices);
-      ch.sum.values = std::move(m.values);
-      ch.sum.members = std::move(m.members);
-      ch.sum.tags = std::move(m.tags);
-      ch.sum.bytes_sent = sent_;
-      ch.sum.rounds = rounds_;
-      ch.sum.exchange = exchange;
-    }
-    ch.cv.notify_all();
+    Steps& ch = steps_;
+    ch.answered = mine_;
+    ch.step_error = m.error;
+    ch.sum.step = round;
+    ch.sum.indices = std::move(m.indices);
+    ch.sum.values = std::move(m.values);
+    ch.sum.members = std::move(m.members);
+    ch.sum.tags = std::move(m.tags);
+    ch.sum.bytes_sent = sent_;
+    ch.sum.rounds = rounds_;
+    ch.sum.exchange = exchange;
     mine_ = 0;
     held_.clear();
     redo_ = false;
   }
 
+  Steps& steps_;
   const std::uint32_t self_;
   std::optional<Mode> forced_;  // rank 0's --exchange, unless auto
   std::vector<std::uint32_t> believed_;
@@ -228,14 +216,21 @@ class SparsePartition final : public AllToAllPartition {
   bool left_ = false;  // this member closed the group
 };
 
+// Registered for the engine's checks; a group's workers run their own
+// instance, whose partitions reach the group's steps.
 class SparseWorkload final : public Workload {
  public:
+  explicit SparseWorkload(Steps* steps = nullptr) : steps_(steps) {}
   Exchange exchange() const override { return Exchange::AllToAll; }
   double measure(std::span<const std::byte>, Local&) const override { return 1.0; }  // no rows to split
   std::unique_ptr<Partition> open(const Task&, std::span<const std::byte>, Local&) const override {
-    return std::make_unique<SparsePartition>();
+    if (!steps_) throw InputError("the sparse allreduce runs inside a SparseGroup, not a plain worker");
+    return std::make_unique<SparsePartition>(*steps_);
   }
   void read(const Task&, std::span<std::byte>) const override {}
+
+ private:
+  Steps* steps_;
 };
 
 ACCEL_REGISTER_WORKLOAD("sparse_allreduce", SparseWorkload);
@@ -243,6 +238,7 @@ ACCEL_REGISTER_WORKLOAD("sparse_allreduce", SparseWorkload);
 // The coordinator's half: no input and no rows; steps until a member closes.
 class SparseJob final : public Job {
  public:
+  explicit SparseJob(Steps& steps) : steps_(steps) {}
   std::string workload() const override { return "sparse_allreduce"; }
   std::int64_t units() const override { return 0; }
   std::int64_t max_rounds() const override { return std::numeric_limits<std::int64_t>::max() / 2; }
@@ -251,6 +247,10 @@ class SparseJob final : public Job {
   std::uint64_t data_bytes(std::int64_t, std::int64_t) const override { return 0; }
   std::span<const std::byte> data(std::int64_t, std::int64_t) override { return {}; }
   std::string finish(std::span<const std::byte>, nlohmann::json&) override { return "sparse allreduce closed"; }
+  std::unique_ptr<Partition> open_own(const Task&, Local&) override { return std::make_unique<SparsePartition>(steps_); }
+
+ private:
+  Steps& steps_;
 };
 
 }  // namespace
@@ -263,8 +263,48 @@ SparseGroupOptions sparse_group_options_from_env(SparseGroupOptions o) {
   return o;
 }
 
+// Rank 0 runs the job's coordinator (with its own partition: it is a
+// member too); the others, workers.
 struct SparseGroup::Engine {
-  std::thread thread;
+  cluster::sparse::Steps steps;
+  cluster::sparse::SparseJob job{steps};
+  cluster::sparse::SparseWorkload workload{&steps};
+  std::unique_ptr<cluster::CoordinatorRun> coordinator;
+  std::unique_ptr<cluster::WorkerRun> worker;
+  bool started = false, ended = false;
+  std::string end_reason;
+
+  // One round (joining first); false once the engine is over.
+  bool step() {
+    if (coordinator) {
+      if (!started) coordinator->start();
+      started = true;
+      return coordinator->step();
+    }
+    return worker->step();
+  }
+  // The engine's end, once: its exit code, or what it threw.
+  void end(const std::string& reason) {
+    if (ended) return;
+    ended = true;
+    end_reason = reason;
+    try {
+      const int rc = coordinator ? (started ? coordinator->finish() : cluster::kExitOk) : worker->exit_code();
+      if (rc != cluster::kExitOk && end_reason.empty()) end_reason = "the group's engine ended with code " + std::to_string(rc);
+    } catch (const std::exception& e) {
+      if (end_reason.empty()) end_reason = e.what();
+    }
+    if (end_reason.empty()) end_reason = "the group is closed";
+  }
+  // Rounds until step `mine` is answered or the engine ends.
+  void run_until(std::uint64_t mine) {
+    try {
+      while (steps.answered < mine)
+        if (!step()) return end("");
+    } catch (const std::exception& e) {
+      end(e.what());
+    }
+  }
 };
 
 SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.size) {
@@ -274,71 +314,46 @@ SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.s
   if (o.timeout_ms < 1) throw InputError("sparse group: timeout " + std::to_string(o.timeout_ms) + " ms");
   if (o.exchange != "auto" && o.exchange != "allgather" && o.exchange != "reduce-scatter")
     throw InputError("sparse group: exchange '" + o.exchange + "' is not auto, allgather or reduce-scatter");
-  auto& ch = cluster::sparse::channel();
-  {
-    std::lock_guard lock(ch.mu);
-    if (ch.in_use) throw InputError("sparse group: one open group per process, and this process has one");
-    ch.submitted = ch.taken = ch.answered = 0;
-    ch.pending.clear();
-    ch.closing = ch.ended = false;
-    ch.step_error.clear();
-    ch.end_reason.clear();
-    ch.in_use = true;
-    ch.rank = static_cast<std::uint32_t>(o.rank);
-    ch.exchange = o.exchange;
-  }
   if (o.size == 1) return;  // the sum of one member is its own pairs
   engine_ = std::make_unique<Engine>();
-  engine_->thread = std::thread([o] {
-    int rc = cluster::kExitOk;
-    std::string reason;
-    try {
-      if (o.rank == 0) {
-        cluster::CoordinatorOptions c;
-        static_cast<cluster::Common&>(c) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json, {}};
-        c.workers = o.size - 1;
-        c.listen = o.coordinator;
-        c.join_timeout_ms = o.join_timeout_ms;
-        c.move_lost_rows = false;  // a lost member's gradient is lost with it
-        c.print_summary = false;
-        cluster::sparse::SparseJob job;
-        rc = cluster::run_coordinator(c, job);
-      } else {
-        cluster::WorkerOptions w;
-        static_cast<cluster::Common&>(w) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json, {}};
-        w.coordinator = o.coordinator;
-        w.id = static_cast<std::uint32_t>(o.rank);
-        w.snapshot_dir = o.snapshot_dir;
-        rc = cluster::run_worker(w);
-      }
-      if (rc != cluster::kExitOk) reason = "the group's engine ended with code " + std::to_string(rc);
-    } catch (const std::exception& e) {
-      reason = e.what();
-    }
-    auto& ch = cluster::sparse::channel();
-    {
-      std::lock_guard lock(ch.mu);
-      ch.ended = true;
-      ch.end_reason = reason.empty() ? "the group is closed" : reason;
-    }
-    ch.cv.notify_all();
-  });
+  engine_->steps.rank = static_cast<std::uint32_t>(o.rank);
+  engine_->steps.exchange = o.exchange;
+  if (o.rank == 0) {
+    cluster::CoordinatorOptions c;
+    static_cast<cluster::Common&>(c) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json, {}};
+    c.workers = o.size - 1;
+    c.listen = o.coordinator;
+    c.join_timeout_ms = o.join_timeout_ms;
+    c.move_lost_rows = false;  // a lost member's gradient is lost with it
+    c.print_summary = false;
+    engine_->coordinator = std::make_unique<cluster::CoordinatorRun>(c, engine_->job);
+  } else {
+    cluster::WorkerOptions w;
+    static_cast<cluster::Common&>(w) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json, {}};
+    w.coordinator = o.coordinator;
+    w.id = static_cast<std::uint32_t>(o.rank);
+    w.snapshot_dir = o.snapshot_dir;
+    w.workload = &engine_->workload;
+    engine_->worker = std::make_unique<cluster::WorkerRun>(w);
+  }
 }
 
-SparseGroup::~SparseGroup() { close(); }
-
-void SparseGroup::close() {
-  auto& ch = cluster::sparse::channel();
-  {
-    std::lock_guard lock(ch.mu);
-    if (closed_) return;
-    ch.closing = true;
+SparseGroup::~SparseGroup() {
+  try {
+    close();
+  } catch (...) {
   }
-  ch.cv.notify_all();
-  if (engine_ && engine_->thread.joinable()) engine_->thread.join();
-  std::lock_guard lock(ch.mu);
-  ch.in_use = false;
+}
+
+// Rank 0 ends the job for everyone; another rank leaves it. Either way the
+// engine runs until it is over.
+void SparseGroup::close() {
+  if (closed_) return;
   closed_ = true;
+  if (!engine_ || engine_->ended) return;
+  engine_->steps.closing = true;
+  if (engine_->coordinator && !engine_->started) return engine_->end("");  // nobody joined yet
+  engine_->run_until(std::numeric_limits<std::uint64_t>::max());
 }
 
 SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t> indices,
@@ -364,19 +379,17 @@ SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t>
     s.exchange = "allgather";
     return s;
   }
-  auto& ch = cluster::sparse::channel();
-  std::unique_lock lock(ch.mu);
-  if (closed_ || ch.closing) throw InputError("sparse allreduce: the group is closed");
-  if (ch.ended) throw InputError("sparse allreduce: " + ch.end_reason);
+  auto& ch = engine_->steps;
+  if (closed_) throw InputError("sparse allreduce: the group is closed");
+  if (engine_->ended) throw InputError("sparse allreduce: " + engine_->end_reason);
   // A length past 2^32 cannot be sent: 0 makes the step's failure agreed
   // (the members' lengths differ) unless every member sent 0.
   ch.pending = local.empty() ? cluster::sparse::encode(cluster::sparse::Kind::Pairs, n, indices, values, tag)
                              : cluster::sparse::encode(cluster::sparse::Kind::Pairs,
                                                        n <= (std::uint64_t{1} << 32) ? n : 0, {}, {}, tag);
   const std::uint64_t mine = ++ch.submitted;
-  ch.cv.notify_all();
-  ch.cv.wait(lock, [&] { return ch.answered >= mine || ch.ended; });
-  if (ch.answered < mine) throw InputError("sparse allreduce: " + ch.end_reason);
+  engine_->run_until(mine);
+  if (ch.answered < mine) throw InputError("sparse allreduce: " + engine_->end_reason);
   if (!local.empty()) throw InputError(local);
   if (!ch.step_error.empty()) throw InputError(ch.step_error);
   return std::move(ch.sum);
