@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <map>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -124,7 +125,9 @@ Fault parse_fault(const std::string& spec, int size) {
 
 }  // namespace
 
-int sparse_allreduce_main(const std::vector<std::string>& args) {
+namespace {
+
+struct SparseArgs {
   SparseGroupOptions o = sparse_group_options_from_env();
   std::uint64_t n = 25000000, seed = 1;
   double ratio = 0.001, overlap = 0;
@@ -132,99 +135,134 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
   int pause_ms = 0;
   bool check = false, json = false;
   std::string fail_spec;
+};
+
+// The command line; nothing when it asked for the help.
+std::optional<SparseArgs> parse_sparse(const std::vector<std::string>& args) {
+  SparseArgs a;
+  SparseGroupOptions& o = a.o;
   po::options_description d("accel sparse-allreduce --rank R --size P --coordinator ADDR:PORT [options]");
   d.add_options()("help,h", "this help")
       ("rank", po::value(&o.rank)->default_value(o.rank), "this member's rank (default: the launcher's)")
       ("size", po::value(&o.size)->default_value(o.size), "members (default: the launcher's size)")
       ("coordinator", po::value(&o.coordinator)->default_value(o.coordinator), "rank 0's ADDR:PORT (ACCEL_COORDINATOR)")
-      ("n", po::value(&n)->default_value(n), "length of each member's dense vector")
-      ("ratio", po::value(&ratio)->default_value(ratio), "pairs per member and step, as a fraction of n")
-      ("overlap", po::value(&overlap)->default_value(0), "fraction of each member's indices drawn alike by all")
+      ("n", po::value(&a.n)->default_value(a.n), "length of each member's dense vector")
+      ("ratio", po::value(&a.ratio)->default_value(a.ratio), "pairs per member and step, as a fraction of n")
+      ("overlap", po::value(&a.overlap)->default_value(0), "fraction of each member's indices drawn alike by all")
       ("exchange", po::value(&o.exchange)->default_value(o.exchange), "rank 0: auto, allgather or reduce-scatter")
-      ("steps", po::value(&steps)->default_value(steps), "steps")
-      ("seed", po::value(&seed)->default_value(seed), "seed of the synthetic pairs")
-      ("pause-ms", po::value(&pause_ms)->default_value(0), "sleep between steps (a training step's compute)")
-      ("check", po::bool_switch(&check), "compare every sum with the one computed here, and every member's steps")
-      ("fail", po::value(&fail_spec), "RANK:STEP (test): that member's pairs of that step hold a NaN; it goes on")
+      ("steps", po::value(&a.steps)->default_value(a.steps), "steps")
+      ("seed", po::value(&a.seed)->default_value(a.seed), "seed of the synthetic pairs")
+      ("pause-ms", po::value(&a.pause_ms)->default_value(0), "sleep between steps (a training step's compute)")
+      ("check", po::bool_switch(&a.check), "compare every sum with the one computed here, and every member's steps")
+      ("fail", po::value(&a.fail_spec), "RANK:STEP (test): that member's pairs of that step hold a NaN; it goes on")
       ("job", po::value(&o.job)->default_value(o.job), "job token (0: rank 0 draws one, the others read ~/.accel/job-PORT.token)")
       ("timeout-ms", po::value(&o.timeout_ms)->default_value(o.timeout_ms), "wait for a silent member before evicting it")
       ("keepalive-ms", po::value(&o.keepalive_ms)->default_value(o.keepalive_ms), "UCX keepalive interval")
       ("tls", po::value(&o.tls), "UCX transports (UCX_TLS), e.g. tcp")
       ("snapshot-dir", po::value(&o.snapshot_dir), "ranks >= 1: resume from here after a restart")
       ("log-json", po::value(&o.log_json), "one JSON line per step")
-      ("json", po::bool_switch(&json), "print the summary as JSON");
+      ("json", po::bool_switch(&a.json), "print the summary as JSON");
   po::variables_map vm;
-  if (!parse_or_help(args, d, vm)) return 0;
-  if (n < 1 || n > (std::uint64_t{1} << 32)) throw InputError("--n " + std::to_string(n) + ": must be in 1..2^32");
-  if (!(ratio > 0 && ratio <= 1)) throw InputError("--ratio " + std::to_string(ratio) + ": must be in (0, 1]");
-  if (steps < 1) throw InputError("--steps must be >= 1");
-  if (!(overlap >= 0 && overlap <= 1)) throw InputError("--overlap " + std::to_string(overlap) + ": must be in [0, 1]");
-  const Fault fault = parse_fault(fail_spec, o.size);
+  if (!parse_or_help(args, d, vm)) return std::nullopt;
+  if (a.n < 1 || a.n > (std::uint64_t{1} << 32)) throw InputError("--n " + std::to_string(a.n) + ": must be in 1..2^32");
+  if (!(a.ratio > 0 && a.ratio <= 1)) throw InputError("--ratio " + std::to_string(a.ratio) + ": must be in (0, 1]");
+  if (a.steps < 1) throw InputError("--steps must be >= 1");
+  if (!(a.overlap >= 0 && a.overlap <= 1))
+    throw InputError("--overlap " + std::to_string(a.overlap) + ": must be in [0, 1]");
+  return a;
+}
 
-  // Every step's pairs first: generating them (~2 ms at 25k pairs) inside
-  // the loop made every member wait for the slowest generator each step.
-  std::vector<Pairs> all;
-  for (std::int64_t s = 1; s <= steps; ++s) all.push_back(synthetic(seed, s, static_cast<std::uint32_t>(o.rank), n, ratio, overlap));
-  SparseGroup group(o);
+// --fail's step: the member's pairs with a NaN must make the step throw
+// (the member takes part without its pairs). False when it did not.
+bool failing_step(SparseGroup& group, const SparseArgs& a, const Pairs& mine, std::int64_t s) {
+  Pairs bad = mine;
+  if (bad.val.empty()) bad.idx.push_back(0), bad.val.push_back(0.0f);
+  bad.val[0] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    group.allreduce(a.n, bad.idx, bad.val, static_cast<std::uint64_t>(s));
+  } catch (const InputError& e) {
+    log::info("accel sparse-allreduce") << "step " << s << ", as --fail asked: " << e.what();
+    return true;
+  }
+  log::warn("accel sparse-allreduce") << "step " << s << ": a NaN was summed without an error";
+  return false;
+}
+
+// What the steps add up to, for the summary.
+struct Tally {
   std::vector<double> seconds;
   std::uint64_t bytes = 0, sum_pairs = 0;
   std::int64_t counted_all = 0, reduce_scatter = 0, rounds = 0;
-  StepOrder order;
-  for (std::int64_t s = 1; s <= steps; ++s) {
-    if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
-    const Pairs& mine = all[static_cast<std::size_t>(s - 1)];
-    if (fault.rank == o.rank && fault.step == s) {
-      Pairs bad = mine;
-      if (bad.val.empty()) bad.idx.push_back(0), bad.val.push_back(0.0f);
-      bad.val[0] = std::numeric_limits<float>::quiet_NaN();
-      try {
-        group.allreduce(n, bad.idx, bad.val, static_cast<std::uint64_t>(s));
-      } catch (const InputError& e) {
-        log::info("accel sparse-allreduce") << "step " << s << ", as --fail asked: " << e.what();
-        continue;
-      }
-      log::warn("accel sparse-allreduce") << "step " << s << ": a NaN was summed without an error";
-      return 1;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    const SparseSum sum = group.allreduce(n, mine.idx, mine.val, static_cast<std::uint64_t>(s));
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+
+  void add(const SparseSum& sum, double s, int size) {
+    seconds.push_back(s);
     bytes += sum.bytes_sent;
     sum_pairs += sum.indices.size();
-    if (sum.members.size() == static_cast<std::size_t>(o.size)) ++counted_all;
+    if (sum.members.size() == static_cast<std::size_t>(size)) ++counted_all;
     reduce_scatter += sum.exchange == "reduce-scatter";
     rounds += sum.rounds;
-    if (check) {
-      if (const std::string bad = order.check(sum, s, static_cast<std::uint32_t>(o.rank)); !bad.empty()) {
-        log::warn("accel sparse-allreduce") << "step " << s << ": out of step: " << bad;
-        return 1;
-      }
-      const Pairs want = expected(seed, sum, n, ratio, overlap, fault);
-      if (want.idx != sum.indices || want.val != sum.values) {
-        log::warn("accel sparse-allreduce") << "step " << s << ": the sum differs from the members' pairs";
-        return 1;
-      }
+  }
+  void print(const SparseArgs& a) const {
+    std::vector<double> sorted = seconds;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+    const nlohmann::json summary = {{"rank", a.o.rank},
+                                    {"size", a.o.size},
+                                    {"n", a.n},
+                                    {"steps", a.steps},
+                                    {"steps_with_every_member", counted_all},
+                                    {"median_step_s", median},
+                                    {"bytes_sent_per_step", bytes / a.steps},
+                                    {"pairs_in_sum_per_step", sum_pairs / a.steps},
+                                    {"reduce_scatter_steps", reduce_scatter},
+                                    {"rounds", rounds},
+                                    {"checked", a.check}};
+    if (a.json) std::cout << summary.dump() << "\n";
+    else
+      std::cout << "sparse allreduce: rank " << a.o.rank << " of " << a.o.size << ", " << a.steps << " steps, median "
+                << median * 1e3 << " ms, " << bytes / a.steps << " bytes sent a step"
+                << (a.check ? ", every sum checked" : "") << "\n";
+  }
+};
+
+}  // namespace
+
+int sparse_allreduce_main(const std::vector<std::string>& args) {
+  const std::optional<SparseArgs> parsed = parse_sparse(args);
+  if (!parsed) return 0;
+  const SparseArgs& a = *parsed;
+  const Fault fault = parse_fault(a.fail_spec, a.o.size);
+  // Every step's pairs first: generating them (~2 ms at 25k pairs) inside
+  // the loop made every member wait for the slowest generator each step.
+  std::vector<Pairs> all;
+  for (std::int64_t s = 1; s <= a.steps; ++s)
+    all.push_back(synthetic(a.seed, s, static_cast<std::uint32_t>(a.o.rank), a.n, a.ratio, a.overlap));
+  SparseGroup group(a.o);
+  Tally tally;
+  StepOrder order;
+  for (std::int64_t s = 1; s <= a.steps; ++s) {
+    if (a.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.pause_ms));
+    const Pairs& mine = all[static_cast<std::size_t>(s - 1)];
+    if (fault.rank == a.o.rank && fault.step == s) {
+      if (!failing_step(group, a, mine, s)) return 1;
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const SparseSum sum = group.allreduce(a.n, mine.idx, mine.val, static_cast<std::uint64_t>(s));
+    tally.add(sum, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), a.o.size);
+    if (!a.check) continue;
+    if (const std::string bad = order.check(sum, s, static_cast<std::uint32_t>(a.o.rank)); !bad.empty()) {
+      log::warn("accel sparse-allreduce") << "step " << s << ": out of step: " << bad;
+      return 1;
+    }
+    const Pairs want = expected(a.seed, sum, a.n, a.ratio, a.overlap, fault);
+    if (want.idx != sum.indices || want.val != sum.values) {
+      log::warn("accel sparse-allreduce") << "step " << s << ": the sum differs from the members' pairs";
+      return 1;
     }
   }
   group.close();
-  std::vector<double> sorted = seconds;
-  std::sort(sorted.begin(), sorted.end());
-  const nlohmann::json summary = {{"rank", o.rank},
-                                  {"size", o.size},
-                                  {"n", n},
-                                  {"steps", steps},
-                                  {"steps_with_every_member", counted_all},
-                                  {"median_step_s", sorted[sorted.size() / 2]},
-                                  {"bytes_sent_per_step", bytes / steps},
-                                  {"pairs_in_sum_per_step", sum_pairs / steps},
-                                  {"reduce_scatter_steps", reduce_scatter},
-                                  {"rounds", rounds},
-                                  {"checked", check}};
-  if (json) std::cout << summary.dump() << "\n";
-  else
-    std::cout << "sparse allreduce: rank " << o.rank << " of " << o.size << ", " << steps << " steps, median "
-              << sorted[sorted.size() / 2] * 1e3 << " ms, " << bytes / steps << " bytes sent a step"
-              << (check ? ", every sum checked" : "") << "\n";
+  tally.print(a);
   return 0;
 }
 
