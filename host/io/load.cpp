@@ -56,6 +56,29 @@ Matrix load_matrix(const std::string& path) {
   return m;
 }
 
+void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
+                      std::int64_t count, float* out) {
+  io::require_file(path);
+  if (head_bytes(path, 8).rfind("\x93NUMPY", 0) == 0) {
+    read_npy_rows(path, rows, cols, begin, count, out);
+  } else {
+    const Matrix all = load_matrix(path);  // checked whole, finite
+    if (all.rows != rows || all.cols != cols)
+      throw InputError(path + ": holds " + std::to_string(all.rows) + " x " + std::to_string(all.cols) +
+                       " values, the job's input " + std::to_string(rows) + " x " + std::to_string(cols));
+    if (begin < 0 || count < 0 || begin > rows - count)
+      throw InputError(path + ": rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " +
+                       std::to_string(rows));
+    std::copy(all.row(begin), all.row(begin) + count * cols, out);
+    return;
+  }
+  Matrix slice;
+  slice.rows = count;
+  slice.cols = cols;
+  slice.view = std::shared_ptr<const float>(out, [](const float*) {});  // the caller's buffer
+  check_finite(slice, path, begin);
+}
+
 namespace {
 
 // `path.tmp.<pid>` files whose process is gone (a kill mid-write).

@@ -1,8 +1,10 @@
 // NumPy .npy, format versions 1-3: magic, version, header length, a Python
 // dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (r, c), }.
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <regex>
 
 #include <fcntl.h>
@@ -157,6 +159,46 @@ Matrix map_npy(const std::string& path) {
 }
 
 std::vector<float> read_npy_vector(const std::string& path) { return read_npy_any(path, true).data; }
+
+// pread of the rows' bytes alone: a worker reading its partition of a
+// shared file touches no page of anyone else's rows.
+void read_npy_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
+                   std::int64_t count, float* out) {
+  NpyLayout l;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+    l = read_layout(in, path, false);
+  }
+  if (l.rows != rows || l.cols != cols)
+    throw InputError(path + ": holds " + std::to_string(l.rows) + " x " + std::to_string(l.cols) +
+                     " values, the job's input " + std::to_string(rows) + " x " + std::to_string(cols));
+  if (begin < 0 || count < 0 || begin > rows - count)
+    throw InputError(path + ": rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " +
+                     std::to_string(rows));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  std::shared_ptr<void> closer(nullptr, [fd](void*) { ::close(fd); });
+  // Whole blocks of rows at a time: float64 goes through a block of doubles.
+  constexpr std::int64_t kBlockBytes = std::int64_t{4} << 20;
+  const std::int64_t per_block = std::max<std::int64_t>(1, kBlockBytes / (cols * l.width));
+  std::vector<double> doubles(l.width == 8 ? static_cast<std::size_t>(std::min(count, per_block) * cols) : 0);
+  for (std::int64_t r = 0; r < count; r += per_block) {
+    const std::int64_t n = std::min(per_block, count - r) * cols;
+    char* dst = l.width == 4 ? reinterpret_cast<char*>(out + r * cols) : reinterpret_cast<char*>(doubles.data());
+    std::int64_t done = 0;
+    const std::int64_t want = n * l.width, at = l.offset + (begin + r) * cols * l.width;
+    while (done < want) {
+      const ssize_t got = ::pread(fd, dst + done, static_cast<std::size_t>(want - done), at + done);
+      if (got <= 0)
+        throw InputError(path + ": " + (got < 0 ? std::string("cannot read: ") + std::strerror(errno)
+                                                : std::string("ended before its rows (changed since the job began?)")));
+      done += got;
+    }
+    if (l.width == 8)
+      for (std::int64_t i = 0; i < n; ++i) out[r * cols + i] = static_cast<float>(doubles[i]);
+  }
+}
 
 namespace {
 

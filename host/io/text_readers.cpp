@@ -129,7 +129,7 @@ Matrix read_libsvm_dense(const std::string& path) {
 // A whole block is tested with one branch (the sum of x - x is NaN once any
 // value is NaN or Inf), so the scan runs at memory speed; only a block
 // with one is looked at value by value, for its row and column.
-void check_finite(const Matrix& m, const std::string& path) {
+void check_finite(const Matrix& m, const std::string& path, std::int64_t first_row) {
   const float* v = m.values();
   const std::int64_t count = m.rows * m.cols;
   constexpr std::int64_t kBlock = 4096;
@@ -141,7 +141,7 @@ void check_finite(const Matrix& m, const std::string& path) {
     if (z == 0) continue;
     for (std::int64_t i = at; i < end; ++i)
       if (!std::isfinite(v[i]))
-        throw InputError(path + ": row " + std::to_string(i / m.cols + 1) + ", column " +
+        throw InputError(path + ": row " + std::to_string(first_row + i / m.cols + 1) + ", column " +
                          std::to_string(i % m.cols + 1) + " is " + (std::isnan(v[i]) ? "NaN" : "Inf"));
   }
 }

@@ -121,8 +121,9 @@ def kill_started():
 
 class Job:
     def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=(), pin=False,
-                 worker_env=None, on_listen=None):
+                 worker_env=None, on_listen=None, worker_prefix=()):
         self.a, self.tmp, self.n = a, Path(tmp), workers
+        self.worker_prefix = list(worker_prefix)  # a command the workers run under (/usr/bin/time)
         self.pin = pin  # coordinator on core 0, worker i on core i (mod cores), one thread each
         self.worker_extra = list(worker_extra)
         timeout_ms = int(timeout_ms * SCALE)
@@ -154,7 +155,7 @@ class Job:
         self.addr = f"127.0.0.1:{self.port}"
 
     def start_worker(self, i, env=None):
-        cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [
+        cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + self.worker_prefix + [
                self.a.accel, "worker", "--coordinator", self.addr, "--id", str(i), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * SCALE)), "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
@@ -298,6 +299,55 @@ def scenario_equal(a, tmp):
     s = job.summary()
     if s["members"]["active"] != [0, 1, 2, 3, 4]:
         fail(f"members at the end: {s['members']}")
+
+
+def scenario_pull(a, tmp):
+    # --pull: each worker reads its own rows from the shared file, and only
+    # those (a .npy range read): its peak memory stays far below the file's
+    # size, and the centroids are the single-node ones. 8M x 16 float32
+    # (512 MB): a 100,000-row blob set repeated 80 times.
+    data = Path(tmp) / "big.npy"
+    chunk = str(Path(tmp) / "chunk.npy")
+    blobs(chunk, 100000, 16, 8, 11)
+    body = Path(chunk).read_bytes()
+    hlen = struct.unpack("<H", body[8:10])[0]
+    rows = 100000 * 80
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, 16)
+    header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+    with open(data, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        for _ in range(80):
+            f.write(body[10 + hlen:])
+    size = data.stat().st_size
+    job = Job(a, tmp, 3, str(data), 8, 5, 5000, extra=["--pull"], worker_prefix=["/usr/bin/time", "-f", "maxrss_kb %M"])
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    single = Path(tmp) / "single.npy"
+    r = subprocess.run([a.accel, "kmeans", "--input", str(data), "--k", "8", "--max-iter", "5", "--tol", "0", "--init",
+                        "random", "--device", "cpu", "--output-centroids", str(single)], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(r.stderr)
+    x, y = read_npy_floats(Path(tmp) / "centroids.npy"), read_npy_floats(single)
+    worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(x, y))
+    logs = job.logs()
+    peaks = {}  # bytes
+    for i in range(1, 4):
+        if not any(j.get("participant") == i for j in logs[i]):
+            fail(f"worker {i} took part in no round")
+        said = [l for l in (job.tmp / f"worker-{i}.err").read_text().splitlines() if l.startswith("maxrss_kb")]
+        peaks[i] = int(said[-1].split()[1]) * 1024
+    rows_of = job.summary()["rows"]
+    print(f"--pull on a {size / 1e6:.0f} MB file: rows {rows_of}; worker peak RSS "
+          + ", ".join(f"{i}: {p / 1e6:.0f} MB" for i, p in peaks.items())
+          + f"; centroids within {worst:.1e} of single-node")
+    if worst > 1e-5:
+        fail("the --pull centroids differ from the single-node run")
+    # The scale-out issue's bound: 1.1 x the bytes of the rows it owns +
+    # 150 MB (reading the whole file, a worker had peaked at 700 MB here).
+    for i, p in peaks.items():
+        own = rows_of[i] * 16 * 4
+        if p > 1.1 * own + 150e6:
+            fail(f"worker {i} peaked at {p / 1e6:.0f} MB with {own / 1e6:.0f} MB of rows of a {size / 1e6:.0f} MB file")
 
 
 def scenario_large_partials(a, tmp):

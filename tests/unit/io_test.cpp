@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <zlib.h>
 
 #include <cmath>
@@ -119,6 +121,58 @@ TEST_F(IoTest, NpyFloat64AndBadDtype) {
   bad.replace(bad.find("<f8"), 3, "<i8");
   std::ofstream((dir_ / "i.npy").string(), std::ios::binary) << bad;
   expect_error((dir_ / "i.npy").string(), "dtype");
+}
+
+// A worker's partition of a shared file (--pull): rows [begin, begin +
+// count) of a file of a known shape, .npy read alone (float32 and float64,
+// across the reader's 4 MiB blocks), other formats through load_matrix.
+TEST_F(IoTest, RowsOfAFile) {
+  const std::int64_t rows = 70000, cols = 20;  // 5.6 MB of float32: two blocks
+  std::vector<float> v(rows * cols);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 9973) * 0.5f;
+  const auto p = (dir_ / "rows.npy").string();
+  write_npy(p, v.data(), {rows, cols});
+  std::vector<float> out(60000 * cols);
+  load_matrix_rows(p, rows, cols, 7000, 60000, out.data());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), v.begin() + 7000 * cols));
+  load_matrix_rows(p, rows, cols, rows, 0, out.data());  // an empty range at the end
+
+  // float64, converted as read.
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 2), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header.push_back('\n');
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes.push_back(static_cast<char>(header.size()));
+  bytes.push_back(0);
+  bytes += header;
+  const double d[8] = {0, 1, 2, 3, 4.5, 5, 6, 7};
+  bytes.append(reinterpret_cast<const char*>(d), sizeof d);
+  const auto p64 = (dir_ / "rows64.npy").string();
+  std::ofstream(p64, std::ios::binary) << bytes;
+  std::vector<float> two(4);
+  load_matrix_rows(p64, 4, 2, 2, 2, two.data());
+  EXPECT_EQ(two, (std::vector<float>{4.5f, 5, 6, 7}));
+
+  const auto csv = file("rows.csv", "1,2\n3,4\n5,6\n");
+  load_matrix_rows(csv, 3, 2, 1, 1, two.data());
+  EXPECT_EQ(two[0], 3);
+  EXPECT_EQ(two[1], 4);
+
+  // Another shape than the job's, a range past the end, a NaN in the rows:
+  // each names the file (the NaN its row in the file).
+  auto rows_of = [&](std::int64_t r, std::int64_t c, std::int64_t b, std::int64_t n) {
+    return [=, &out](const std::string& path) {
+      load_matrix_rows(path, r, c, b, n, out.data());
+      return Matrix{};
+    };
+  };
+  expect_error(p, "holds 70000 x 20 values, the job's input 70000 x 21", rows_of(rows, 21, 0, 10));
+  expect_error(p, "rows [69990, 70010) of 70000", rows_of(rows, cols, 69990, 20));
+  expect_error(csv, "holds 3 x 2 values", rows_of(4, 2, 0, 1));
+  v[(40000 + 3) * cols + 5] = std::numeric_limits<float>::quiet_NaN();
+  write_npy(p, v.data(), {rows, cols});
+  expect_error(p, "row 40004, column 6 is NaN", rows_of(rows, cols, 39000, 2000));
+  load_matrix_rows(p, rows, cols, 0, 39000, out.data());  // the NaN is not in these rows
 }
 
 TEST_F(IoTest, NpyOneDimensionalIsRejected) {

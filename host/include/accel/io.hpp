@@ -39,13 +39,25 @@ Matrix read_csv(const std::string& path);
 Matrix read_libsvm_dense(const std::string& path);
 Matrix read_idx(const std::string& path);
 
-// Throws InputError naming path, row and column of the first NaN or Inf.
-void check_finite(const Matrix& m, const std::string& path);
+// Throws InputError naming path, row and column of the first NaN or Inf;
+// m's rows are the file's from first_row on.
+void check_finite(const Matrix& m, const std::string& path, std::int64_t first_row = 0);
 
 // .npy writers (little-endian, C order).
 void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape);
 void write_npy(const std::string& path, const std::int32_t* data, const std::vector<std::int64_t>& shape);
 void write_npy(const std::string& path, const std::int64_t* data, const std::vector<std::int64_t>& shape);
+
+// Rows [begin, begin + count) of a 2-D .npy holding rows x cols values into
+// out (count x cols floats), reading only their bytes; InputError naming
+// the file when it holds another shape.
+void read_npy_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
+                   std::int64_t count, float* out);
+// The same for any format load_matrix reads: .npy reads only the rows'
+// bytes; other formats are read whole and the rows copied out. Rejects
+// NaN and Inf in those rows, naming the file's row.
+void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
+                      std::int64_t count, float* out);
 
 // A 1-D float32 .npy (or a 2-D one, flattened), e.g. a gradient tensor.
 std::vector<float> read_npy_vector(const std::string& path);

@@ -230,11 +230,10 @@ class KMeansWorkload final : public Workload {
 
   void read(const Task& task, std::span<std::byte> out) const override {
     const Params p = decode_params(task.params);
-    const Matrix all = load_matrix(task.input);
-    if (all.rows != task.units || all.cols != p.d) throw InputError(task.input + ": not the coordinator's input");
     if (out.size() != static_cast<std::size_t>(task.rows * p.d) * sizeof(float))
       throw InputError("k-means partition size does not match its rows");
-    std::memcpy(out.data(), all.row(task.begin), out.size());
+    // Only this partition's rows (.npy: only their bytes).
+    load_matrix_rows(task.input, task.units, p.d, task.begin, task.rows, reinterpret_cast<float*>(out.data()));
   }
 };
 
