@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <numeric>
 #include <stdexcept>
 
 #include "accel/error.hpp"
+#include "accel/faults.hpp"
 #include "accel/perf_model.hpp"
 #include "accel/registry.hpp"
 #include "accel/work_queue.hpp"
@@ -11,6 +13,38 @@
 
 namespace accel {
 namespace {
+
+// The fault seam: nothing unless asked; the ACCEL_FAULT_* variables read
+// into a plan, a malformed one an InputError naming it; set_faults() is
+// what the code asks.
+TEST(Faults, FromTheEnvironmentAndSet) {
+  for (const char* v : {"ACCEL_FAULT_SLOW_ROUNDS", "ACCEL_FAULT_SLOW_ROWS", "ACCEL_FAULT_PARTIAL_SEND"}) ::unsetenv(v);
+  Faults f = faults_from_environment();
+  EXPECT_FALSE(f.rounds.at(0));
+  EXPECT_FALSE(f.rows.at(1000000));
+  EXPECT_EQ(f.partial_send_round, -1);
+  ::setenv("ACCEL_FAULT_SLOW_ROUNDS", "5:2.5", 1);
+  ::setenv("ACCEL_FAULT_PARTIAL_SEND", "7:1", 1);
+  f = faults_from_environment();
+  EXPECT_FALSE(f.rounds.at(4));
+  EXPECT_TRUE(f.rounds.at(5));
+  EXPECT_DOUBLE_EQ(f.rounds.factor, 2.5);
+  EXPECT_EQ(f.partial_send_round, 7);
+  EXPECT_EQ(f.partial_send_peers, 1u);
+  ::setenv("ACCEL_FAULT_SLOW_ROWS", "1:200", 1);
+  try {
+    faults_from_environment();
+    ADD_FAILURE() << "a factor of 200 was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ACCEL_FAULT_SLOW_ROWS"), std::string::npos) << e.what();
+  }
+  for (const char* v : {"ACCEL_FAULT_SLOW_ROUNDS", "ACCEL_FAULT_SLOW_ROWS", "ACCEL_FAULT_PARTIAL_SEND"}) ::unsetenv(v);
+  EXPECT_FALSE(faults().rounds.at(5));  // read by the accel command only, not by the library
+  set_faults(f);
+  EXPECT_TRUE(faults().rounds.at(5));
+  set_faults({});
+  EXPECT_FALSE(faults().rounds.at(5));
+}
 
 TEST(WorkQueue, RunsInOrderAndRethrows) {
   WorkQueue q;

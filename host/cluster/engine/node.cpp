@@ -167,43 +167,45 @@ std::vector<transport::Received> Node::arrived() {
   return out;
 }
 
-std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribution& mine, Membership& view,
-                                                 const Validate& validate, const Other& other, SyncStats& stats,
-                                                 const Addressed& addressed) {
-  const auto t0 = Clock::now();
-  const auto payload = encode(mine);
-  sent_[t] = payload;
-  while (sent_.size() > 8) sent_.erase(sent_.begin());
-  // Notification phase: everyone this node believes active; the unreachable
-  // move to inactive.
+// One round of the all-to-all barrier on this node: the notification
+// phase (notify), then the waiting phase, in which every message of the
+// round goes through handle().
+struct Node::SyncRound {
+  Node& node;
+  const std::int64_t t;
+  const Contribution& mine;
+  const Validate& validate;
+  const Other& other;
+  SyncStats& stats;
+  const Addressed& addressed;
+  Bytes payload;
   std::set<std::uint32_t> notified;
-  for (auto q : view.active) {
-    if (q == id()) continue;
-    const Bytes* own = addressed ? addressed(q) : nullptr;
-    Bytes for_q;
-    if (own) {
-      Contribution c = mine;
-      c.data = *own;
-      for_q = encode(c);
-    }
-    if (send(q, kContribution, t, own ? for_q : payload)) notified.insert(q);
-    else stats.evicted.push_back(q);
-    inject_partial_send_fault(t, notified.size());
-  }
-  const auto t1 = Clock::now();
-  stats.notify_seconds = std::chrono::duration<double>(t1 - t0).count();
-
-  // Waiting phase. Results of t are solicited (from the notified) or
-  // unsolicited (from a returning worker, which gets this node's result in
-  // reply). Workers learn the iteration's view from the coordinator's result.
   std::map<std::uint32_t, Contribution> got;
+  // Workers learn the round's view from the coordinator's contribution.
   std::optional<Membership> coord_view;
-  if (coordinator()) coord_view = mine.view;
   // The coordinator's word on members of its view whose contribution this
-  // node lacks: what it counted for them (their own contribution, or one it
-  // computed from their rows), or nothing.
+  // node lacks: what it counted for them (their own contribution, or one
+  // it computed from their rows), or nothing.
   std::map<std::uint32_t, std::optional<Bytes>> words;
-  auto take_word = [&](std::uint32_t q, std::optional<Bytes> data) {
+
+  // Everyone this node believes active; the unreachable are evicted.
+  void notify(const Membership& view) {
+    for (auto q : view.active) {
+      if (q == node.id()) continue;
+      const Bytes* own = addressed ? addressed(q) : nullptr;
+      Bytes for_q;
+      if (own) {
+        Contribution c = mine;
+        c.data = *own;
+        for_q = encode(c);
+      }
+      if (node.send(q, kContribution, t, own ? for_q : payload)) notified.insert(q);
+      else stats.evicted.push_back(q);
+      node.inject_partial_send_fault(t, notified.size());
+    }
+  }
+
+  void take_word(std::uint32_t q, std::optional<Bytes> data) {
     if (data) try {
         validate(*data);
       } catch (const InputError& e) {
@@ -211,95 +213,119 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
         return;
       }
     words[q] = std::move(data);
-  };
-  auto handle = [&](const transport::Received& r) {
+  }
+
+  // Results of t are solicited (from the notified) or unsolicited (from a
+  // returning worker, which gets this node's result in reply).
+  void handle(const transport::Received& r) {
     const auto& h = r.message.header;
-    if (h.type == kCounted && h.sender == 0 && !coordinator()) {
-      if (static_cast<std::int64_t>(h.iteration) > t) return stash(r, t);
-      if (static_cast<std::int64_t>(h.iteration) < t) return;
-      try {
-        auto [q, data] = decode_counted(r.message.payload, limits_);
-        take_word(q, std::move(data));
-      } catch (const InputError& e) {
-        log::warn("accel cluster") << "dropped the coordinator's word: " << e.what();
-      }
-      return;
-    }
+    if (h.type == kCounted && h.sender == 0 && !node.coordinator()) return on_counted(r);
     if (h.type != kContribution) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
-    if (it > t) return stash(r, t);
+    if (it > t) return node.stash(r, t);
     Contribution p;
     try {
-      p = decode_contribution(r.message.payload, limits_);
+      p = decode_contribution(r.message.payload, node.limits_);
       validate(p.data);
     } catch (const InputError& e) {
       log::warn("accel cluster") << "dropped contribution from " << h.sender << ": " << e.what();
       return;
     }
-    if (it < t) {
-      // A returning worker a little behind: answer from the cache. Anything
-      // else older than this iteration is stale and dropped.
-      if (!p.reply_address.empty() && sent_.count(it)) {
-        ensure_peer(h.sender, p.reply_address);
-        send(h.sender, kContribution, it, sent_[it]);
-      } else {
-        log::warn("accel cluster") << "dropped stale contribution of round " << it << " from " << h.sender
-                  << " (now " << t << ")";
-      }
-      return;
-    }
+    if (it < t) return behind(h.sender, it, p);
     if (h.sender == 0 && p.has_view) {
       coord_view = p.view;
       for (auto& [q, data] : p.stand_ins) take_word(q, std::move(data));
       p.stand_ins.clear();
     }
-    if (!notified.count(h.sender) && h.sender != id()) {
-      // Unsolicited: answer a returning worker so it can resynchronize.
-      if (!p.reply_address.empty()) {
-        ensure_peer(h.sender, p.reply_address);
-        send(h.sender, kContribution, t, payload);
-      }
+    // Unsolicited: answer a returning worker so it can resynchronize.
+    if (!notified.count(h.sender) && h.sender != node.id() && !p.reply_address.empty()) {
+      node.ensure_peer(h.sender, p.reply_address);
+      node.send(h.sender, kContribution, t, payload);
     }
     got[h.sender] = std::move(p);
-  };
-  // Early arrivals of this iteration first.
-  std::vector<transport::Received> early;
-  early.swap(early_);
-  for (auto& r : early) handle(r);
-
-  auto missing = [&](std::uint32_t q) { return q != id() && !got.count(q) && !words.count(q); };
-  const auto deadline = t1 + timeout_;
-  for (;;) {
-    bool done = coord_view.has_value();
-    if (done)
-      for (auto q : coord_view->active)
-        if (missing(q) && std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) {
-          // A member whose endpoint died will not answer: stop waiting for it.
-          if (eps_.count(q) && !net_->alive(eps_[q])) {
-            stats.evicted.push_back(q);
-            continue;
-          }
-          done = false;
-        }
-    if (done) break;
-    const auto now = Clock::now();
-    if (now >= deadline) break;
-    auto r = receive(std::chrono::duration_cast<Ms>(deadline - now));
-    if (r) handle(*r);
   }
-  if (coord_view && !coordinator()) await_words(*coord_view, t, missing, handle);
-  // Whatever else has arrived (a hello, a returning worker's request, its
-  // rows' transfer to progress): a coordinator without other members waits
-  // for no one, and this is then its only turn at the network.
-  for (auto& r : arrived()) handle(r);
-  stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
 
-  if (!coord_view) {
-    if (!reachable(0)) throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+  void on_counted(const transport::Received& r) {
+    const auto it = static_cast<std::int64_t>(r.message.header.iteration);
+    if (it > t) return node.stash(r, t);
+    if (it < t) return;
+    try {
+      auto [q, data] = decode_counted(r.message.payload, node.limits_);
+      take_word(q, std::move(data));
+    } catch (const InputError& e) {
+      log::warn("accel cluster") << "dropped the coordinator's word: " << e.what();
+    }
+  }
+
+  // A returning worker a little behind: answer from the cache. Anything
+  // else older than this round is stale and dropped.
+  void behind(std::uint32_t sender, std::int64_t it, const Contribution& p) {
+    if (!p.reply_address.empty() && node.sent_.count(it)) {
+      node.ensure_peer(sender, p.reply_address);
+      node.send(sender, kContribution, it, node.sent_[it]);
+    } else {
+      log::warn("accel cluster") << "dropped stale contribution of round " << it << " from " << sender << " (now " << t
+                                 << ")";
+    }
+  }
+
+  bool missing(std::uint32_t q) const { return q != node.id() && !got.count(q) && !words.count(q); }
+
+  // Whether every member of the coordinator's view is in (or evicted: a
+  // member whose endpoint died will not answer).
+  bool complete() {
+    if (!coord_view) return false;
+    bool done = true;
+    for (auto q : coord_view->active)
+      if (missing(q) && std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end()) {
+        if (node.eps_.count(q) && !node.net_->alive(node.eps_[q])) {
+          stats.evicted.push_back(q);
+          continue;
+        }
+        done = false;
+      }
+    return done;
+  }
+
+  void wait(Clock::time_point deadline) {
+    std::vector<transport::Received> early;  // early arrivals of this round first
+    early.swap(node.early_);
+    for (auto& r : early) handle(r);
+    while (!complete()) {
+      const auto now = Clock::now();
+      if (now >= deadline) break;
+      if (auto r = node.receive(std::chrono::duration_cast<Ms>(deadline - now))) handle(*r);
+    }
+    if (coord_view && !node.coordinator())
+      node.await_words(*coord_view, t, [this](std::uint32_t q) { return missing(q); },
+                       [this](const transport::Received& r) { handle(r); });
+    // Whatever else has arrived (a hello, a returning worker's request, its
+    // rows' transfer to progress): a coordinator without other members
+    // waits for no one, and this is then its only turn at the network.
+    for (auto& r : node.arrived()) handle(r);
+  }
+};
+
+std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribution& mine, Membership& view,
+                                                 const Validate& validate, const Other& other, SyncStats& stats,
+                                                 const Addressed& addressed) {
+  const auto t0 = Clock::now();
+  SyncRound round{*this, t, mine, validate, other, stats, addressed, encode(mine), {}, {}, {}, {}};
+  sent_[t] = round.payload;
+  while (sent_.size() > 8) sent_.erase(sent_.begin());
+  round.notify(view);
+  const auto t1 = Clock::now();
+  stats.notify_seconds = std::chrono::duration<double>(t1 - t0).count();
+  if (coordinator()) round.coord_view = mine.view;
+  round.wait(t1 + timeout_);
+  stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  if (!round.coord_view) {
+    if (!reachable(0))
+      throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
     throw Evicted("no result from the coordinator for round " + std::to_string(t) + " within the timeout");
   }
-  view = *coord_view;
-  return counted(view, mine, std::move(got), std::move(words), stats);
+  view = *round.coord_view;
+  return counted(view, mine, std::move(round.got), std::move(round.words), stats);
 }
 
 // Members of the coordinator's view whose contribution did not come (the

@@ -133,6 +133,7 @@ class Node {
   void admit_incarnation(std::uint32_t peer, std::uint32_t incarnation) { admitted_[peer] = incarnation; }
 
  private:
+  struct SyncRound;  // sync()'s state and steps (node.cpp)
   void await_words(const Membership& coord_view, std::int64_t t, const std::function<bool(std::uint32_t)>& missing,
                    const std::function<void(const transport::Received&)>& handle);
   std::map<std::uint32_t, Contribution> counted(const Membership& view, const Contribution& mine,
