@@ -25,8 +25,7 @@
 // own rows and keeps the fastest for the rest of the launch and for every
 // later launch of that shape in the process (ACCEL_LOG_LEVEL=debug prints
 // the times). ACCEL_KMEANS_LOOP=masked|wide|rows|gemm|block16 runs that
-// loop wherever it fits; old, the rule of before the grid; rule (or unset),
-// the default. Another value is warned about once and ignored. Every loop conforms to the same reference
+// loop wherever it fits; rule (or unset), the default. Another value is warned about once and ignored. Every loop conforms to the same reference
 // (tests/conformance/kmeans_assign_test.cpp); labels can differ between
 // loops only where two centroids are within float rounding of a tie.
 #include <algorithm>
@@ -91,9 +90,9 @@ const char* env_loop() {
   static const char* env = [] {
     const char* e = std::getenv("ACCEL_KMEANS_LOOP");
     const std::string v = e ? e : "";
-    for (const char* known : {"", "rule", "old", "timed", "masked", "wide", "rows", "gemm", "block16"})
+    for (const char* known : {"", "rule", "timed", "masked", "wide", "rows", "gemm", "block16"})
       if (v == known) return e ? e : "";
-    log::warn("accel cpu") << "ACCEL_KMEANS_LOOP=" << v << " is not rule, old, timed, masked, wide, rows, gemm or block16: ignored";
+    log::warn("accel cpu") << "ACCEL_KMEANS_LOOP=" << v << " is not rule, timed, masked, wide, rows, gemm or block16: ignored";
     return "";
   }();
   return env;
@@ -123,12 +122,6 @@ Loop rule(std::int64_t d, std::int64_t k) {
   return Loop::Gemm;
 }
 
-// The loops of before the grid, ACCEL_KMEANS_LOOP=old: for comparisons.
-Loop old_rule(std::int64_t d, std::int64_t k) {
-  if (d <= 16 && k <= 64) return kmeans_assign_masked_fits(d, k) ? Loop::Masked : Loop::Block16;
-  return Loop::Gemm;
-}
-
 }  // namespace
 
 void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
@@ -136,7 +129,6 @@ void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* 
   const std::vector<Loop> loops = eligible(d, k);
   const Key key{d, k, omp_get_max_threads()};
   std::optional<Loop> pick = forced(loops);
-  if (!pick && std::string(env_loop()) == "old") pick = old_rule(d, k);
   if (!pick && std::string(env_loop()) != "timed") pick = rule(d, k);
   if (!pick) {
     std::lock_guard lock(mu);
