@@ -137,7 +137,13 @@ struct Transport::Impl {
   void drain_control();
   void handle_bulk_done(const Received& r);
   void advance_bulk();
+  // A bulk send's phases (ucx_bulk.cpp): blocks, then (put) a flush, then
+  // the done message; an error ends it once nothing is in flight.
   void advance_send(BulkSend& s);
+  void end_send_with_error(BulkSend& s);
+  void send_blocks(BulkSend& s, EndpointRec& rec);
+  void flush_send(BulkSend& s, EndpointRec& rec);
+  void say_send_done(BulkSend& s, EndpointRec& rec);
   void finish_recv_if_ready(BulkRecv& r);
   ucs_status_t on_block(const void* header, std::size_t header_length, void* data, std::size_t length,
                         const ucp_am_recv_param_t* param);

@@ -265,87 +265,101 @@ void Transport::Impl::advance_bulk() {
   std::erase_if(recvs, [](const auto& kv) { return kv.second->completion->done && kv.second->in_flight == 0; });
 }
 
+namespace {
+
+// A request's completion counted off its send, and its first failure kept.
+std::function<void(ucs_status_t)> counted_done(BulkSend& s, const char* what) {
+  return [&s, what](ucs_status_t st) {
+    --s.in_flight;
+    if (st != UCS_OK && s.error.empty()) s.error = std::string(what) + " failed: " + status_text(st);
+  };
+}
+
+}  // namespace
+
 void Transport::Impl::advance_send(BulkSend& s) {
   if (s.phase == BulkSend::Phase::Finished) return;
   EndpointRec* rec = find(s.ep);
   if (s.error.empty() && (rec == nullptr || !rec->ep || !rec->error.empty()))
     s.error = rec == nullptr ? "endpoint gone" : (rec->error.empty() ? "endpoint closed" : rec->error);
-  if (!s.error.empty()) {
-    // Report only once UCX has released every request: the caller may free src then.
-    if (s.in_flight == 0) {
-      if (s.rkey) release_rkey(s.ep, s.ticket.rkey);
-      s.rkey = nullptr;
-      s.completion->error = s.error;
-      s.completion->done = true;
-      s.phase = BulkSend::Phase::Finished;
-    }
-    return;
-  }
-  auto on_done = [&s](const char* what) {
-    return [&s, what](ucs_status_t st) {
-      --s.in_flight;
-      if (st != UCS_OK && s.error.empty()) s.error = std::string(what) + " failed: " + status_text(st);
-    };
-  };
+  if (!s.error.empty()) return end_send_with_error(s);
+  if (s.phase == BulkSend::Phase::Blocks) send_blocks(s, *rec);
+  if (s.phase == BulkSend::Phase::Flush && s.error.empty()) flush_send(s, *rec);
+  if (s.phase == BulkSend::Phase::Done && s.error.empty()) say_send_done(s, *rec);
+  if (!s.error.empty()) end_send_with_error(s);  // report the error now if nothing is in flight
+}
+
+// Reported only once UCX has released every request: the caller may free
+// src then.
+void Transport::Impl::end_send_with_error(BulkSend& s) {
+  if (s.in_flight != 0) return;
+  if (s.rkey) release_rkey(s.ep, s.ticket.rkey);
+  s.rkey = nullptr;
+  s.completion->error = s.error;
+  s.completion->done = true;
+  s.phase = BulkSend::Phase::Finished;
+}
+
+// Blocks in a window of bytes and requests in flight.
+void Transport::Impl::send_blocks(BulkSend& s, EndpointRec& rec) {
   const ucs_memory_type_t mt = ucs_memory(s.memory);
-  if (s.phase == BulkSend::Phase::Blocks) {
-    const std::size_t window =
-        std::clamp<std::size_t>(opt.max_bytes_in_flight / opt.block_bytes, 1, opt.max_blocks_in_flight);
-    while (s.next < s.bytes && s.in_flight < window && s.error.empty()) {
-      const std::size_t off = s.next;
-      const std::size_t len = std::min(opt.block_bytes, s.bytes - off);
-      s.next += len;
-      ++s.in_flight;
-      auto* r = new Request{this, on_done(s.protocol == BulkProtocol::Put ? "put" : "am send"), {}, {}};
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-      p.cb.send = send_done;
-      p.user_data = r;
-      p.memory_type = mt;
-      if (s.protocol == BulkProtocol::Put) {
-        track(r, ucp_put_nbx(rec->ep, s.src + off, len, s.ticket.remote_address + off, s.rkey, &p));
-      } else {
-        r->keep = encode_block_header({opt.job_token, s.ticket.transfer_id, off, len});
-        p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = UCP_AM_SEND_FLAG_RNDV;
-        track(r, ucp_am_send_nbx(rec->ep, kAmBulkBlock, r->keep.data(), r->keep.size(), s.src + off, len, &p));
-      }
-    }
-    if (s.next == s.bytes && s.in_flight == 0 && s.error.empty())
-      s.phase = s.protocol == BulkProtocol::Put ? BulkSend::Phase::Flush : BulkSend::Phase::Done;
-  }
-  if (s.phase == BulkSend::Phase::Flush && s.error.empty()) {
-    // A completed put only means our buffer is reusable; the flush means the
-    // data reached the remote memory, so only now may the receiver be told.
-    if (!s.flush_issued) {
-      s.flush_issued = true;
-      ++s.in_flight;
-      auto* r = new Request{this, on_done("flush"), {}, {}};
-      ucp_request_param_t p = send_param(r);
-      track(r, ucp_ep_flush_nbx(rec->ep, &p));
-    }
-    if (s.in_flight == 0 && s.error.empty()) s.phase = BulkSend::Phase::Done;
-  }
-  if (s.phase == BulkSend::Phase::Done && s.error.empty()) {
-    if (!s.done_issued) {
-      s.done_issued = true;
-      ++s.in_flight;
-      ControlHeader h{kTypeBulkDone, opt.job_token, opt.self_id, opt.incarnation, 0};
-      auto* r = new Request{this, on_done("bulk done"),
-                            encode_control(h, encode_bulk_done({s.ticket.transfer_id, s.bytes, s.protocol})), {}};
-      ucp_request_param_t p = send_param(r);
+  const std::size_t window =
+      std::clamp<std::size_t>(opt.max_bytes_in_flight / opt.block_bytes, 1, opt.max_blocks_in_flight);
+  while (s.next < s.bytes && s.in_flight < window && s.error.empty()) {
+    const std::size_t off = s.next;
+    const std::size_t len = std::min(opt.block_bytes, s.bytes - off);
+    s.next += len;
+    ++s.in_flight;
+    auto* r = new Request{this, counted_done(s, s.protocol == BulkProtocol::Put ? "put" : "am send"), {}, {}};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    p.cb.send = send_done;
+    p.user_data = r;
+    p.memory_type = mt;
+    if (s.protocol == BulkProtocol::Put) {
+      track(r, ucp_put_nbx(rec.ep, s.src + off, len, s.ticket.remote_address + off, s.rkey, &p));
+    } else {
+      r->keep = encode_block_header({opt.job_token, s.ticket.transfer_id, off, len});
       p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
-      track(r, ucp_am_send_nbx(rec->ep, kAmControl, nullptr, 0, r->keep.data(), r->keep.size(), &p));
-    }
-    if (s.in_flight == 0 && s.error.empty()) {
-      if (s.rkey) release_rkey(s.ep, s.ticket.rkey);
-      s.rkey = nullptr;
-      s.completion->done = true;
-      s.phase = BulkSend::Phase::Finished;
+      p.flags = UCP_AM_SEND_FLAG_RNDV;
+      track(r, ucp_am_send_nbx(rec.ep, kAmBulkBlock, r->keep.data(), r->keep.size(), s.src + off, len, &p));
     }
   }
-  if (!s.error.empty()) advance_send(s);  // report the error now if nothing is in flight
+  if (s.next == s.bytes && s.in_flight == 0 && s.error.empty())
+    s.phase = s.protocol == BulkProtocol::Put ? BulkSend::Phase::Flush : BulkSend::Phase::Done;
+}
+
+// A completed put only means our buffer is reusable; the flush means the
+// data reached the remote memory, so only now may the receiver be told.
+void Transport::Impl::flush_send(BulkSend& s, EndpointRec& rec) {
+  if (!s.flush_issued) {
+    s.flush_issued = true;
+    ++s.in_flight;
+    auto* r = new Request{this, counted_done(s, "flush"), {}, {}};
+    ucp_request_param_t p = send_param(r);
+    track(r, ucp_ep_flush_nbx(rec.ep, &p));
+  }
+  if (s.in_flight == 0 && s.error.empty()) s.phase = BulkSend::Phase::Done;
+}
+
+void Transport::Impl::say_send_done(BulkSend& s, EndpointRec& rec) {
+  if (!s.done_issued) {
+    s.done_issued = true;
+    ++s.in_flight;
+    ControlHeader h{kTypeBulkDone, opt.job_token, opt.self_id, opt.incarnation, 0};
+    auto* r = new Request{this, counted_done(s, "bulk done"),
+                          encode_control(h, encode_bulk_done({s.ticket.transfer_id, s.bytes, s.protocol})), {}};
+    ucp_request_param_t p = send_param(r);
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
+    track(r, ucp_am_send_nbx(rec.ep, kAmControl, nullptr, 0, r->keep.data(), r->keep.size(), &p));
+  }
+  if (s.in_flight == 0 && s.error.empty()) {
+    if (s.rkey) release_rkey(s.ep, s.ticket.rkey);
+    s.rkey = nullptr;
+    s.completion->done = true;
+    s.phase = BulkSend::Phase::Finished;
+  }
 }
 
 void Transport::Impl::handle_bulk_done(const Received& msg) {
