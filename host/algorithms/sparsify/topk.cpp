@@ -570,6 +570,42 @@ std::int64_t nearest_fitting_edge(const std::vector<std::int64_t>& ge, std::int6
 // puts ~3% of R above half the threshold), so S is found among them, not
 // by another pass over R. If the window misses (fewer than k values in
 // it), a full-range pass follows.
+// The window pass over |x| from `lo` up, in bins of 2^kCoarseShift bit
+// patterns, and the values in any range of its edges: from the candidates
+// the pass listed with their values (R is not read again), or else by a
+// pass over R on the host.
+struct TopKSelector::Window {
+  Run& run;
+  std::uint32_t lo = 0;
+  Histogram h;
+  bool listed = false, ascending = true;
+  std::vector<float> inside_values;
+
+  std::int64_t bins() const { return static_cast<std::int64_t>(h.counts.size()); }
+  std::uint32_t edge_bits(std::int64_t e) const { return lo + (static_cast<std::uint32_t>(e) << kCoarseShift); }
+  // ge[e] = values with |x| at or above edge e of the window.
+  std::vector<std::int64_t> at_or_above() const {
+    std::vector<std::int64_t> ge(bins() + 1, 0);
+    for (std::int64_t b = bins() - 1; b >= 0; --b) ge[b] = ge[b + 1] + static_cast<std::int64_t>(h.counts[b]);
+    return ge;
+  }
+  // Finite values with bits in [from, to): indices at or above `to` into
+  // above, (index, value) in [from, to) into inside (values: inside_values).
+  void members(std::uint32_t from, std::uint32_t to, std::vector<std::int64_t>& above,
+               std::vector<std::int64_t>& inside) {
+    if (listed) {
+      ascending = h.ascending;
+      split_candidates(h.candidates, h.values, from, to, above, inside, inside_values);
+      return;
+    }
+    const float* r = run.host();
+    collect_split(r, run.n, from, to, above, inside);
+    inside_values.resize(inside.size());
+    for (std::size_t j = 0; j < inside.size(); ++j) inside_values[j] = r[inside[j]];
+    ++run.res.passes;
+  }
+};
+
 TopKResult TopKSelector::by_histogram(Run& run) {
   const std::int64_t n = run.n;
   TopKResult& res = run.res;
@@ -587,83 +623,68 @@ TopKResult TopKSelector::by_histogram(Run& run) {
     res.copy_seconds += w.copy_seconds;
     return w;
   };
-  Histogram h = window(lo, lo > 0 ? n / 16 + 1024 : 0);
-  run.check_nonfinite(h.nonfinite);
-  const std::int64_t finite = n - static_cast<std::int64_t>(h.nonfinite);
+  Window w{run, lo, window(lo, lo > 0 ? n / 16 + 1024 : 0)};
+  run.check_nonfinite(w.h.nonfinite);
+  const std::int64_t finite = n - static_cast<std::int64_t>(w.h.nonfinite);
   if (auto done = run.set_k(finite)) return *done;
   const std::int64_t k = res.k;
-  if (static_cast<std::int64_t>(finite - h.below) < k) {
-    lo = 0;  // the floor was too high for this data: histogram everything
-    h = window(0, 0);
+  if (static_cast<std::int64_t>(finite - w.h.below) < k) {
+    w.lo = 0;  // the floor was too high for this data: histogram everything
+    w.h = window(0, 0);
   }
-  const bool listed = h.candidates_found >= 0 && h.candidates_found == static_cast<std::int64_t>(h.candidates.size());
-  // Finite values with bits in [from, to): indices at or above `to` into
-  // above, (index, value) in [from, to) into inside. From the listed
-  // candidates and their values when the window pass produced them (R is
-  // not read again), else by a pass over R on the host.
-  std::vector<float> inside_values;
-  bool ascending = true;
-  auto members = [&](std::uint32_t from, std::uint32_t to, std::vector<std::int64_t>& above,
-                     std::vector<std::int64_t>& inside) {
-    if (!listed) {
-      const float* r = run.host();
-      collect_split(r, n, from, to, above, inside);
-      inside_values.resize(inside.size());
-      for (std::size_t j = 0; j < inside.size(); ++j) inside_values[j] = r[inside[j]];
-      ++res.passes;
-      return;
-    }
-    ascending = h.ascending;
-    split_candidates(h.candidates, h.values, from, to, above, inside, inside_values);
-  };
-  const auto bins = static_cast<std::int64_t>(h.counts.size());
-  auto edge_bits = [&](std::int64_t e) { return lo + (static_cast<std::uint32_t>(e) << kCoarseShift); };
-  // ge[e] = values with |x| at or above edge e of the window; the k-th
-  // largest is in bin kbin: ge[kbin] >= k > ge[kbin + 1].
-  std::vector<std::int64_t> ge(bins + 1, 0);
-  for (std::int64_t b = bins - 1; b >= 0; --b) ge[b] = ge[b + 1] + static_cast<std::int64_t>(h.counts[b]);
-  std::int64_t kbin = bins - 1;
+  w.listed = w.h.candidates_found >= 0 && w.h.candidates_found == static_cast<std::int64_t>(w.h.candidates.size());
+  // The k-th largest is in bin kbin: ge[kbin] >= k > ge[kbin + 1].
+  const std::vector<std::int64_t> ge = w.at_or_above();
+  std::int64_t kbin = w.bins() - 1;
   while (ge[kbin] < k) --kbin;
-
   if (ldte) {
     // The Laplacian estimate from the moments of all of R picks an edge; the
     // histogram says exactly how many values lie above every edge, so the
     // correction walks edges from the estimate instead of counting passes.
-    res.estimate = laplace_threshold(h.sum, h.sumsq, finite, run.opts.ratio);
+    res.estimate = laplace_threshold(w.h.sum, w.h.sumsq, finite, run.opts.ratio);
     const std::uint32_t eb = bits_of(static_cast<float>(res.estimate));
-    const std::int64_t e0 = eb <= lo ? 0 : std::min<std::int64_t>((eb - lo) >> kCoarseShift, bins - 1);
+    const std::int64_t e0 = eb <= w.lo ? 0 : std::min<std::int64_t>((eb - w.lo) >> kCoarseShift, w.bins() - 1);
     const std::int64_t best = nearest_fitting_edge(ge, e0, k, run.upper());
-    if (best >= 0) {
-      res.tau = float_of(edge_bits(best));
-      std::vector<std::int64_t> none;
-      members(edge_bits(best), edge_bits(best), res.indices, none);
-      if (!ascending) sort_indices(res.indices, n, buf_->sort_scratch);
-      res.seconds = run.elapsed();
-      return res;
-    }
+    if (best >= 0) return at_edge(run, w, best);
     // No edge works: resolve inside the k-th bin exactly, as exact does.
   }
+  return within_bin(run, w, kbin);
+}
 
-  // Exact: the selection also gathers the values inside the k-th bin (few:
-  // the bin is 3% wide); the exact k-th largest is the (k - above)-th
-  // largest among them.
+// ldte-hist: every value at or above the edge.
+TopKResult TopKSelector::at_edge(Run& run, Window& w, std::int64_t edge) {
+  TopKResult& res = run.res;
+  res.tau = float_of(w.edge_bits(edge));
+  std::vector<std::int64_t> none;
+  w.members(w.edge_bits(edge), w.edge_bits(edge), res.indices, none);
+  if (!w.ascending) sort_indices(res.indices, run.n, buf_->sort_scratch);
+  res.seconds = run.elapsed();
+  return res;
+}
+
+// Exact: the selection also gathers the values inside the k-th bin (few:
+// the bin is 3% wide); the exact k-th largest is the (k - above)-th
+// largest among them.
+TopKResult TopKSelector::within_bin(Run& run, Window& w, std::int64_t kbin) {
+  TopKResult& res = run.res;
+  const std::int64_t k = res.k;
   std::vector<std::int64_t> above, inside;
-  members(edge_bits(kbin), edge_bits(kbin + 1), above, inside);
+  w.members(w.edge_bits(kbin), w.edge_bits(kbin + 1), above, inside);
   const auto need = static_cast<std::int64_t>(k - static_cast<std::int64_t>(above.size()));
   std::vector<float> mag(inside.size());
-  for (std::size_t j = 0; j < inside.size(); ++j) mag[j] = std::fabs(inside_values[j]);
+  for (std::size_t j = 0; j < inside.size(); ++j) mag[j] = std::fabs(w.inside_values[j]);
   std::nth_element(mag.begin(), mag.begin() + (need - 1), mag.end(), std::greater<float>());
   res.tau = mag[need - 1];
   std::vector<std::int64_t> chosen;
   for (std::size_t j = 0; j < inside.size(); ++j)
-    if (std::fabs(inside_values[j]) >= res.tau) chosen.push_back(inside[j]);
-  if (ascending) {
+    if (std::fabs(w.inside_values[j]) >= res.tau) chosen.push_back(inside[j]);
+  if (w.ascending) {
     res.indices.resize(above.size() + chosen.size());
     std::merge(above.begin(), above.end(), chosen.begin(), chosen.end(), res.indices.begin());
   } else {
     res.indices = std::move(above);
     res.indices.insert(res.indices.end(), chosen.begin(), chosen.end());
-    sort_indices(res.indices, n, buf_->sort_scratch);
+    sort_indices(res.indices, run.n, buf_->sort_scratch);
   }
   res.ties = static_cast<std::int64_t>(res.indices.size()) - k;
   res.seconds = run.elapsed();

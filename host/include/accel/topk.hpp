@@ -81,6 +81,9 @@ class TopKSelector {
   TopKResult by_sorting(Run& run);    // nth-element and sample: never the device
   TopKResult ldte_bs(Run& run);       // bisection on counting passes
   TopKResult by_histogram(Run& run);  // exact and ldte-hist: one windowed histogram pass
+  struct Window;                      // by_histogram's pass, and the values it says lie where
+  TopKResult at_edge(Run& run, Window& w, std::int64_t edge);
+  TopKResult within_bin(Run& run, Window& w, std::int64_t kbin);
 
   Device* device_;
   struct Buffers;
