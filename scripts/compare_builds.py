@@ -30,11 +30,9 @@ Exit status: 0 when everything ran and every model is identical, 1 when
 some model differs, 2 when a run failed.
 """
 import argparse
-import gzip
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +40,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_svm import read_idx, write_libsvm  # noqa: E402
+from bench_svm_cluster import free_port  # noqa: E402
 
 # --work-dir: the data sets (Fashion-MNIST as LIBSVM text), the saved
 # baseline and the new build's models.
@@ -66,23 +68,6 @@ CASES = {
 
 
 # ---------------------------------------------------------------- data
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
-def write_libsvm(path, x, labels):
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        for r, lab in zip(x, labels):
-            nz = np.nonzero(r)[0]
-            f.write("%s %s\n" % (lab, " ".join("%d:%.6g" % (j + 1, r[j]) for j in nz)))
-    tmp.rename(path)
-
-
 def prepare_data():
     DATA.mkdir(parents=True, exist_ok=True)
     files = ["fm2_10k.svm", "fm2_5k.svm", "fm10_4k.svm", "reg_3k.svm"]
@@ -91,27 +76,16 @@ def prepare_data():
     x = read_idx(FASHION / "train-images-idx3-ubyte.gz")[:10000].reshape(-1, 784) / 255.0
     y = read_idx(FASHION / "train-labels-idx1-ubyte.gz")[:10000].astype(int)
     parity = np.where(y % 2 == 1, 1, -1)
-    if not (DATA / "fm2_10k.svm").exists():
-        write_libsvm(DATA / "fm2_10k.svm", x, ["%d" % v for v in parity])
-    if not (DATA / "fm2_5k.svm").exists():
-        write_libsvm(DATA / "fm2_5k.svm", x[:5000], ["%d" % v for v in parity[:5000]])
-    if not (DATA / "fm10_4k.svm").exists():
-        write_libsvm(DATA / "fm10_4k.svm", x[:4000], ["%d" % v for v in y[:4000]])
-    if not (DATA / "reg_3k.svm").exists():
-        write_libsvm(DATA / "reg_3k.svm", x[:3000], ["%.1f" % v for v in y[:3000]])
+    # The regression set's targets are the class numbers, written as integers.
+    for name, rows, labels in (("fm2_10k.svm", 10000, parity), ("fm2_5k.svm", 5000, parity),
+                               ("fm10_4k.svm", 4000, y), ("reg_3k.svm", 3000, y)):
+        if not (DATA / name).exists():
+            write_libsvm(DATA / name, x[:rows], labels[:rows])
 
 
 # ---------------------------------------------------------------- runs
 class RunError(Exception):
     pass
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def kill(p):

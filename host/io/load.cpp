@@ -63,12 +63,7 @@ void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t c
     read_npy_rows(path, rows, cols, begin, count, out);
   } else {
     const Matrix all = load_matrix(path);  // checked whole, finite
-    if (all.rows != rows || all.cols != cols)
-      throw InputError(path + ": holds " + std::to_string(all.rows) + " x " + std::to_string(all.cols) +
-                       " values, the job's input " + std::to_string(rows) + " x " + std::to_string(cols));
-    if (begin < 0 || count < 0 || begin > rows - count)
-      throw InputError(path + ": rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " +
-                       std::to_string(rows));
+    io::require_rows(path, all.rows, all.cols, rows, cols, begin, count);
     std::copy(all.row(begin), all.row(begin) + count * cols, out);
     return;
   }

@@ -3,6 +3,7 @@
 // refusal of a path that is not a regular file.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -40,6 +41,18 @@ inline void require_file(const std::string& path) {
   const auto st = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(st)) throw InputError(path + ": no such file");
   if (std::filesystem::is_directory(st)) throw InputError(path + ": is a directory, not a file");
+}
+
+// InputError unless the file holds the job's rows x cols values and
+// [begin, begin + count) lies within its rows (load_matrix_rows).
+inline void require_rows(const std::string& path, std::int64_t has_rows, std::int64_t has_cols, std::int64_t rows,
+                         std::int64_t cols, std::int64_t begin, std::int64_t count) {
+  if (has_rows != rows || has_cols != cols)
+    throw InputError(path + ": holds " + std::to_string(has_rows) + " x " + std::to_string(has_cols) +
+                     " values, the job's input " + std::to_string(rows) + " x " + std::to_string(cols));
+  if (begin < 0 || count < 0 || begin > rows - count)
+    throw InputError(path + ": rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " +
+                     std::to_string(rows));
 }
 
 }  // namespace accel::io

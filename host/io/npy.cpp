@@ -13,6 +13,7 @@
 
 #include "accel/error.hpp"
 #include "accel/io.hpp"
+#include "messages.hpp"
 
 namespace accel {
 namespace {
@@ -170,12 +171,7 @@ void read_npy_rows(const std::string& path, std::int64_t rows, std::int64_t cols
     if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
     l = read_layout(in, path, false);
   }
-  if (l.rows != rows || l.cols != cols)
-    throw InputError(path + ": holds " + std::to_string(l.rows) + " x " + std::to_string(l.cols) +
-                     " values, the job's input " + std::to_string(rows) + " x " + std::to_string(cols));
-  if (begin < 0 || count < 0 || begin > rows - count)
-    throw InputError(path + ": rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " +
-                     std::to_string(rows));
+  io::require_rows(path, l.rows, l.cols, rows, cols, begin, count);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(path + ": cannot open: " + std::strerror(errno));
   std::shared_ptr<void> closer(nullptr, [fd](void*) { ::close(fd); });

@@ -42,6 +42,20 @@ class IoTest : public ::testing::Test {
       EXPECT_NE(msg.find(needle), std::string::npos) << msg;
     }
   }
+  // A float64 .npy of rows x cols values, as numpy writes it (version 1,
+  // header padded to 64 bytes).
+  static std::string f64_npy(std::int64_t rows, std::int64_t cols, const double* values) {
+    std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                         std::to_string(cols) + "), }";
+    header.append(64 - (10 + header.size() + 1) % 64, ' ');
+    header.push_back('\n');
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+    bytes.push_back(static_cast<char>(header.size()));
+    bytes.push_back(0);
+    bytes += header;
+    bytes.append(reinterpret_cast<const char*>(values), static_cast<std::size_t>(rows * cols) * sizeof(double));
+    return bytes;
+  }
   fs::path dir_;
 };
 
@@ -84,16 +98,8 @@ TEST_F(IoTest, Float32NpyIsMappedNotCopied) {
 }
 
 TEST_F(IoTest, NpyFloat64AndBadDtype) {
-  // Hand-made float64 header.
-  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }";
-  header.append(64 - (10 + header.size() + 1) % 64, ' ');
-  header.push_back('\n');
-  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
-  bytes.push_back(static_cast<char>(header.size()));
-  bytes.push_back(0);
-  bytes += header;
   const double vals[2] = {1.5, -2.25};
-  bytes.append(reinterpret_cast<const char*>(vals), sizeof vals);
+  const std::string bytes = f64_npy(1, 2, vals);
   const auto p = (dir_ / "d.npy").string();
   std::ofstream(p, std::ios::binary) << bytes;
   const Matrix m = load_matrix(p);
@@ -101,17 +107,9 @@ TEST_F(IoTest, NpyFloat64AndBadDtype) {
   EXPECT_TRUE(m.view == nullptr);
 
   // Converted a block (128Ki values) at a time: 200,000 values span two.
-  std::string big = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 2), }";
-  big.append(64 - (10 + big.size() + 1) % 64, ' ');
-  big.push_back('\n');
-  std::string big_bytes = std::string("\x93NUMPY\x01\x00", 8);
-  big_bytes.push_back(static_cast<char>(big.size()));
-  big_bytes.push_back(0);
-  big_bytes += big;
   std::vector<double> many(200000);
   for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<double>(i) / 3.0;
-  big_bytes.append(reinterpret_cast<const char*>(many.data()), many.size() * sizeof(double));
-  std::ofstream((dir_ / "big64.npy").string(), std::ios::binary) << big_bytes;
+  std::ofstream((dir_ / "big64.npy").string(), std::ios::binary) << f64_npy(100000, 2, many.data());
   const Matrix b = load_matrix((dir_ / "big64.npy").string());
   ASSERT_EQ(b.data.size(), many.size());
   for (std::size_t i : {std::size_t{0}, std::size_t{131071}, std::size_t{131072}, many.size() - 1})
@@ -138,17 +136,9 @@ TEST_F(IoTest, RowsOfAFile) {
   load_matrix_rows(p, rows, cols, rows, 0, out.data());  // an empty range at the end
 
   // float64, converted as read.
-  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 2), }";
-  header.append(64 - (10 + header.size() + 1) % 64, ' ');
-  header.push_back('\n');
-  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
-  bytes.push_back(static_cast<char>(header.size()));
-  bytes.push_back(0);
-  bytes += header;
   const double d[8] = {0, 1, 2, 3, 4.5, 5, 6, 7};
-  bytes.append(reinterpret_cast<const char*>(d), sizeof d);
   const auto p64 = (dir_ / "rows64.npy").string();
-  std::ofstream(p64, std::ios::binary) << bytes;
+  std::ofstream(p64, std::ios::binary) << f64_npy(4, 2, d);
   std::vector<float> two(4);
   load_matrix_rows(p64, 4, 2, 2, 2, two.data());
   EXPECT_EQ(two, (std::vector<float>{4.5f, 5, 6, 7}));

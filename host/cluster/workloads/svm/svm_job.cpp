@@ -230,10 +230,7 @@ Bytes SvmJob::decide(std::int64_t, const std::map<std::uint32_t, Bytes>& contrib
   } else if (mailbox_.waiting()) {
     mailbox_.deliver(contributions);
   }
-  if (mailbox_.waiting()) {
-    ++rounds_;
-    return mailbox_.take_outgoing();
-  }
+  if (mailbox_.waiting()) return mailbox_.take_outgoing();
   if (!trained_) {
     model_ = training_.result();  // rethrows what the training threw
     trained_ = true;

@@ -10,7 +10,6 @@
 // leaves its next decision in the job's mailbox.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "accel/svm_parallel.hpp"
@@ -92,7 +91,7 @@ class SvmJob final : public Job, private svm_parallel::Members {
 
   SvmModel model_;
   SvmTrainReport report_;
-  std::int64_t rounds_ = 0, moves_ = 0;
+  std::int64_t moves_ = 0;
   bool trained_ = false;
   // Solves the training's problems across the members (this job), and
   // keeps them for a checkpoint.
