@@ -1,3 +1,4 @@
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -42,7 +43,9 @@ bool is_idx(const std::string& h) {
 // The format from the file's first bytes (.npy's magic, IDX's header, plain
 // or gzip); text is CSV when it ends in .csv or its first line has a comma,
 // LIBSVM otherwise. (A name containing "idx" no longer decides.)
-Matrix load_matrix(const std::string& path) {
+namespace {
+
+Matrix load_any(const std::string& path, bool streamed) {
   io::require_file(path);
   const std::string name = std::filesystem::path(path).filename().string();
   const std::string head = head_bytes(path, 256);
@@ -52,8 +55,24 @@ Matrix load_matrix(const std::string& path) {
   else if (ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos) m = read_csv(path);
   else m = read_libsvm_dense(path);
   if (m.rows == 0 || m.cols == 0) throw InputError(path + ": empty matrix");
+  m.streamed = streamed && m.view != nullptr;
   check_finite(m, path);
   return m;
+}
+
+}  // namespace
+
+Matrix load_matrix(const std::string& path) { return load_any(path, false); }
+Matrix load_matrix_streamed(const std::string& path) { return load_any(path, true); }
+
+void release_rows(const Matrix& m, std::int64_t begin, std::int64_t end) {
+  if (!m.streamed || !m.view || end <= begin) return;
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(m.row(begin));
+  const auto last = reinterpret_cast<std::uintptr_t>(m.row(end));
+  const std::uintptr_t from = (first + page - 1) / page * page, to = last / page * page;
+  // Read-only private pages never written: dropping them loses nothing.
+  if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,

@@ -133,16 +133,23 @@ void check_finite(const Matrix& m, const std::string& path, std::int64_t first_r
   const float* v = m.values();
   const std::int64_t count = m.rows * m.cols;
   constexpr std::int64_t kBlock = 4096;
+  std::int64_t released = 0;  // rows given back so far (streamed)
   for (std::int64_t at = 0; at < count; at += kBlock) {
     const std::int64_t end = std::min(count, at + kBlock);
     float z = 0;
 #pragma omp simd reduction(+ : z)
     for (std::int64_t i = at; i < end; ++i) z += v[i] - v[i];
-    if (z == 0) continue;
-    for (std::int64_t i = at; i < end; ++i)
-      if (!std::isfinite(v[i]))
-        throw InputError(path + ": row " + std::to_string(first_row + i / m.cols + 1) + ", column " +
-                         std::to_string(i % m.cols + 1) + " is " + (std::isnan(v[i]) ? "NaN" : "Inf"));
+    if (z != 0)
+      for (std::int64_t i = at; i < end; ++i)
+        if (!std::isfinite(v[i]))
+          throw InputError(path + ": row " + std::to_string(first_row + i / m.cols + 1) + ", column " +
+                           std::to_string(i % m.cols + 1) + " is " + (std::isnan(v[i]) ? "NaN" : "Inf"));
+    // A streamed matrix's pages go back every few MiB (one madvise a block
+    // would be a system call per 16 KiB).
+    if (m.streamed && (end == count || (at / kBlock) % 256 == 255)) {
+      release_rows(m, released, end / m.cols);
+      released = end / m.cols;
+    }
   }
 }
 

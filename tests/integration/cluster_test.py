@@ -121,7 +121,7 @@ def kill_started():
 
 class Job:
     def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=(), pin=False,
-                 worker_env=None, on_listen=None, worker_prefix=()):
+                 worker_env=None, on_listen=None, worker_prefix=(), coord_prefix=(), init="random"):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.worker_prefix = list(worker_prefix)  # a command the workers run under (/usr/bin/time)
         self.pin = pin  # coordinator on core 0, worker i on core i (mod cores), one thread each
@@ -133,9 +133,9 @@ class Job:
         # Port 0: the coordinator binds a free one and says which (a port
         # picked here and bound later was once taken meanwhile, by another
         # process's outgoing connection).
-        cmd = (["taskset", "-c", "0"] if pin else []) + [a.accel, "coordinator", "--input", data, "--k", str(k), "--workers", str(workers), "--listen",
+        cmd = (["taskset", "-c", "0"] if pin else []) + list(coord_prefix) + [a.accel, "coordinator", "--input", data, "--k", str(k), "--workers", str(workers), "--listen",
                "127.0.0.1:0", "--max-iter", str(iters), "--tol", "0", "--timeout-ms", str(timeout_ms), "--device", "cpu",
-               "--keepalive-ms", str(int(2000 * SCALE)), "--log-json", str(self.coord_log), "--json", "--init", "random",
+               "--keepalive-ms", str(int(2000 * SCALE)), "--log-json", str(self.coord_log), "--json", "--init", init,
                "--output-centroids", str(self.tmp / "centroids.npy"), *extra]
         self.coord_cmd = cmd
         self.start_coordinator()
@@ -303,9 +303,11 @@ def scenario_equal(a, tmp):
 
 def scenario_pull(a, tmp):
     # --pull: each worker reads its own rows from the shared file, and only
-    # those (a .npy range read): its peak memory stays far below the file's
-    # size, and the centroids are the single-node ones. 8M x 16 float32
-    # (512 MB): a 100,000-row blob set repeated 80 times.
+    # those (a .npy range read); the coordinator streams the file through
+    # its checks and the k-means++ seeding and keeps only its own share.
+    # Every process's peak memory stays far below the file's size, and the
+    # centroids are the single-node ones. 8M x 16 float32 (512 MB): a
+    # 100,000-row blob set repeated 80 times.
     data = Path(tmp) / "big.npy"
     chunk = str(Path(tmp) / "chunk.npy")
     blobs(chunk, 100000, 16, 8, 11)
@@ -319,35 +321,44 @@ def scenario_pull(a, tmp):
         for _ in range(80):
             f.write(body[10 + hlen:])
     size = data.stat().st_size
-    job = Job(a, tmp, 3, str(data), 8, 5, 5000, extra=["--pull"], worker_prefix=["/usr/bin/time", "-f", "maxrss_kb %M"])
+    timed = ["/usr/bin/time", "-f", "maxrss_kb %M"]
+    job = Job(a, tmp, 3, str(data), 8, 5, 5000, extra=["--pull"], worker_prefix=timed, coord_prefix=timed,
+              init="kmeans++")
     if job.finish() != 0:
         fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
     single = Path(tmp) / "single.npy"
     r = subprocess.run([a.accel, "kmeans", "--input", str(data), "--k", "8", "--max-iter", "5", "--tol", "0", "--init",
-                        "random", "--device", "cpu", "--output-centroids", str(single)], capture_output=True, text=True)
+                        "kmeans++", "--device", "cpu", "--output-centroids", str(single)], capture_output=True, text=True)
     if r.returncode != 0:
         fail(r.stderr)
     x, y = read_npy_floats(Path(tmp) / "centroids.npy"), read_npy_floats(single)
     worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(x, y))
     logs = job.logs()
     peaks = {}  # bytes
-    for i in range(1, 4):
-        if not any(j.get("participant") == i for j in logs[i]):
+    for i in range(0, 4):
+        if i > 0 and not any(j.get("participant") == i for j in logs[i]):
             fail(f"worker {i} took part in no round")
-        said = [l for l in (job.tmp / f"worker-{i}.err").read_text().splitlines() if l.startswith("maxrss_kb")]
+        err = job.tmp / ("coordinator.err" if i == 0 else f"worker-{i}.err")
+        said = [l for l in err.read_text().splitlines() if l.startswith("maxrss_kb")]
         peaks[i] = int(said[-1].split()[1]) * 1024
-    rows_of = job.summary()["rows"]
-    print(f"--pull on a {size / 1e6:.0f} MB file: rows {rows_of}; worker peak RSS "
+    rows_of = list(job.summary()["rows"])
+    # The coordinator also computes the tails a re-split moves to it: its
+    # rows are its share plus the most it held at once.
+    held = [sum(l - k for l, k in zip(rows_of[1:], e["kept"][1:])) for e in logs[0] if e.get("event") == "resplit"]
+    rows_of[0] += max(held, default=0)
+    print(f"--pull on a {size / 1e6:.0f} MB file: rows {rows_of}; peak RSS (0: the coordinator) "
           + ", ".join(f"{i}: {p / 1e6:.0f} MB" for i, p in peaks.items())
           + f"; centroids within {worst:.1e} of single-node")
     if worst > 1e-5:
         fail("the --pull centroids differ from the single-node run")
     # The scale-out issue's bound: 1.1 x the bytes of the rows it owns +
-    # 150 MB (reading the whole file, a worker had peaked at 700 MB here).
+    # 150 MB (reading the whole file, a worker had peaked at 700 MB here,
+    # the coordinator at 560 MB).
     for i, p in peaks.items():
         own = rows_of[i] * 16 * 4
         if p > 1.1 * own + 150e6:
-            fail(f"worker {i} peaked at {p / 1e6:.0f} MB with {own / 1e6:.0f} MB of rows of a {size / 1e6:.0f} MB file")
+            who = "the coordinator" if i == 0 else f"worker {i}"
+            fail(f"{who} peaked at {p / 1e6:.0f} MB with {own / 1e6:.0f} MB of rows of a {size / 1e6:.0f} MB file")
 
 
 def scenario_large_partials(a, tmp):
@@ -443,6 +454,61 @@ def scenario_nothing_lost(a, tmp, on_loss="move"):
     worst = failure_free_difference(a, tmp, data, 16, 200)
     print(f"worker 2 lost at iteration {taken[0]['iteration']}, the coordinator stood in for it from then "
           f"{taken[0]['iteration']} to {back[0]['iteration']}; centroids within {worst:.1e} of the failure-free run")
+    if worst > 1e-6:
+        fail("the centroids differ from the failure-free run")
+
+
+def scenario_pull_moves(a, tmp, restart=False):
+    # --pull, worker 2 killed -9: the coordinator stands in for it (reading
+    # its rows a block at a time) only until the survivors, 1 and 3, compute
+    # its rows, read from the input themselves; restarted, it takes them back
+    # once the plan without it is in effect. The centroids are the
+    # failure-free ones either way.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 1000000, 8, 16, 8)
+    job = Job(a, tmp, 3, data, 16, 200, 1000, extra=["--pull"])
+    job.wait_iteration(10)
+    if restart:
+        job.wait_for(lambda: any(j.get("event") == "snapshot" for j in jsonl(job.tmp / "worker-2.jsonl")), 30,
+                     "worker 2's snapshot")
+    job.procs[2].send_signal(signal.SIGKILL)
+    job.procs[2].wait()
+    killed_at = job.iteration()
+    job.wait_iteration(killed_at + 15)
+    if restart:
+        job.start_worker(2)
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    logs = job.logs()
+    moved = [j for j in logs[0] if j.get("event") == "rows_moved"]
+    if not moved or not moved[0]["moves"]:
+        fail(f"worker 2's rows were not moved: {moved}")
+    first = moved[0]["moves"]
+    # Worker 2's rows when it was lost: the first of its partition it kept
+    # after the last re-split by speed (the coordinator computes the rest).
+    kept = job.summary()["rows"][2]
+    for e in logs[0]:
+        if e.get("event") == "resplit" and e["iteration"] <= moved[0]["iteration"]:
+            kept = e["kept"][2]
+    if {m["home"] for m in first} != {2} or {m["by"] for m in first} != {1, 3} or sum(m["rows"] for m in first) != kept:
+        fail(f"the moves do not split worker 2's {kept} rows between workers 1 and 3: {first}")
+    for w in (1, 3):
+        got = [j["moved_in"] for j in logs[w] if "moved_in" in j]
+        if not got or got[0]["rows"] != sum(m["rows"] for m in first if m["by"] == w):
+            fail(f"worker {w} did not take its moved rows: {got}")
+    on = [j for j in logs[0] if j.get("event") == "rows_handed_on"]
+    if not on or on[0]["iteration"] != moved[0]["iteration"]:
+        fail(f"the coordinator did not stop standing in when the moves took effect: {on} {moved[0]}")
+    if restart:
+        if len(moved) < 2 or moved[-1]["moves"]:
+            fail(f"worker 2's rows did not go back to it: {moved}")
+        last = [j for j in logs[0] if j.get("participant") == 0][-1]
+        if 2 not in last["members"]["active"]:
+            fail(f"worker 2 does not count again: {last['members']}")
+    worst = failure_free_difference(a, tmp, data, 16, 200)
+    print(f"worker 2 lost at iteration {killed_at}; its {kept} rows computed by workers 1 and 3 from iteration "
+          f"{moved[0]['iteration']}" + (f", back with it from {moved[-1]['iteration']}" if restart else "")
+          + f"; centroids within {worst:.1e} of the failure-free run")
     if worst > 1e-6:
         fail("the centroids differ from the failure-free run")
 
@@ -624,6 +690,10 @@ def scenario_kill_during_move(a, tmp):
 
 def scenario_nothing_lost_drop(a, tmp):
     scenario_nothing_lost(a, tmp, "drop")
+
+
+def scenario_pull_moves_restart(a, tmp):
+    scenario_pull_moves(a, tmp, restart=True)
 
 
 def scenario_rebalance(a, tmp):

@@ -90,6 +90,7 @@ void add_candidates(const Matrix& x, const std::vector<std::int64_t>& cand, std:
             nearest[i0 + r] = static_cast<std::int32_t>(first + static_cast<std::int64_t>(f0) + arg[r]);
           }
         }
+        release_rows(x, i0, i0 + m);  // a streamed input's pages (io.hpp)
       }
     }
   }

@@ -87,6 +87,7 @@ void Seeder::add(const float* c) {
         }
       }
       if (moved) sums_[b] = block_sum(b);
+      release_rows(x_, b * kBlock, end);  // a streamed input's pages (io.hpp)
     }
   }
   ++t_;

@@ -81,9 +81,20 @@ class Coordinator {
   void keep_counted(std::int64_t t, const std::map<std::uint32_t, Bytes>& members, const Membership& view,
                     const std::vector<std::uint32_t>& evicted);
   bool take_over(std::uint32_t q, std::int64_t t);
+  using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;  // (begin, rows)
+  Ranges ranges_of(std::uint32_t q) const;
+  std::vector<Move> plan_moves() const;
+  void announce_moves(Contribution& mine, std::int64_t t);
+  void apply_moves(std::int64_t t);
+  bool moved(std::uint32_t w) const;
   void apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t);
   void measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t);
   bool checkpointing() const { return !o_.checkpoint_dir.empty(); }
+  std::uint64_t input_fingerprint() {
+    const auto f = checkpoint_fingerprint(job_.data(0, job_.units()));
+    job_.release(0, job_.units());
+    return f;
+  }
   bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(N_); }
   Membership membership() const {
     return {{active_.begin(), active_.end()}, {inactive_.begin(), inactive_.end()},
@@ -122,6 +133,13 @@ class Coordinator {
   std::vector<std::pair<std::uint32_t, std::int64_t>> pending_trims_;
   std::unique_ptr<Partition> own_;
   std::set<std::uint32_t> active_, inactive_, recovering_, resynced_, taken_over_;
+  std::map<std::uint32_t, Ranges> stood_;  // the rows each member stood in for is computed from
+  // --pull: lost members' rows computed by workers (Move). In effect this
+  // round; announced in the last round's contribution (in effect from this
+  // one); and whether the membership changed since the last plan.
+  std::vector<Move> moves_;
+  std::optional<std::vector<Move>> announced_;
+  bool replan_ = false;
   std::map<std::uint32_t, Clock::time_point> returned_at_;
   std::int64_t current_t_ = 0, rounds_done_ = 0;
   Membership current_view_;
@@ -337,6 +355,7 @@ void Coordinator::push_rows(std::uint32_t w, std::set<std::uint32_t>& ready) {
   if (!node_->net().wait(c, Ms(o_.join_timeout_ms)) || !c->ok())
     throw InputError("sending rows to worker " + std::to_string(w) + " failed: " + c->error);
   const double s = secs(t0, Clock::now());
+  job_.release(begin_[w], begin_[w] + loads_[w]);
   log_.write({{"event", "transfer"}, {"worker", w}, {"bytes", data.size()}, {"block_size", o_.block_size},
               {"protocol", transport::to_string(c->protocol)}, {"seconds", s},
               {"mib_per_s", data.size() / s / (1 << 20)}});
@@ -389,19 +408,30 @@ bool Coordinator::step() {
 // Workers that resynced count again from round t, with their whole
 // partition: the coordinator stops standing in for them.
 void Coordinator::welcome_back(std::int64_t t) {
-  for (auto w : resynced_) {
+  apply_moves(t);
+  for (auto it = resynced_.begin(); it != resynced_.end();) {
+    const auto w = *it;
+    // Workers compute its rows (or it computed others'): it counts from the
+    // round the plan without it is in effect.
+    if (moved(w)) {
+      ++it;
+      continue;
+    }
+    it = resynced_.erase(it);
     recovering_.erase(w);
     active_.insert(w);
     if (taken_over_.erase(w)) {
       all_to_all(*own_).hand_back(w);
+      stood_.erase(w);
       log_.write({{"event", "rows_handed_back"}, {"worker", w}, {"iteration", t}});
     }
     if (kept_[w] != loads_[w]) {  // back with its whole partition
       all_to_all(*own_).drop_extra(w);
+      job_.release(begin_[w] + kept_[w], begin_[w] + loads_[w]);
       kept_[w] = loads_[w];
     }
+    replan_ = true;
   }
-  resynced_.clear();
 }
 
 // The state after round t, when Young's interval has passed since the last
@@ -419,7 +449,7 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
   c.workers = static_cast<std::uint32_t>(N_);
   c.listen = listen_address_;
   c.job_file = token_file_;
-  if (!fingerprint_) fingerprint_ = checkpoint_fingerprint(job_.data(0, job_.units()));
+  if (!fingerprint_) fingerprint_ = input_fingerprint();
   c.input_fingerprint = *fingerprint_;
   c.options = job_.result_options();
   c.params = params_;
@@ -468,7 +498,7 @@ void Coordinator::check_resumable() {
                        (it == c.options.end() ? std::string("unset") : it->second) + ", this one asks for " + value +
                        "; resume with the original options");
   }
-  fingerprint_ = checkpoint_fingerprint(job_.data(0, job_.units()));  // the next checkpoint's too
+  fingerprint_ = input_fingerprint();  // the next checkpoint's too
   if (c.input_fingerprint != *fingerprint_)
     throw InputError(where + job_.input_name() + " is not the input the checkpoint's job read (same size, other "
                      "contents); give the original input");
@@ -501,6 +531,7 @@ void Coordinator::resume() {
     } else {
       inactive_.insert(w);
       take_over(static_cast<std::uint32_t>(w), first_round_);
+      replan_ = true;
     }
   }
   current_view_ = membership();
@@ -580,6 +611,7 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   mine.view = view;
   mine.trims = std::move(pending_trims_);
   pending_trims_.clear();
+  announce_moves(mine, t);
   Membership v = view;
   const auto got = node_->sync(
       t, mine, v, [&](std::span<const std::byte> b) { own_->validate(b); }, [&](const Received& r) { on_message(r); },
@@ -590,6 +622,7 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
     active_.erase(q);
     recovering_.erase(q);
     inactive_.insert(q);
+    replan_ = true;
     // Lost in this round: its contribution of this round too, from its rows.
     if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t))
       members[q] = all_to_all(*own_).stand_in(q);
@@ -647,6 +680,7 @@ void Coordinator::on_need(const Received& r) {
 void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t) {
   for (const auto& [w, rows] : trims) {
     if (!active_.count(w)) continue;  // lost meanwhile: stood in for instead
+    job_.release(begin_[w] + kept_[w], begin_[w] + loads_[w]);  // what it computed for w until now
     kept_[w] = rows;
     if (rows < loads_[w])
       all_to_all(*own_).add_extra(w, begin_[w] + rows, loads_[w] - rows,
@@ -665,7 +699,9 @@ void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::in
 // the coordinator, which holds every row: a worker keeps up to its partition, the coordinator
 // computes the rest of it.
 void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t) {
-  if (!o_.move_lost_rows) return;
+  // While lost members' rows are moved to workers, the re-split waits: it
+  // moves the tails of whole partitions, and a worker's rows are more.
+  if (!o_.move_lost_rows || !moves_.empty() || announced_) return;
   std::map<std::uint32_t, double> seconds;
   for (const auto& [id, c] : got)
     if (active_.count(id) && c.work_rows > 0 && c.work_seconds > 0) {
@@ -693,16 +729,119 @@ void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std:
   log_.write({{"event", "drift"}, {"iteration", t}, {"ids", ids}, {"rows_per_s", caps}, {"target", target}});
 }
 
-// Nothing lost: the coordinator holds every row, so it stands in for a lost
-// member (workload.hpp) from the round it was lost until it counts again.
-// (A central workload's job moves a lost member's rows itself.)
+// Nothing lost: the coordinator stands in for a lost member (workload.hpp),
+// reading its rows from the input a block at a time, from the round it was
+// lost until it counts again or (--pull) workers compute its rows. (A
+// central workload's job moves a lost member's rows itself.)
 bool Coordinator::take_over(std::uint32_t q, std::int64_t t) {
-  if (!o_.move_lost_rows || q == 0 || taken_over_.count(q) || kept_[q] == 0) return false;
+  if (!o_.move_lost_rows || q == 0 || taken_over_.count(q)) return false;
   if (workload_.exchange() != Exchange::AllToAll) return false;
-  if (!all_to_all(*own_).take_over(q, begin_[q], kept_[q], job_.data(begin_[q], begin_[q] + kept_[q]))) return false;
+  const Ranges ranges = ranges_of(q);
+  if (ranges.empty()) return false;
+  auto& own = all_to_all(*own_);
+  std::int64_t rows = 0;
+  for (const auto& [b, n] : ranges) {
+    if (!own.take_over(q, b, n, job_.data(b, b + n), [this](std::int64_t from, std::int64_t to) {
+          job_.release(from, to);
+        })) {
+      own.hand_back(q);
+      return false;
+    }
+    rows += n;
+  }
   taken_over_.insert(q);
-  log_.write({{"event", "rows_taken_over"}, {"worker", q}, {"rows", kept_[q]}, {"iteration", t}});
+  stood_[q] = ranges;
+  log_.write({{"event", "rows_taken_over"}, {"worker", q}, {"rows", rows}, {"iteration", t}});
   return true;
+}
+
+// What member q computes now: its own rows unless workers compute them,
+// and the rows moved to it.
+Coordinator::Ranges Coordinator::ranges_of(std::uint32_t q) const {
+  Ranges r;
+  const bool away = std::any_of(moves_.begin(), moves_.end(), [&](const Move& m) { return m.home == q; });
+  if (!away && kept_[q] > 0) r.emplace_back(begin_[q], kept_[q]);
+  for (const auto& m : moves_)
+    if (m.by == q) r.emplace_back(m.begin, m.rows);
+  return r;
+}
+
+bool Coordinator::moved(std::uint32_t w) const {
+  auto in = [&](const std::vector<Move>& l) {
+    return std::any_of(l.begin(), l.end(), [&](const Move& m) { return m.home == w || m.by == w; });
+  };
+  return in(moves_) || (announced_ && in(*announced_));
+}
+
+// --pull: the rows of the lost members split among the active workers by
+// measured rate, as the first partition was (the coordinator computes no
+// more than its share). Each worker gets at most one piece of each lost
+// member's rows, and reads it from the input itself.
+std::vector<Move> Coordinator::plan_moves() const {
+  if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return {};
+  std::vector<std::uint32_t> by;
+  std::vector<double> rate;
+  for (auto w : active_)
+    if (w != 0) {
+      by.push_back(w);
+      const auto r = rates_.rate(w);
+      rate.push_back(r ? *r : capability_.count(w) ? capability_.at(w) : 1.0);
+    }
+  // Lost: the inactive members, and the returning ones until they are
+  // back in step (resynchronized), when they count from the round the
+  // plan without them is in effect.
+  std::vector<std::uint32_t> homes(inactive_.begin(), inactive_.end());
+  for (auto q : recovering_)
+    if (!resynced_.count(q)) homes.push_back(q);
+  std::sort(homes.begin(), homes.end());
+  std::int64_t lost = 0;
+  for (auto q : homes) lost += kept_[q];
+  if (by.empty() || lost == 0) return {};
+  std::vector<std::int64_t> quota(by.size(), 0);
+  quota[0] = lost;
+  quota = rebalance(quota, rate, 0.0);
+  std::vector<Move> out;
+  std::size_t w = 0;
+  for (auto q : homes) {
+    for (std::int64_t at = begin_[q], end = begin_[q] + kept_[q]; at < end;) {
+      while (w + 1 < by.size() && quota[w] == 0) ++w;
+      const std::int64_t n = w + 1 == by.size() ? end - at : std::min(quota[w], end - at);
+      out.push_back({q, by[w], at, n, job_.data_bytes(at, at + n)});
+      quota[w] -= n;
+      at += n;
+    }
+  }
+  return out;
+}
+
+// A new plan, when the membership changed, goes out with this round's
+// contribution and is in effect from the next round on every side.
+void Coordinator::announce_moves(Contribution& mine, std::int64_t t) {
+  if (!replan_) return;
+  replan_ = false;
+  auto plan = plan_moves();
+  if (plan == moves_) return;
+  mine.has_moves = true;
+  mine.moves = plan;
+  nlohmann::json pieces = nlohmann::json::array();
+  for (const auto& m : plan) pieces.push_back({{"home", m.home}, {"by", m.by}, {"begin", m.begin}, {"rows", m.rows}});
+  log_.write({{"event", "rows_moved"}, {"iteration", t + 1}, {"moves", pieces}});
+  announced_ = std::move(plan);
+}
+
+// The moves announced last round take effect: the coordinator stands in
+// for what each lost member computes now, which may be nothing.
+void Coordinator::apply_moves(std::int64_t t) {
+  if (!announced_) return;
+  moves_ = std::move(*announced_);
+  announced_.reset();
+  for (const auto q : std::set<std::uint32_t>(taken_over_)) {
+    if (ranges_of(q) == stood_[q]) continue;
+    all_to_all(*own_).hand_back(q);
+    taken_over_.erase(q);
+    stood_.erase(q);
+    if (!take_over(q, t)) log_.write({{"event", "rows_handed_on"}, {"worker", q}, {"iteration", t}});
+  }
 }
 
 // Star form: the members' contributions to this node, the job's decision,
@@ -799,6 +938,7 @@ void Coordinator::on_resync(const Received& r) {
   const auto w = r.message.header.sender;
   if (recovering_.count(w) && returned_at_.count(w)) {
     resynced_.insert(w);
+    replan_ = true;  // its rows go back to it
     log_.write({{"event", "resynchronized"}, {"worker", w}, {"iteration", r.message.header.iteration},
                 {"reintegration_s", secs(returned_at_[w], Clock::now())}});
     returned_at_.erase(w);

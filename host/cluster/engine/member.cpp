@@ -98,6 +98,7 @@ class Incarnation {
   RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
   double computed_since(Clock::time_point t0, std::int64_t t) const;
+  void take_moves(const std::vector<Move>& moves, nlohmann::json& log);
   void wait_done();
   // The all-to-all exchange talks to every peer; the central one only to
   // the coordinator, so a dead peer's stale address is never dialled.
@@ -134,6 +135,9 @@ class Incarnation {
   Ms join_{0};
   std::int64_t t_ = 1;
   Membership view_;
+  // Lost members' rows this worker computes (--pull), by their home, with
+  // their bytes; declared before the partition, which reads them.
+  std::map<std::uint32_t, std::pair<Move, Bytes>> pieces_;
   std::unique_ptr<Partition> part_;
   bool recovering_ = false, done_ = false, over_ = false;
   // Declared after what it uses: joined first when the incarnation ends.
@@ -292,13 +296,54 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   RoundOutcome out = all_to_all(*part_).absorb(t, members);
   // A re-split by measured speed (the coordinator's contribution): from the
   // next round this member keeps the first rows of its partition.
-  if (auto c = got.find(0); c != got.end())
+  if (auto c = got.find(0); c != got.end()) {
     for (const auto& [id, rows] : c->second.trims)
       if (id == o_.id) {
         all_to_all(*part_).keep(rows);
         out.log["kept_rows"] = rows;
       }
+    if (c->second.has_moves && !recovering_) take_moves(c->second.moves, out.log);
+  }
   return out;
+}
+
+// The coordinator's moves, in effect from the next round: this worker reads
+// the rows moved to it from the input (the task's, --pull) and computes
+// them besides its own; pieces it had that the list leaves out are dropped.
+void Incarnation::take_moves(const std::vector<Move>& moves, nlohmann::json& log) {
+  std::map<std::uint32_t, Move> mine;
+  for (const auto& m : moves)
+    if (m.by == o_.id && m.home != o_.id && !mine.emplace(m.home, m).second)
+      throw InputError("the coordinator moved two pieces of worker " + std::to_string(m.home) + " here");
+  for (auto it = pieces_.begin(); it != pieces_.end();) {
+    const auto m = mine.find(it->first);
+    if (m != mine.end() && m->second == it->second.first) {
+      mine.erase(m);
+      ++it;
+      continue;
+    }
+    all_to_all(*part_).drop_extra(it->first);
+    it = pieces_.erase(it);
+  }
+  if (mine.empty()) return;
+  if (!snap_->task.pull) throw InputError("the coordinator moved rows to a worker without --pull");
+  const auto t0 = Clock::now();
+  std::int64_t rows = 0;
+  for (const auto& [home, m] : mine) {
+    if (m.begin > snap_->task.units - m.rows) throw InputError("a move past the input's rows");
+    Task task = snap_->task;
+    task.begin = m.begin;
+    task.rows = m.rows;
+    task.data_bytes = m.bytes;
+    auto& piece = pieces_[home];
+    piece.first = m;
+    piece.second.resize(m.bytes);
+    workload().read(task, piece.second);
+    if (!all_to_all(*part_).add_extra(home, m.begin, m.rows, piece.second))
+      throw InputError("this workload cannot compute another member's rows");
+    rows += m.rows;
+  }
+  log["moved_in"] = {{"rows", rows}, {"seconds", secs(t0, Clock::now())}};
 }
 
 // Returning: the coordinator sends this node the round's decision although

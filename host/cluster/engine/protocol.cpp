@@ -133,6 +133,17 @@ Bytes encode(const Contribution& c) {
     o.put(id);
     o.put(rows);
   }
+  o.put<std::uint8_t>(c.has_moves);
+  if (c.has_moves) {
+    o.put<std::uint64_t>(c.moves.size());
+    for (const auto& m : c.moves) {
+      o.put(m.home);
+      o.put(m.by);
+      o.put(m.begin);
+      o.put(m.rows);
+      o.put(m.bytes);
+    }
+  }
   return std::move(o.b);
 }
 
@@ -160,6 +171,24 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& l)
     const auto rows = i.get<std::int64_t>();
     if (rows < 0) throw InputError("contribution with a negative trim");
     c.trims.emplace_back(id, rows);
+  }
+  c.has_moves = i.get<std::uint8_t>() != 0;
+  if (c.has_moves) {
+    const auto m = i.get<std::uint64_t>();
+    // At most one piece per (home, worker) pair.
+    if (m > static_cast<std::uint64_t>(l.max_peers) * 64) throw InputError("contribution with too many moves");
+    for (std::uint64_t k = 0; k < m; ++k) {
+      Move mv;
+      mv.home = i.get<std::uint32_t>();
+      mv.by = i.get<std::uint32_t>();
+      mv.begin = i.get<std::int64_t>();
+      mv.rows = i.get<std::int64_t>();
+      mv.bytes = i.get<std::uint64_t>();
+      if (mv.begin < 0 || mv.rows < 1 || mv.begin > (std::int64_t{1} << 46) - mv.rows ||
+          mv.bytes > (std::uint64_t{1} << 46) || mv.by == 0 || mv.by == mv.home)
+        throw InputError("contribution with an impossible move");
+      c.moves.push_back(mv);
+    }
   }
   i.end();
   return c;

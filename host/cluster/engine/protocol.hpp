@@ -66,6 +66,17 @@ struct Task {
   bool operator==(const Task&) const = default;
 };
 
+// Rows of a member's partition that another computes: [begin, begin +
+// rows) of `home`'s, `bytes` of them in the workload's layout, read from
+// the input by worker `by` (--pull: the rows of a lost member go to the
+// survivors, not to the coordinator).
+struct Move {
+  std::uint32_t home = 0, by = 0;
+  std::int64_t begin = 0, rows = 0;
+  std::uint64_t bytes = 0;
+  bool operator==(const Move&) const = default;
+};
+
 // One round's message. `data` is the workload's; the rest is the engine's.
 struct Contribution {
   Bytes data;
@@ -83,6 +94,12 @@ struct Contribution {
   // `rows` of their partition from the next round on (the coordinator
   // computes the rest), when the measured speeds call for a new split.
   std::vector<std::pair<std::uint32_t, std::int64_t>> trims;
+  // Set by the coordinator (all-to-all, --pull) when they change: every
+  // move in effect from the next round on. A worker computes the rows of
+  // the moves `by` it besides its own, and stops computing any it had
+  // before that the list leaves out.
+  bool has_moves = false;
+  std::vector<Move> moves;
 };
 
 struct Current {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -97,16 +98,21 @@ class AllToAllPartition : public Partition {
   // state; the same on every participant.
   virtual RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) = 0;
   // The coordinator stands in for a lost member, computing its
-  // contribution from its rows [begin, begin + rows) (data: their bytes)
-  // with stand_in() every round, the round it was lost included, until
-  // hand_back(member) when it counts again. Every participant counts the
-  // stand-in in the member's place, so the result is the failure-free one.
-  // take_over returns false where the workload cannot (the rows are then
-  // left out, as the "Distributed k-Means Clustering" study (The
-  // Antimatroid) does).
-  virtual bool take_over(std::uint32_t member, std::int64_t begin, std::int64_t rows,
-                         std::span<const std::byte> data) {
-    (void)member, (void)begin, (void)rows, (void)data;
+  // contribution from its rows [begin, begin + rows) (data: their bytes;
+  // a member that computed other members' rows too gets a take_over for
+  // each range) with stand_in() every round, the round it was lost
+  // included, until hand_back(member): it counts again, or its rows moved
+  // to other workers. Every participant counts the stand-in in the
+  // member's place, so the result is the failure-free one. The stand-in
+  // reads the rows a block at a time and calls release on each block once
+  // computed, so that the coordinator holds a block of them, not the
+  // member's share (Job::release). take_over returns false where the
+  // workload cannot (the rows are then left out, as the "Distributed
+  // k-Means Clustering" study (The Antimatroid) does).
+  using Release = std::function<void(std::int64_t begin, std::int64_t end)>;
+  virtual bool take_over(std::uint32_t member, std::int64_t begin, std::int64_t rows, std::span<const std::byte> data,
+                         const Release& release) {
+    (void)member, (void)begin, (void)rows, (void)data, (void)release;
     return false;
   }
   virtual Bytes stand_in(std::uint32_t member) {
@@ -118,7 +124,9 @@ class AllToAllPartition : public Partition {
   // partition (keep); the coordinator computes rows [begin, begin + rows)
   // of another member's partition in its own contribution (add_extra, data:
   // their bytes), replacing what it computed for that member before, or
-  // nothing (drop_extra). Return false where the workload cannot.
+  // nothing (drop_extra). A worker adds the rows of a lost member that
+  // moved to it (--pull) the same way. Return false where the workload
+  // cannot.
   virtual bool keep(std::int64_t rows) {
     (void)rows;
     return false;
@@ -183,6 +191,12 @@ class Job {
   // long as the job.
   virtual std::uint64_t data_bytes(std::int64_t begin, std::int64_t end) const = 0;
   virtual std::span<const std::byte> data(std::int64_t begin, std::int64_t end) = 0;
+  // Rows [begin, end) the engine is done with for now (pushed to their
+  // owner, fingerprinted): a job that streams its input (k-means on a
+  // mapped .npy) gives their pages back, so the coordinator holds its own
+  // share and the rows it stands in for, not the file. data() reads them
+  // again from storage if they are needed later (a lost member's).
+  virtual void release(std::int64_t begin, std::int64_t end) { (void)begin, (void)end; }
   // The engine's partition of the rows by measured speed: member i owns
   // rows [begin[i], begin[i] + rows[i]).
   virtual void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) {

@@ -20,6 +20,9 @@ struct Matrix {
   std::int64_t rows = 0, cols = 0;
   std::vector<float> data;
   std::shared_ptr<const float> view;
+  // A mapped view whose pages the passes over it give back as they go
+  // (release_rows): the process holds the rows it reads now, not the file.
+  bool streamed = false;
   const float* values() const { return view ? view.get() : data.data(); }
   const float* row(std::int64_t i) const { return values() + i * cols; }
 };
@@ -29,6 +32,15 @@ struct Matrix {
 // line), anything else as LIBSVM text (densified). Rejects NaN and Inf,
 // naming the row and column.
 Matrix load_matrix(const std::string& path);
+// The same, streamed where the file is mapped (Matrix::streamed): the
+// checks and the k-means seeding read it a block at a time and give each
+// block's pages back, so a process that computes on few of the rows (a
+// cluster coordinator) never holds the file. Other formats are in memory.
+Matrix load_matrix_streamed(const std::string& path);
+// Gives back the pages of rows [begin, end) of a streamed matrix (the
+// whole pages inside them); they are read again from the page cache or the
+// file when next touched. Nothing for any other matrix.
+void release_rows(const Matrix& m, std::int64_t begin, std::int64_t end);
 
 // .npy into memory (float64 converted a block at a time).
 Matrix read_npy(const std::string& path);

@@ -110,14 +110,33 @@ class KMeansPartition final : public AllToAllPartition {
     return true;
   }
   void drop_extra(std::uint32_t member) override { extra_.erase(member); }
+  // The member's blocks, each given back once computed.
   Bytes stand_in(std::uint32_t member) override {
     auto it = taken_.find(member);
-    return it == taken_.end() ? idle() : encode_step(it->second->step(c_));
+    if (it == taken_.end()) return idle();
+    PartialStep s;
+    s.sums.assign(p_.k * p_.d, 0.0);
+    s.counts.assign(p_.k, 0);
+    for (auto& b : it->second.blocks) {
+      add_into(s, b.assigner->step(c_));
+      if (it->second.release) it->second.release(b.begin, b.begin + b.rows);
+    }
+    return encode_step(s);
   }
-  bool take_over(std::uint32_t member, std::int64_t, std::int64_t rows, std::span<const std::byte> data) override {
+  bool take_over(std::uint32_t member, std::int64_t begin, std::int64_t rows, std::span<const std::byte> data,
+                 const Release& release) override {
     if (data.size() != static_cast<std::size_t>(rows * p_.d) * sizeof(float)) return false;
-    taken_[member] = std::make_unique<PartialAssigner>(reinterpret_cast<const float*>(data.data()), rows, p_.d, p_.k,
-                                                       devices_for(local_, p_.k, p_.d), local_.model, p_.bounds);
+    // Blocks of ~32 MiB: the pages a stand-in holds at once.
+    const std::int64_t per = std::max<std::int64_t>(1024, (std::int64_t{32} << 20) / (p_.d * 4));
+    auto& t = taken_[member];
+    t.release = release;
+    const auto* x = reinterpret_cast<const float*>(data.data());
+    for (std::int64_t at = 0; at < rows; at += per) {
+      const std::int64_t n = std::min(per, rows - at);
+      t.blocks.push_back({std::make_unique<PartialAssigner>(x + at * p_.d, n, p_.d, p_.k,
+                                                            devices_for(local_, p_.k, p_.d), local_.model, p_.bounds),
+                          begin + at, n});
+    }
     return true;
   }
   void hand_back(std::uint32_t member) override { taken_.erase(member); }
@@ -160,7 +179,15 @@ class KMeansPartition final : public AllToAllPartition {
   const float* rows_;
   std::int64_t home_, kept_;  // the partition's rows, of which computed here
   std::unique_ptr<PartialAssigner> assigner_;
-  std::map<std::uint32_t, std::unique_ptr<PartialAssigner>> taken_;  // lost members' rows, stood in for
+  struct Block {
+    std::unique_ptr<PartialAssigner> assigner;
+    std::int64_t begin, rows;  // of the input
+  };
+  struct Taken {
+    std::vector<Block> blocks;
+    Release release;
+  };
+  std::map<std::uint32_t, Taken> taken_;  // lost members' rows, stood in for
   struct Extra {
     std::unique_ptr<PartialAssigner> assigner;
     std::int64_t rows;
@@ -244,7 +271,9 @@ ACCEL_REGISTER_WORKLOAD("kmeans", KMeansWorkload);
 KMeansJob::KMeansJob(const KMeansJobOptions& o) : o_(o) {
   kmeans_uses_bounds(o.algorithm, 16);  // rejects an unknown name before the input is read
   const auto t0 = Clock::now();
-  x_ = load_matrix(o.input);
+  // Streamed: the checks and the seeding pass over a mapped .npy and give
+  // its pages back, so the coordinator holds its own share, not the file.
+  x_ = load_matrix_streamed(o.input);
   KMeansOptions ko;
   ko.k = o.k;
   ko.max_iter = o.max_iter;
@@ -287,6 +316,8 @@ std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const 
 std::span<const std::byte> KMeansJob::data(std::int64_t begin, std::int64_t end) {
   return {reinterpret_cast<const std::byte*>(x_.row(begin)), data_bytes(begin, end)};
 }
+
+void KMeansJob::release(std::int64_t begin, std::int64_t end) { release_rows(x_, begin, end); }
 
 std::string KMeansJob::finish(std::span<const std::byte> state, nlohmann::json& summary) {
   In i(state);

@@ -34,6 +34,7 @@ class KMeansJob final : public Job {
   Bytes params() const override;
   std::uint64_t data_bytes(std::int64_t begin, std::int64_t end) const override;
   std::span<const std::byte> data(std::int64_t begin, std::int64_t end) override;
+  void release(std::int64_t begin, std::int64_t end) override;
   std::string finish(std::span<const std::byte> state, nlohmann::json& summary) override;
 
  private:

@@ -1,0 +1,77 @@
+// The engine's round message: what the coordinator writes reads back the
+// same, moves of lost members' rows included, and a move no coordinator
+// could mean (to the coordinator, to the rows' own member, of no rows) is
+// refused rather than acted on.
+#include <gtest/gtest.h>
+
+#include "accel/error.hpp"
+#include "protocol.hpp"
+
+using namespace accel::cluster;
+
+namespace {
+
+Contribution with_moves(std::vector<Move> moves) {
+  Contribution c;
+  c.data = {std::byte{1}, std::byte{2}, std::byte{3}};
+  c.has_view = true;
+  c.view = {{0, 1, 3}, {2}, {}};
+  c.stand_ins = {{2, {std::byte{7}}}};
+  c.work_rows = 1000;
+  c.work_seconds = 0.25;
+  c.trims = {{1, 900}};
+  c.has_moves = true;
+  c.moves = std::move(moves);
+  return c;
+}
+
+void expect_same(const Contribution& a, const Contribution& b) {
+  EXPECT_EQ(a.data, b.data);
+  EXPECT_EQ(a.has_view, b.has_view);
+  EXPECT_EQ(a.view, b.view);
+  EXPECT_EQ(a.stand_ins, b.stand_ins);
+  EXPECT_EQ(a.work_rows, b.work_rows);
+  EXPECT_EQ(a.work_seconds, b.work_seconds);
+  EXPECT_EQ(a.trims, b.trims);
+  EXPECT_EQ(a.has_moves, b.has_moves);
+  EXPECT_EQ(a.moves, b.moves);
+}
+
+}  // namespace
+
+TEST(ClusterProtocol, MovesReadBack) {
+  const auto c = with_moves({{2, 1, 500, 120, 120 * 32}, {2, 3, 620, 80, 80 * 32}});
+  expect_same(c, decode_contribution(encode(c), Limits{}));
+}
+
+TEST(ClusterProtocol, AnEmptyListOfMovesIsNotNoList) {
+  // An empty list announces that every lost row went back to its member.
+  const auto c = with_moves({});
+  const auto back = decode_contribution(encode(c), Limits{});
+  EXPECT_TRUE(back.has_moves);
+  EXPECT_TRUE(back.moves.empty());
+  Contribution plain;
+  EXPECT_FALSE(decode_contribution(encode(plain), Limits{}).has_moves);
+}
+
+TEST(ClusterProtocol, ImpossibleMovesAreRefused) {
+  const Move bad[] = {
+      {2, 0, 0, 10, 320},          // to the coordinator
+      {2, 2, 0, 10, 320},          // to the rows' own member
+      {2, 1, 0, 0, 0},             // of no rows
+      {2, 1, -5, 10, 320},         // before the first row
+      {2, 1, std::int64_t{1} << 46, 10, 320},  // past any input
+  };
+  for (const auto& m : bad) {
+    const auto bytes = encode(with_moves({m}));
+    EXPECT_THROW(decode_contribution(bytes, Limits{}), accel::InputError) << m.home << " " << m.by << " " << m.begin;
+  }
+}
+
+TEST(ClusterProtocol, TruncatedMovesAreRefused) {
+  const auto bytes = encode(with_moves({{2, 1, 500, 120, 3840}}));
+  for (std::size_t cut = 1; cut <= 33; ++cut) {
+    const std::span<const std::byte> part(bytes.data(), bytes.size() - cut);
+    EXPECT_THROW(decode_contribution(part, Limits{}), accel::InputError) << cut;
+  }
+}
