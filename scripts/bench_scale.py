@@ -106,7 +106,7 @@ def single(args, data, out_dir):
     cen = out_dir / "single.npy"
     t0 = time.time()
     r = subprocess.run([args.accel, "kmeans", "--input", str(data), "--k", str(args.k), "--max-iter", str(args.iters),
-                        "--tol", "0", "--device", "cpu", "--output-centroids", str(cen), "--json"],
+                        "--init", args.init, "--tol", "0", "--device", "cpu", "--output-centroids", str(cen), "--json"],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit("single-node k-means failed: " + r.stderr[-800:])
@@ -122,7 +122,7 @@ def distributed(args, data, workers, out_dir, cap_bytes, kill=False):
     caps = [Cap(f"{workers}-{i}", cap_bytes) for i in range(workers + 1)]
     log = run / "coordinator.jsonl"
     coord = timed([args.accel, "coordinator", "--input", str(data), "--k", str(args.k), "--max-iter", str(args.iters),
-                   "--tol", "0", "--workers", str(workers), "--listen", f"127.0.0.1:{port}", "--device", "cpu",
+                   "--init", args.init, "--tol", "0", "--workers", str(workers), "--listen", f"127.0.0.1:{port}", "--device", "cpu",
                    "--log-json", str(log), "--json", "--output-centroids", str(run / "centroids.npy"),
                    "--timeout-ms", "3000", *(["--pull"] if args.mode == "pull" else [])],
                   caps[0], open(run / "coordinator.out", "w"), open(run / "coordinator.err", "w"), env)
@@ -164,7 +164,13 @@ def distributed(args, data, workers, out_dir, cap_bytes, kill=False):
     # member's rows move to the coordinator (the most it held at once).
     held = [sum(l - k for l, k in zip(rows[1:], e["kept"][1:])) for e in lines if e.get("event") == "resplit"]
     taken = sum(e["rows"] for e in lines if e.get("event") == "rows_taken_over")
-    owned = [rows[0] + max(held, default=0) + taken, *rows[1:]]
+    moved = [e["moves"] for e in lines if e.get("event") == "rows_moved"]
+    owned = [rows[0] + max(held, default=0), *rows[1:]]
+    if moved:  # --pull: the survivors compute a lost member's rows
+        for m in moved[-1]:
+            owned[m["by"]] += m["rows"]
+    else:  # the coordinator stands in
+        owned[0] += taken
     if kill:
         owned[workers] = 0
     rounds = [j["computing_s"] + j["synchronizing_s"] for j in lines if j.get("participant") == 0]
@@ -186,6 +192,7 @@ def main():
     ap.add_argument("--cols", type=int, default=64)
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--init", default="kmeans++", help="kmeans++ | random | kmeans-parallel (every run alike)")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--mode", choices=["pull", "push"], default="pull")
     ap.add_argument("--cap-fraction", type=float, default=0.4,
@@ -211,7 +218,8 @@ def main():
     cap = max(args.cap_fraction * size, args.cap_floor_mb * 1e6) if args.cap_fraction > 0 else 0
     capped = cap > 0 and CGROUP.is_dir() and os.geteuid() == 0
     print(f"{data.name}: {size / 1e9:.2f} GB; mode --{args.mode}; cap per process "
-          + (f"{cap / 1e6:.0f} MB (cgroup v1)" if capped else "none (needs root and cgroup v1 memory)"), flush=True)
+          + (f"{cap / 1e6:.0f} MB (cgroup v1)" if capped else "none" if cap == 0
+             else "none (needs root and cgroup v1 memory)"), flush=True)
     ref, ref_wall = single(args, data, out_dir)
     c_ref = read_npy(ref)
     results = []

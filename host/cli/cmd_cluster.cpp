@@ -1,4 +1,5 @@
 // `accel coordinator` and `accel worker`: distributed jobs on the cluster engine.
+#include <csignal>
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdlib>
@@ -101,8 +102,8 @@ int coordinator_main(const std::vector<std::string>& args) {
       ("algorithm", po::value(&ko.algorithm)->default_value("auto"), "lloyd | yinyang | auto (yinyang for d >= 16), on every participant")
       ("pull", "workers read their rows from the input file (shared storage) instead of receiving them")
       ("on-loss", po::value(&on_loss)->default_value("move"),
-       "a lost worker's rows: move (the coordinator computes them, from the iteration it was lost in) | drop (left out until it "
-       "returns, as in the Distributed k-Means Clustering study)")
+       "a lost worker's rows: move (the coordinator computes them from the iteration it was lost in; with --pull the surviving "
+       "workers do two iterations later) | drop (left out until it returns, as in the Distributed k-Means Clustering study)")
       ("output-centroids", po::value(&ko.output_centroids), "write the centroids (.npy)")
       ("json", "print the summary as JSON");
   engine_options(d, o);
@@ -139,7 +140,17 @@ int worker_main(const std::vector<std::string>& args) {
     o.id = static_cast<std::uint32_t>(rank);
   }
   o.snapshot_rows = vm.count("snapshot-rows") > 0;
-  return cluster::run_worker(o);
+  // SIGTERM is a graceful leave at a round boundary (a second one kills).
+  static volatile std::sig_atomic_t term = 0;
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { term = 1; };
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  cluster::WorkerRun run(o);
+  while (run.step())
+    if (term) run.leave();
+  return run.exit_code();
 }
 
 }  // namespace accel::cli

@@ -220,6 +220,35 @@ def scenario_svm_kill_restart(a, tmp):
     ct.check_no_stall(job, {0, 1, 3}, slack=2.0)
 
 
+def scenario_svm_sigterm_leave(a, tmp):
+    # SIGTERM: worker 2 leaves at a round boundary; its rows move to the
+    # coordinator without an eviction, it exits 0, and the model is the
+    # single-node one.
+    data = long_data(tmp)
+    ref = single_node(a, tmp, data, PARAMS)
+    job = SvmJob(a, Path(tmp) / "run", 3, data, PARAMS)
+    job.wait_round(200)
+    job.procs[2].send_signal(signal.SIGTERM)
+    try:
+        code = job.procs[2].wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        fail("worker 2 did not leave within 30 s of SIGTERM")
+    if code != 0:
+        fail(f"worker 2 exited {code} after SIGTERM")
+    job.finish()
+    logs = job.logs()
+    left = [j for j in logs[0] if j.get("event") == "left"]
+    if not left:
+        fail("no leave in the coordinator's log")
+    evicted = [j["iteration"] for j in logs[0] if j.get("participant") == 0 and j.get("evicted")]
+    if evicted:
+        fail(f"members were evicted in rounds {evicted}: the leave waited out a timeout")
+    if job.summary()["rows_moved"] < 1:
+        fail("worker 2's rows did not move")
+    print(f"worker 2 left at round {left[0]['iteration']}")
+    check_model(job, ref, "worker 2 left")
+
+
 def scenario_svm_two_killed(a, tmp):
     # Two workers killed at the same moment (issue 17's overlapping
     # failures), then both restarted: each is handed only the coordinator's

@@ -513,6 +513,60 @@ def scenario_pull_moves(a, tmp, restart=False):
         fail("the centroids differ from the failure-free run")
 
 
+def scenario_sigterm_leave(a, tmp, pull=True):
+    # SIGTERM: worker 2 asks to leave and computes until its rows are handed
+    # on at a round boundary (--pull: to workers 1 and 3; push: to the
+    # coordinator), then exits 0. Nobody waits out a timeout: no member is
+    # evicted, and no round around the leave takes over twice the median.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 1000000, 8, 16, 8)
+    job = Job(a, tmp, 3, data, 16, 60, 3000, extra=["--pull"] if pull else [])
+    job.wait_iteration(10)
+    job.procs[2].send_signal(signal.SIGTERM)
+    try:
+        code = job.procs[2].wait(timeout=30 * SCALE)
+    except subprocess.TimeoutExpired:
+        fail("worker 2 did not leave within 30 s of SIGTERM")
+    if code != 0:
+        fail(f"worker 2 exited {code} after SIGTERM")
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    logs = job.logs()
+    asked = [j for j in logs[0] if j.get("event") == "leave"]
+    left = [j for j in logs[0] if j.get("event") == "left"]
+    if not asked or not left:
+        fail(f"no leave in the coordinator's log: {asked} {left}")
+    rounds = [j for j in logs[0] if j.get("participant") == 0]
+    evicted = [j["iteration"] for j in rounds if j["evicted"]]
+    if evicted:
+        fail(f"members were evicted in rounds {evicted}: the leave waited out a timeout")
+    times = [j["computing_s"] + j["synchronizing_s"] for j in rounds]
+    median = sorted(times)[len(times) // 2]
+    around = [t for j, t in zip(rounds, times) if left[0]["iteration"] - 2 <= j["iteration"] <= left[0]["iteration"] + 1]
+    # 2x the median, or 20 ms: rounds of a few ms are noise on shared cores.
+    if max(around) > max(2 * median, 0.02):
+        fail(f"rounds around the leave took {around} s against a median of {median} s")
+    last = rounds[-1]["members"]
+    if 2 in last["active"]:
+        fail(f"worker 2 still counts after leaving: {last}")
+    moved = [j for j in logs[0] if j.get("event") == "rows_moved"]
+    if pull and (not moved or {m["home"] for m in moved[0]["moves"]} != {2}):
+        fail(f"worker 2's rows were not moved to the workers: {moved}")
+    if not pull and not any(j.get("event") == "rows_taken_over" for j in logs[0]):
+        fail("the coordinator did not take worker 2's rows over")
+    worst = failure_free_difference(a, tmp, data, 16, 60)
+    print(f"worker 2 asked to leave at iteration {asked[0]['iteration']}, left at {left[0]['iteration']} "
+          f"({'rows to workers 1 and 3' if pull else 'rows to the coordinator'}); rounds around it "
+          f"{max(around) * 1e3:.1f} ms at most, median {median * 1e3:.1f} ms; centroids within {worst:.1e} of the "
+          f"failure-free run")
+    if worst > 1e-6:
+        fail("the centroids differ from the failure-free run")
+
+
+def scenario_sigterm_leave_push(a, tmp):
+    scenario_sigterm_leave(a, tmp, pull=False)
+
+
 def failure_free_difference(a, tmp, data, k, iters):
     """Largest relative difference between the job's centroids and a
     single-node run's (the failure-free result)."""

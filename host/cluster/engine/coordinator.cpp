@@ -77,6 +77,9 @@ class Coordinator {
   void on_ticket(const Received& r);
   void on_resync(const Received& r);
   void on_need(const Received& r);
+  void on_leave(const Received& r);
+  void depart(std::uint32_t w, std::int64_t t);
+  bool survivors_take(std::uint32_t w) const;
   void tell_counted(std::uint32_t to, std::int64_t t, std::uint32_t q);
   void keep_counted(std::int64_t t, const std::map<std::uint32_t, Bytes>& members, const Membership& view,
                     const std::vector<std::uint32_t>& evicted);
@@ -133,6 +136,7 @@ class Coordinator {
   std::vector<std::pair<std::uint32_t, std::int64_t>> pending_trims_;
   std::unique_ptr<Partition> own_;
   std::set<std::uint32_t> active_, inactive_, recovering_, resynced_, taken_over_;
+  std::set<std::uint32_t> leaving_;  // asked to leave (kLeave), still active
   std::map<std::uint32_t, Ranges> stood_;  // the rows each member stood in for is computed from
   // --pull: lost members' rows computed by workers (Move). In effect this
   // round; announced in the last round's contribution (in effect from this
@@ -409,6 +413,11 @@ bool Coordinator::step() {
 // partition: the coordinator stops standing in for them.
 void Coordinator::welcome_back(std::int64_t t) {
   apply_moves(t);
+  // Leaving members go once workers compute their rows (--pull), or at
+  // once where the coordinator stands in.
+  for (const auto w : std::set<std::uint32_t>(leaving_))
+    if (!survivors_take(w) || std::any_of(moves_.begin(), moves_.end(), [&](const Move& m) { return m.home == w; }))
+      depart(w, t);
   for (auto it = resynced_.begin(); it != resynced_.end();) {
     const auto w = *it;
     // Workers compute its rows (or it computed others'): it counts from the
@@ -588,6 +597,7 @@ void Coordinator::on_message(const Received& r) {
     case kTicket: return on_ticket(r);
     case kResync: return on_resync(r);
     case kNeed: return on_need(r);
+    case kLeave: return on_leave(r);
     case kContribution:
       // A member this node no longer counts (a late one, or one stopped
       // past the timeout): it must rejoin to count again.
@@ -621,6 +631,7 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   for (auto q : st.evicted) {
     active_.erase(q);
     recovering_.erase(q);
+    leaving_.erase(q);
     inactive_.insert(q);
     replan_ = true;
     // Lost in this round: its contribution of this round too, from its rows.
@@ -782,7 +793,7 @@ std::vector<Move> Coordinator::plan_moves() const {
   std::vector<std::uint32_t> by;
   std::vector<double> rate;
   for (auto w : active_)
-    if (w != 0) {
+    if (w != 0 && !leaving_.count(w)) {
       by.push_back(w);
       const auto r = rates_.rate(w);
       rate.push_back(r ? *r : capability_.count(w) ? capability_.at(w) : 1.0);
@@ -793,6 +804,7 @@ std::vector<Move> Coordinator::plan_moves() const {
   std::vector<std::uint32_t> homes(inactive_.begin(), inactive_.end());
   for (auto q : recovering_)
     if (!resynced_.count(q)) homes.push_back(q);
+  homes.insert(homes.end(), leaving_.begin(), leaving_.end());
   std::sort(homes.begin(), homes.end());
   std::int64_t lost = 0;
   for (auto q : homes) lost += kept_[q];
@@ -860,6 +872,7 @@ RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, 
   for (auto q : st.evicted) {
     active_.erase(q);
     recovering_.erase(q);
+    leaving_.erase(q);
     inactive_.insert(q);
     node_->send(q, kEvicted, t, {});  // it may wait for a decision that will not come to it
   }
@@ -932,6 +945,34 @@ void Coordinator::on_ticket(const Received& r) {
   } catch (const std::exception& e) {
     log::warn("accel coordinator") << "dropped ticket from " << w << ": " << e.what();
   }
+}
+
+// A member asks to leave (SIGTERM): its rows are handed on at a round
+// boundary, as for a lost member, but nobody waits out a timeout for it.
+void Coordinator::on_leave(const Received& r) {
+  const auto w = r.message.header.sender;
+  if (!active_.count(w) || leaving_.count(w) || w == 0) return;
+  leaving_.insert(w);
+  replan_ = true;
+  log_.write({{"event", "leave"}, {"worker", w}, {"iteration", current_t_}});
+}
+
+// Whether workers, not the coordinator, will compute w's rows when it goes.
+bool Coordinator::survivors_take(std::uint32_t w) const {
+  if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll || kept_[w] == 0) return false;
+  return std::any_of(active_.begin(), active_.end(), [&](std::uint32_t v) { return v != 0 && !leaving_.count(v); });
+}
+
+// w counts no more from round t: its rows are the workers' (moves in
+// effect) or the coordinator's stand-in, and it is told it is done.
+void Coordinator::depart(std::uint32_t w, std::int64_t t) {
+  leaving_.erase(w);
+  active_.erase(w);
+  inactive_.insert(w);
+  take_over(w, t);
+  replan_ = true;
+  node_->send(w, kDone, t, {});
+  log_.write({{"event", "left"}, {"worker", w}, {"iteration", t}});
 }
 
 void Coordinator::on_resync(const Received& r) {

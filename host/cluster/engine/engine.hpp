@@ -93,6 +93,11 @@ class WorkerRun {
   ~WorkerRun();
   bool step();
   int exit_code() const;
+  // A graceful leave (SIGTERM): from the next step the worker asks the
+  // coordinator to let it go at a round boundary, computes until its rows
+  // are handed on, and is done (exit 0) without anyone waiting out a
+  // timeout. Call between steps.
+  void leave();
 
  private:
   struct Impl;

@@ -60,8 +60,9 @@ class Incarnation {
   // `reached`: set once the coordinator has answered this incarnation's
   // hello (it is there).
   Incarnation(const WorkerOptions& o, std::uint32_t incarnation, std::optional<Snapshot>& snap, Log& log,
-              const Registry& reg, bool& reached)
-      : o_(o), incarnation_(incarnation), snap_(snap), log_(log), reached_(reached), local_{reg, o.device, {}},
+              const Registry& reg, bool& reached, const bool& leaving)
+      : o_(o), incarnation_(incarnation), snap_(snap), log_(log), reached_(reached), leaving_(leaving),
+        local_{reg, o.device, {}},
         node_(transport_options(o, o.id, incarnation), Ms(o.timeout_ms), Limits{}) {}
 
   void start() {
@@ -130,6 +131,8 @@ class Incarnation {
   std::optional<Snapshot>& snap_;
   Log& log_;
   bool& reached_;
+  const bool& leaving_;    // asked to leave (WorkerRun::leave)
+  bool leave_said_ = false;  // kLeave sent
   Local local_;
   Node node_;
   Ms join_{0};
@@ -240,6 +243,11 @@ bool Incarnation::step() {
   if (over_ || t_ > snap_->task.max_rounds || done_) {
     wait_done();
     return false;
+  }
+  if (leaving_ && !leave_said_ && !recovering_) {
+    node_.send(0, kLeave, t_, {});
+    leave_said_ = true;
+    log_.write({{"event", "leaving"}, {"worker", o_.id}, {"iteration", t_}});
   }
   const bool central = workload().exchange() == Exchange::Central;
   SyncStats st;
@@ -433,6 +441,7 @@ struct WorkerRun::Impl {
   // not); reset whenever an incarnation gets through to it.
   std::optional<Clock::time_point> lost_since;
   bool ever_reached = false, reached = false;
+  bool leaving = false;  // WorkerRun::leave
   int evictions = 0;  // evictions and rejected resumes so far
   std::unique_ptr<Incarnation> inc;
   std::optional<int> code;  // set: this worker is done
@@ -461,6 +470,7 @@ std::optional<int> WorkerRun::Impl::recover() {
     throw;
   } catch (const JobDone&) {
     return kExitOk;
+
   } catch (const NotListening& e) {
     // Before the job: the launcher started this worker first. During it:
     // the coordinator is down, and may come back (--resume) within
@@ -474,6 +484,7 @@ std::optional<int> WorkerRun::Impl::recover() {
     }
     std::this_thread::sleep_for(Ms(200));
   } catch (const CoordinatorGone& e) {
+    if (leaving) return kExitOk;  // nothing to rejoin for
     ever_reached = true;
     // The endpoint failed. That is also what a worker stopped past the
     // keepalive finds (the coordinator closed on it): try to rejoin, once
@@ -488,6 +499,7 @@ std::optional<int> WorkerRun::Impl::recover() {
     save_incarnation(o, snap, ++incarnation);
     log::info(me) << e.what() << "; trying to rejoin as incarnation " << incarnation;
   } catch (const Evicted& e) {
+    if (leaving) return kExitOk;
     ever_reached = true;
     if (evictions++ >= 5 || !snap) {
       log::error(me) << e.what() << "; " << (snap ? "could not rejoin" : "no task to resume") << "; exiting";
@@ -534,7 +546,7 @@ bool WorkerRun::step() {
     try {
       if (!w.inc) {
         w.reached = false;
-        w.inc = std::make_unique<Incarnation>(w.o, w.incarnation, w.snap, w.log, w.reg, w.reached);
+        w.inc = std::make_unique<Incarnation>(w.o, w.incarnation, w.snap, w.log, w.reg, w.reached, w.leaving);
         w.inc->start();
       }
       if (w.inc->step()) return true;
@@ -557,6 +569,8 @@ bool WorkerRun::step() {
 }
 
 int WorkerRun::exit_code() const { return impl_->code.value_or(kExitOk); }
+
+void WorkerRun::leave() { impl_->leaving = true; }
 
 int run_worker(const WorkerOptions& o) {
   WorkerRun run(o);

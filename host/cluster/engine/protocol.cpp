@@ -70,6 +70,7 @@ const char* type_name(std::uint16_t t) {
     case kEvicted: return "evicted";
     case kCounted: return "counted";
     case kNeed: return "need";
+    case kLeave: return "leave";
   }
   return "unknown";
 }

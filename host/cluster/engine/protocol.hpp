@@ -34,6 +34,7 @@ enum Type : std::uint16_t {
   kEvicted = 14,      // coordinator -> member it no longer counts (Central exchange): rejoin
   kCounted = 15,      // coordinator -> members: what it counted for a member in a round (see Node::sync)
   kNeed = 16,         // member -> coordinator: which member's contribution of the round it lacks
+  kLeave = 17,        // member -> coordinator: it leaves at a round boundary (SIGTERM); answered by kDone
 };
 const char* type_name(std::uint16_t t);
 
