@@ -33,7 +33,10 @@ void common_options(po::options_description& d, cluster::Common& c, bool device 
 }
 
 void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) {
-  d.add_options()("workers", po::value(&o.workers), "number of workers (default: launcher size - 1)")
+  d.add_options()("workers", po::value(&o.workers), "number of workers to wait for before round 1 (default: launcher size - 1)")
+      ("max-workers", po::value(&o.max_workers)->default_value(0),
+       "workers started without --id may join the running job up to this many in all (0: --workers); with --pull "
+       "they get a share of the rows by measured rate")
       ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
       ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")
       ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
@@ -125,7 +128,8 @@ int worker_main(const std::vector<std::string>& args) {
   po::options_description d("accel worker --coordinator ADDR:PORT [--id I] [options]");
   d.add_options()("help,h", "this help")
       ("coordinator", po::value(&o.coordinator)->required(), "the coordinator's ADDR:PORT")
-      ("id", po::value(&o.id), "worker id 1..N (default: the launcher's rank)")
+      ("id", po::value(&o.id), "worker id 1..N (default: the launcher's rank; outside a launcher, one the "
+                                "coordinator gives, to join a running job)")
       ("snapshot-dir", po::value(&o.snapshot_dir), "keep the task here and resume from it after a restart")
       ("snapshot-rows", "keep the partition's rows in the snapshot too (default: a resume asks the coordinator "
                         "for them again)")
@@ -135,9 +139,12 @@ int worker_main(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_or_help(args, d, vm)) return 0;
   if (!vm.count("id")) {
+    // Outside a launcher (which gives the rank), the coordinator gives an
+    // id: a worker joining a running job (--max-workers).
     const int rank = cluster::launcher_rank(-1);
-    if (rank < 0) throw InputError("--id is required outside a launcher (mpirun and srun give the rank)");
-    o.id = static_cast<std::uint32_t>(rank);
+    o.id = rank < 0 ? 0 : static_cast<std::uint32_t>(rank);
+  } else if (o.id < 1) {
+    throw InputError("--id must be 1 or more (0 is the coordinator)");
   }
   o.snapshot_rows = vm.count("snapshot-rows") > 0;
   // SIGTERM is a graceful leave at a round boundary (a second one kills).

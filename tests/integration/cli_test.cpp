@@ -157,11 +157,13 @@ TEST_F(Cli, InitFileShapeIsChecked) {
 }
 
 #if ACCEL_HAVE_UCX
-TEST_F(Cli, WorkerOutsideALauncherNeedsId) {
+// Outside a launcher a worker may leave --id out (the coordinator gives
+// one), but an id it names must be a worker's.
+TEST_F(Cli, WorkerIdIsAWorkers) {
   const Proc r = run("env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK " + std::string(ACCEL_BIN) +
-                     " worker --coordinator 127.0.0.1:1");
+                     " worker --coordinator 127.0.0.1:1 --id 0");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("--id is required"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--id must be 1 or more"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 #endif

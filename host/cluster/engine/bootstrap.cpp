@@ -192,8 +192,8 @@ struct BootServer::Conn {
 };
 
 BootServer::BootServer(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
-                       std::vector<std::byte> address)
-    : token_(token), max_id_(max_id), address_(std::move(address)) {
+                       std::vector<std::byte> address, std::uint32_t max_assigned)
+    : token_(token), max_id_(max_id), max_assigned_(max_assigned), last_assigned_(max_id), address_(std::move(address)) {
   sockaddr_in sa = transport::ipv4_sockaddr(ip, port);
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) throw InputError(std::string("socket: ") + std::strerror(errno));
@@ -373,19 +373,24 @@ void BootServer::answer(Conn& c) {
     refuse(c, "wrong job token (id " + std::to_string(id) + ")");
     return;
   }
-  if (id < 1 || id > max_id_ || flag > 1) {
+  std::unique_lock lock(mu_);
+  if (id == 0 && flag == 0 && last_assigned_ < max_assigned_) id = ++last_assigned_;  // elastic: a fresh id
+  if (id < 1 || id > std::max(max_id_, last_assigned_) || flag > 1) {
+    lock.unlock();
     append(c.out, &refused, 1);
-    refuse(c, "unknown worker id " + std::to_string(id));
+    refuse(c, id == 0 ? "a worker without an id, and the job is full (--max-workers " +
+                            std::to_string(std::max(max_id_, max_assigned_)) + ")"
+                      : "unknown worker id " + std::to_string(id));
     return;
   }
   const std::uint8_t accepted = kAccepted;
   append(c.out, &accepted, 1);
+  append(c.out, &id, sizeof id);
   const auto n = static_cast<std::uint32_t>(address_.size());
   append(c.out, &n, sizeof n);
   append(c.out, address_.data(), address_.size());
   const Mac ours = mac(token_, "server", c.ns, nc, id, flag, address_);
   append(c.out, ours.data(), ours.size());
-  std::lock_guard lock(mu_);
   admitted_[id] = {address, ticket_of(token_, c.ns, nc, id), flag == 1, session_key(token_, c.ns, nc, id)};
   addresses_[id] = address;
   keys_[id] = session_key(token_, c.ns, nc, id);
@@ -507,17 +512,22 @@ BootReply boot_attempt(const std::string& ip, std::uint16_t port, std::uint64_t 
   const Mac ours = mac(token, "client", ns, nc, id, flag, address);
   w.write(ours.data(), ours.size());
   if (w.get<std::uint8_t>() != kAccepted)
-    throw TokenRefused("worker " + std::to_string(id) + ": the coordinator at " + ip + ":" + std::to_string(port) +
-                       " refused this worker: a different job token, or an id it does not know");
+    throw TokenRefused((id == 0 ? std::string("a worker without --id") : "worker " + std::to_string(id)) +
+                       ": the coordinator at " + ip + ":" + std::to_string(port) +
+                       " refused it: a different job token, an id it does not know, or a job with no room for "
+                       "another worker (--max-workers)");
   BootReply reply;
+  reply.id = w.get<std::uint32_t>();
   reply.address = w.bytes(kMaxAddress);
   Mac theirs;
   w.read(theirs.data(), theirs.size());
-  if (!same(theirs, mac(token, "server", ns, nc, id, flag, reply.address)))
+  // The MAC covers the id given, so a man in the middle cannot change it.
+  if (!same(theirs, mac(token, "server", ns, nc, reply.id, flag, reply.address)) || reply.id == 0 ||
+      (id != 0 && reply.id != id))
     throw InputError("worker " + std::to_string(id) + ": the coordinator at " + ip + ":" + std::to_string(port) +
                      " does not hold this job's token");
-  reply.ticket = ticket_of(token, ns, nc, id);
-  reply.key = session_key(token, ns, nc, id);
+  reply.ticket = ticket_of(token, ns, nc, reply.id);
+  reply.key = session_key(token, ns, nc, reply.id);
   return reply;
 }
 
@@ -542,6 +552,13 @@ BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t 
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
+}
+
+std::uint32_t boot_assign_id(const std::string& ip, std::uint16_t port, std::uint64_t token,
+                             std::chrono::milliseconds timeout) {
+  // No UCX address yet (the worker's transport is made for its id): one
+  // byte stands in; the worker's own handshake with the id follows.
+  return boot_connect(ip, port, token, 0, false, {std::byte{0}}, timeout).id;
 }
 
 }  // namespace accel::cluster

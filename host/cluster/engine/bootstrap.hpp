@@ -61,9 +61,11 @@ transport::MacKey pair_key(const JobSecret& secret, std::uint32_t a, std::uint32
 class BootServer {
  public:
   // Listens on ip:port (0: any free port) for workers 1..max_id; answers
-  // with `address` (this process's UCX worker address).
+  // with `address` (this process's UCX worker address). A worker that asks
+  // with id 0 (elastic membership: started without --id) is given the next
+  // id above max_id, up to max_assigned, and may come back with it.
   BootServer(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
-             std::vector<std::byte> address);
+             std::vector<std::byte> address, std::uint32_t max_assigned = 0);
   ~BootServer();
   BootServer(const BootServer&) = delete;
   BootServer& operator=(const BootServer&) = delete;
@@ -97,6 +99,7 @@ class BootServer {
 
   std::uint64_t token_;
   std::uint32_t max_id_;
+  std::uint32_t max_assigned_, last_assigned_;  // ids given to workers that asked with id 0
   std::vector<std::byte> address_;
   int fd_ = -1;
   std::uint16_t port_ = 0;
@@ -121,11 +124,16 @@ class BootServer {
 // when the coordinator refuses the token or id, InputError on a coordinator
 // that fails to prove it holds the token (or a broken exchange).
 struct BootReply {
+  std::uint32_t id = 0;  // the id asked for, or the one the coordinator gave (asked with 0)
   std::vector<std::byte> address;
   Ticket ticket{};
   transport::MacKey key{};
 };
 BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
                        const std::vector<std::byte>& address, std::chrono::milliseconds timeout);
+// An id for a worker started without one: a handshake with id 0, which the
+// coordinator answers with a fresh id (TokenRefused when the job is full).
+std::uint32_t boot_assign_id(const std::string& ip, std::uint16_t port, std::uint64_t token,
+                             std::chrono::milliseconds timeout);
 
 }  // namespace accel::cluster

@@ -13,6 +13,7 @@
 #include "accel/perf_model.hpp"
 #include "checkpoint.hpp"
 #include "job_token.hpp"
+#include "moves.hpp"
 #include "rates.hpp"
 #include "session.hpp"
 #include "snapshot.hpp"
@@ -27,6 +28,7 @@ class Coordinator {
   Coordinator(const CoordinatorOptions& o, bool write_token, Job& job, std::optional<Checkpoint> resume)
       : o_(o), write_token_(write_token), job_(job), workload_(find_workload(job.workload())), log_(o.log_json),
         registry_(Registry::discover_all()), local_{registry_, o.device, {}}, N_(o.workers),
+        M_(std::max(o.workers, o.max_workers)),
         resume_(std::move(resume)) {}
 
   ~Coordinator() {
@@ -98,7 +100,7 @@ class Coordinator {
     job_.release(0, job_.units());
     return f;
   }
-  bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(N_); }
+  bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(M_); }
   Membership membership() const {
     return {{active_.begin(), active_.end()}, {inactive_.begin(), inactive_.end()},
             {recovering_.begin(), recovering_.end()}};
@@ -112,7 +114,8 @@ class Coordinator {
   Log log_;
   Registry registry_;
   Local local_;
-  const int N_;
+  const int N_;  // workers at the start
+  const int M_;  // the most ids: those above N_ are given to workers that join a running job
   std::optional<Checkpoint> resume_;  // --resume: the checkpoint the job continues from
   Bytes params_;                      // every task's (the checkpoint's on a resume)
   std::string listen_address_;        // ADDR:PORT as bound
@@ -171,7 +174,10 @@ void Coordinator::listen() {
   topts.protocol = transport::parse_bulk_protocol(o_.protocol);
   node_ = std::make_unique<Node>(topts, Ms(o_.timeout_ms), Limits{});
   const auto [ip, port] = split_addr(o_.listen);
-  boot_ = std::make_unique<BootServer>(ip, port, o_.job, static_cast<std::uint32_t>(N_), node_->net().worker_address());
+  if (o_.max_workers != 0 && o_.max_workers < N_)
+    throw InputError("--max-workers " + std::to_string(o_.max_workers) + " is below --workers " + std::to_string(N_));
+  boot_ = std::make_unique<BootServer>(ip, port, o_.job, static_cast<std::uint32_t>(N_), node_->net().worker_address(),
+                                       static_cast<std::uint32_t>(M_));
   const auto bound = boot_->port();
   listen_address_ = ip + ":" + std::to_string(bound);
   if (write_token_) {
@@ -291,6 +297,9 @@ void Coordinator::partition() {
   loads_ = rebalance(loads_, caps, 0.0);
   begin_.assign(N_ + 1, 0);
   for (int i = 1; i <= N_; ++i) begin_[i] = begin_[i - 1] + loads_[i - 1];
+  // Ids that may join later own no rows of their own (rows move to them).
+  loads_.resize(M_ + 1, 0);
+  begin_.resize(M_ + 1, n);
   kept_ = loads_;
   log_.write({{"event", "partition"}, {"rows", loads_}, {"capability_rows_per_s", caps}});
   job_.partitioned(begin_, loads_);
@@ -317,8 +326,8 @@ Task Coordinator::task_for(std::uint32_t w) const {
 // Worker w's keys with every other worker (bootstrap.hpp); entry 0 and its
 // own stay zero.
 std::vector<transport::MacKey> Coordinator::pair_keys_of(std::uint32_t w) const {
-  std::vector<transport::MacKey> keys(static_cast<std::size_t>(N_) + 1, transport::MacKey{});
-  for (int j = 1; j <= N_; ++j)
+  std::vector<transport::MacKey> keys(static_cast<std::size_t>(M_) + 1, transport::MacKey{});
+  for (int j = 1; j <= M_; ++j)
     if (static_cast<std::uint32_t>(j) != w) keys[j] = pair_key(secret_, w, static_cast<std::uint32_t>(j));
   return keys;
 }
@@ -416,8 +425,7 @@ void Coordinator::welcome_back(std::int64_t t) {
   // Leaving members go once workers compute their rows (--pull), or at
   // once where the coordinator stands in.
   for (const auto w : std::set<std::uint32_t>(leaving_))
-    if (!survivors_take(w) || std::any_of(moves_.begin(), moves_.end(), [&](const Move& m) { return m.home == w; }))
-      depart(w, t);
+    if (!survivors_take(w) || ranges_of(w).empty()) depart(w, t);
   for (auto it = resynced_.begin(); it != resynced_.end();) {
     const auto w = *it;
     // Workers compute its rows (or it computed others'): it counts from the
@@ -465,8 +473,9 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
   c.round = t;
   c.state = own_->shared_state();
   c.job_state = job_.saved();
-  c.begin = begin_;
-  c.loads = loads_;
+  // The launch's partitions (ids that joined later own no rows).
+  c.begin.assign(begin_.begin(), begin_.begin() + N_ + 1);
+  c.loads.assign(loads_.begin(), loads_.begin() + N_ + 1);
   c.members = membership();
   c.all_lost_at = all_lost_at_;
   try {
@@ -522,6 +531,8 @@ void Coordinator::resume() {
   params_ = c.params;
   begin_ = c.begin;
   loads_ = c.loads;
+  loads_.resize(M_ + 1, 0);
+  begin_.resize(M_ + 1, job_.units());
   kept_ = loads_;
   all_lost_at_ = c.all_lost_at;
   job_.partitioned(begin_, loads_);
@@ -770,16 +781,18 @@ bool Coordinator::take_over(std::uint32_t q, std::int64_t t) {
 // and the rows moved to it.
 Coordinator::Ranges Coordinator::ranges_of(std::uint32_t q) const {
   Ranges r;
-  const bool away = std::any_of(moves_.begin(), moves_.end(), [&](const Move& m) { return m.home == q; });
-  if (!away && kept_[q] > 0) r.emplace_back(begin_[q], kept_[q]);
+  if (const auto own = own_rows(q, begin_[q], kept_[q], moves_); own > 0) r.emplace_back(begin_[q], own);
   for (const auto& m : moves_)
     if (m.by == q) r.emplace_back(m.begin, m.rows);
   return r;
 }
 
+// Whether w computes other than its kept rows under the moves in effect
+// or announced.
 bool Coordinator::moved(std::uint32_t w) const {
   auto in = [&](const std::vector<Move>& l) {
-    return std::any_of(l.begin(), l.end(), [&](const Move& m) { return m.home == w || m.by == w; });
+    return own_rows(w, begin_[w], kept_[w], l) != kept_[w] ||
+           std::any_of(l.begin(), l.end(), [&](const Move& m) { return m.by == w; });
   };
   return in(moves_) || (announced_ && in(*announced_));
 }
@@ -790,40 +803,33 @@ bool Coordinator::moved(std::uint32_t w) const {
 // member's rows, and reads it from the input itself.
 std::vector<Move> Coordinator::plan_moves() const {
   if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return {};
-  std::vector<std::uint32_t> by;
-  std::vector<double> rate;
+  MovePlanInput in;
+  in.begin = begin_;
+  in.kept = kept_;
+  // A worker not measured yet (one that just joined) counts at the mean
+  // of those that are.
+  double sum = 0;
+  int known = 0;
+  for (auto w : active_)
+    if (const auto r = rates_.rate(w)) sum += *r, ++known;
   for (auto w : active_)
     if (w != 0 && !leaving_.count(w)) {
-      by.push_back(w);
+      in.workers.push_back(w);
       const auto r = rates_.rate(w);
-      rate.push_back(r ? *r : capability_.count(w) ? capability_.at(w) : 1.0);
+      in.rates.push_back(r                     ? *r
+                         : known > 0           ? sum / known
+                         : capability_.count(w) ? capability_.at(w)
+                                                : 1.0);
     }
-  // Lost: the inactive members, and the returning ones until they are
-  // back in step (resynchronized), when they count from the round the
-  // plan without them is in effect.
-  std::vector<std::uint32_t> homes(inactive_.begin(), inactive_.end());
+  // Lost: the inactive members, the leaving ones, and the returning ones
+  // until they are back in step (resynchronized), when they count from the
+  // round the plan without them is in effect.
+  in.lost.assign(inactive_.begin(), inactive_.end());
   for (auto q : recovering_)
-    if (!resynced_.count(q)) homes.push_back(q);
-  homes.insert(homes.end(), leaving_.begin(), leaving_.end());
-  std::sort(homes.begin(), homes.end());
-  std::int64_t lost = 0;
-  for (auto q : homes) lost += kept_[q];
-  if (by.empty() || lost == 0) return {};
-  std::vector<std::int64_t> quota(by.size(), 0);
-  quota[0] = lost;
-  quota = rebalance(quota, rate, 0.0);
-  std::vector<Move> out;
-  std::size_t w = 0;
-  for (auto q : homes) {
-    for (std::int64_t at = begin_[q], end = begin_[q] + kept_[q]; at < end;) {
-      while (w + 1 < by.size() && quota[w] == 0) ++w;
-      const std::int64_t n = w + 1 == by.size() ? end - at : std::min(quota[w], end - at);
-      out.push_back({q, by[w], at, n, job_.data_bytes(at, at + n)});
-      quota[w] -= n;
-      at += n;
-    }
-  }
-  return out;
+    if (!resynced_.count(q)) in.lost.push_back(q);
+  in.lost.insert(in.lost.end(), leaving_.begin(), leaving_.end());
+  std::sort(in.lost.begin(), in.lost.end());
+  return accel::cluster::plan_moves(in, [this](std::int64_t b, std::int64_t e) { return job_.data_bytes(b, e); });
 }
 
 // A new plan, when the membership changed, goes out with this round's
@@ -959,18 +965,19 @@ void Coordinator::on_leave(const Received& r) {
 
 // Whether workers, not the coordinator, will compute w's rows when it goes.
 bool Coordinator::survivors_take(std::uint32_t w) const {
-  if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll || kept_[w] == 0) return false;
+  if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return false;
   return std::any_of(active_.begin(), active_.end(), [&](std::uint32_t v) { return v != 0 && !leaving_.count(v); });
 }
 
 // w counts no more from round t: its rows are the workers' (moves in
 // effect) or the coordinator's stand-in, and it is told it is done.
 void Coordinator::depart(std::uint32_t w, std::int64_t t) {
+  const bool planned = survivors_take(w);  // its rows are the workers' already
   leaving_.erase(w);
   active_.erase(w);
   inactive_.insert(w);
   take_over(w, t);
-  replan_ = true;
+  replan_ = replan_ || !planned;
   node_->send(w, kDone, t, {});
   log_.write({{"event", "left"}, {"worker", w}, {"iteration", t}});
 }
@@ -990,7 +997,8 @@ void Coordinator::on_resync(const Received& r) {
 // lets those messages leave) is teardown, as Spark's is not in its time.
 int Coordinator::finish() {
   const double job_seconds = secs(t_start_, Clock::now()) - waiting_;
-  for (int w = 1; w <= N_; ++w) node_->send(w, kDone, rounds_done_, {});
+  for (const auto& [w, a] : address_)
+    if (w != 0) node_->send(w, kDone, rounds_done_, {});
   node_->net().progress_until([] { return false; }, Ms(50));  // let the done messages leave
   nlohmann::json summary = {{"n", job_.units()},
                             {"workers", N_},

@@ -26,7 +26,8 @@ struct Common {
 };
 
 struct CoordinatorOptions : Common {
-  int workers = 1;
+  int workers = 1;      // waited for before round 1
+  int max_workers = 0;  // more may join a running job without --id, up to this many (0: workers)
   std::string listen = "127.0.0.1:0";
   std::size_t block_size = 64u << 20;
   std::string protocol = "auto";  // bulk: auto | put | am

@@ -15,6 +15,7 @@
 #include "session.hpp"
 #include "job_token.hpp"
 #include "snapshot.hpp"
+#include "moves.hpp"
 
 namespace accel::cluster {
 namespace {
@@ -141,6 +142,10 @@ class Incarnation {
   // Lost members' rows this worker computes (--pull), by their home, with
   // their bytes; declared before the partition, which reads them.
   std::map<std::uint32_t, std::pair<Move, Bytes>> pieces_;
+  // The first rows of its partition this worker computes: as a re-split by
+  // speed left them (trims), and before the first it gave away (moves).
+  std::int64_t trim_keep_ = std::numeric_limits<std::int64_t>::max();
+  std::int64_t move_keep_ = std::numeric_limits<std::int64_t>::max();
   std::unique_ptr<Partition> part_;
   bool recovering_ = false, done_ = false, over_ = false;
   // Declared after what it uses: joined first when the incarnation ends.
@@ -307,7 +312,8 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   if (auto c = got.find(0); c != got.end()) {
     for (const auto& [id, rows] : c->second.trims)
       if (id == o_.id) {
-        all_to_all(*part_).keep(rows);
+        trim_keep_ = rows;
+        all_to_all(*part_).keep(std::min(trim_keep_, move_keep_));
         out.log["kept_rows"] = rows;
       }
     if (c->second.has_moves && !recovering_) take_moves(c->second.moves, out.log);
@@ -319,6 +325,12 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
 // the rows moved to it from the input (the task's, --pull) and computes
 // them besides its own; pieces it had that the list leaves out are dropped.
 void Incarnation::take_moves(const std::vector<Move>& moves, nlohmann::json& log) {
+  const std::int64_t keep = own_rows(o_.id, snap_->task.begin, snap_->task.rows, moves);
+  if (keep != std::min(move_keep_, snap_->task.rows)) {
+    move_keep_ = keep;
+    all_to_all(*part_).keep(std::min(trim_keep_, move_keep_));
+    log["kept_rows"] = std::min(trim_keep_, move_keep_);
+  }
   std::map<std::uint32_t, Move> mine;
   for (const auto& m : moves)
     if (m.by == o_.id && m.home != o_.id && !mine.emplace(m.home, m).second)
@@ -453,7 +465,7 @@ struct WorkerRun::Impl {
   void begin() {
     token_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
     o.job = find_job_token(given, token_deadline);
-    snap = load_own_snapshot(o);
+    snap = o.id == 0 ? std::nullopt : load_own_snapshot(o);  // id 0: a new member, nothing to resume
     incarnation = snap ? snap->incarnation + 1 : 1;
     join_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
     begun = true;
@@ -532,7 +544,6 @@ std::optional<int> WorkerRun::Impl::recover() {
 }
 
 WorkerRun::WorkerRun(const WorkerOptions& given) {
-  if (given.id < 1) throw InputError("--id must be 1 or more (0 is the coordinator)");
   if (given.timeout_ms < 1) throw InputError("--timeout-ms must be positive");
   impl_ = std::make_unique<Impl>(given);
 }
@@ -545,6 +556,12 @@ bool WorkerRun::step() {
   while (!w.code) {
     try {
       if (!w.inc) {
+        if (w.o.id == 0) {
+          // No id (elastic membership): the coordinator gives one.
+          const auto [ip, port] = split_addr(w.o.coordinator);
+          w.o.id = boot_assign_id(ip, port, w.o.job, Ms(std::max(w.o.timeout_ms * 5, 5000)));
+          log::info("accel worker") << "joining as worker " << w.o.id;
+        }
         w.reached = false;
         w.inc = std::make_unique<Incarnation>(w.o, w.incarnation, w.snap, w.log, w.reg, w.reached, w.leaving);
         w.inc->start();
