@@ -184,6 +184,74 @@ def distributed(args, data, workers, out_dir, cap_bytes, kill=False):
             "round": statistics.median(rounds[1:] or rounds), "centroids": run / "centroids.npy"}
 
 
+def rounds_of(log):
+    return [j for j in jsonl(log) if j.get("participant") == 0]
+
+
+def elastic(args, data, out_dir):
+    """--workers 2 --max-workers 4 --pull; two workers without ids start at
+    round 3; once both count and 10 more rounds ran, worker 1 gets SIGTERM."""
+    run = out_dir / "elastic"
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir(parents=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    port = free_port()
+    log = run / "coordinator.jsonl"
+    out = lambda name: open(run / name, "w")  # noqa: E731
+    coord = subprocess.Popen([args.accel, "coordinator", "--input", str(data), "--k", str(args.k), "--max-iter",
+                              str(args.elastic_iters), "--init", args.init, "--tol", "0", "--workers", "2",
+                              "--max-workers", "4", "--pull", "--listen", f"127.0.0.1:{port}", "--device", "cpu",
+                              "--log-json", str(log), "--json", "--output-centroids", str(run / "centroids.npy"),
+                              "--timeout-ms", "3000"], stdout=out("coordinator.out"), stderr=out("coordinator.err"),
+                             env=env)
+    worker = lambda name, *extra: subprocess.Popen(  # noqa: E731
+        [args.accel, "worker", "--coordinator", f"127.0.0.1:{port}", *extra, "--device", "cpu", "--timeout-ms", "3000",
+         "--log-json", str(run / f"{name}.jsonl")], stdout=out(f"{name}.out"), stderr=out(f"{name}.err"), env=env)
+    procs = {"worker-1": worker("worker-1", "--id", "1"), "worker-2": worker("worker-2", "--id", "2")}
+
+    def wait(pred, what, seconds=600):
+        end = time.time() + seconds
+        while time.time() < end and coord.poll() is None:
+            if pred():
+                return
+            time.sleep(0.05)
+        raise SystemExit(f"elastic run: no {what}")
+
+    try:
+        wait(lambda: len(rounds_of(log)) >= 3, "round 3")
+        procs["joiner-a"] = worker("joiner-a")
+        procs["joiner-b"] = worker("joiner-b")
+        counting = lambda: [j for j in rounds_of(log) if {3, 4} <= set(j["members"]["active"])]  # noqa: E731
+        wait(lambda: counting(), "round with both joiners")
+        both = counting()[0]["iteration"]
+        wait(lambda: len(rounds_of(log)) >= both + 10, "10 rounds after the join")
+        procs["worker-1"].send_signal(signal.SIGTERM)
+        coord.wait(timeout=1800)
+        for p in procs.values():
+            p.wait(timeout=60)
+    finally:
+        for p in [coord, *procs.values()]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if coord.returncode != 0:
+        raise SystemExit("elastic run failed: " + (run / "coordinator.err").read_text()[-800:])
+    rounds = rounds_of(log)
+    counted = {w: next(j["iteration"] for j in rounds if w in j["members"]["active"]) for w in (3, 4)}
+    holds = {}
+    for name in ("joiner-a", "joiner-b"):
+        lines = jsonl(run / f"{name}.jsonl")
+        me = next(j["participant"] for j in lines if "participant" in j)
+        holds[me] = next((j["iteration"] + 1 for j in lines if "moved_in" in j), None)  # in effect the round after
+    left = next(j for j in jsonl(log) if j.get("event") == "left")
+    times = [j["computing_s"] + j["synchronizing_s"] for j in rounds]
+    median = statistics.median(times)
+    after = next(t for j, t in zip(rounds, times) if j["iteration"] == left["iteration"])
+    return {"counted": counted, "holds_rows": holds, "left": left["iteration"], "round_after_leave": after,
+            "median_round": median, "evicted": [j["iteration"] for j in rounds if j["evicted"]],
+            "codes": {n: p.returncode for n, p in procs.items()}, "centroids": run / "centroids.npy"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--accel", default=str(REPO / "build" / "bin" / "accel"))
@@ -193,7 +261,7 @@ def main():
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--init", default="kmeans++", help="kmeans++ | random | kmeans-parallel (every run alike)")
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--workers", type=int, nargs="*", default=[1, 2, 3], help="worker counts to run (none: only --elastic)")
     ap.add_argument("--mode", choices=["pull", "push"], default="pull")
     ap.add_argument("--cap-fraction", type=float, default=0.4,
                     help="each process's memory cap as a fraction of the data's bytes (0: none)")
@@ -203,6 +271,9 @@ def main():
                     help="empty the page cache before each run (root): each process's reads are then charged to "
                     "its own cgroup, not to whoever read the file first")
     ap.add_argument("--kill", action="store_true", help="also a run with the last worker killed -9 at round 3")
+    ap.add_argument("--elastic", action="store_true",
+                    help="also a run of 2 workers (--max-workers 4) that 2 more join without ids, then worker 1 leaves")
+    ap.add_argument("--elastic-iters", type=int, default=60)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     import numpy as np
@@ -223,7 +294,7 @@ def main():
     ref, ref_wall = single(args, data, out_dir)
     c_ref = read_npy(ref)
     results = []
-    cases = [(w, False) for w in args.workers] + ([(max(args.workers), True)] if args.kill else [])
+    cases = [(w, False) for w in args.workers] + ([(max(args.workers), True)] if args.kill and args.workers else [])
     for workers, kill in cases:
         if args.drop_caches:
             subprocess.run(["sync"], check=True)
@@ -251,8 +322,26 @@ def main():
             print(f"  {name:<12}{p['rows']:>10}{own / 1e6:>9.0f}{(p['rss'] or 0) / 1e6:>13.0f}{bound / 1e6:>10.0f}"
                   f"{cg:>11}  {'killed' if gone else 'yes' if ok else 'MISSED'}")
             p["within_bound"] = None if gone else ok
+    if args.elastic:
+        single_elastic = args.iters
+        args.iters = args.elastic_iters
+        ref_e, _ = single(args, data, out_dir)
+        args.iters = single_elastic
+        e = elastic(args, data, out_dir)
+        c = read_npy(e["centroids"])
+        c_ref_e = read_npy(ref_e)
+        e["centroid_rel_diff"] = float(np.max(np.abs(c - c_ref_e) / np.maximum(np.abs(c_ref_e), 1e-6)))
+        e["centroids"] = str(e["centroids"])
+        print(f"\nelastic: 2 workers, 2 joined without ids and counted from rounds {e['counted']}, holding rows from "
+              f"{e['holds_rows']}; worker 1 left at round {e['left']}, that round {e['round_after_leave']:.3f} s "
+              f"against a median of {e['median_round']:.3f} s ({e['round_after_leave'] / e['median_round']:.2f}x); "
+              f"evicted in rounds {e['evicted'] or 'none'}; exit codes {e['codes']}; centroids within "
+              f"{e['centroid_rel_diff']:.1e} of single-node")
+        results.append({"elastic": e})
     if args.json:
         for r in results:
+            if "elastic" in r:
+                continue
             r["centroids"] = str(r["centroids"])
         Path(args.json).write_text(json.dumps({"data": str(data), "bytes": size, "cap": cap if capped else None,
                                                "single_wall_s": ref_wall, "runs": results}, indent=1))

@@ -1177,7 +1177,7 @@ def scenario_intruder(a, tmp):
     print(r.stdout.strip())
     w = subprocess.run([a.accel, "worker", "--coordinator", job.addr, "--id", "1", "--job", "12345"],
                        capture_output=True, text=True, timeout=60)
-    if w.returncode != 2 or "refused this worker" not in w.stderr:
+    if w.returncode != 2 or "refused it" not in w.stderr:
         fail(f"a worker with another job's token: exit {w.returncode}, {w.stderr.strip()}")
     print("a worker with another job's token:", w.stderr.strip())
     if job.finish() != 0:
