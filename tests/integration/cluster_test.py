@@ -528,13 +528,17 @@ def scenario_sigterm_leave(a, tmp, pull=True):
     blobs(data, 1000000, 8, 16, 8)
     job = Job(a, tmp, 3, data, 16, 60, 3000, extra=["--pull"] if pull else [])
     job.wait_iteration(10)
+    t_term = time.time()
     job.procs[2].send_signal(signal.SIGTERM)
     try:
         code = job.procs[2].wait(timeout=30 * SCALE)
     except subprocess.TimeoutExpired:
         fail("worker 2 did not leave within 30 s of SIGTERM")
+    gone = time.time() - t_term
     if code != 0:
         fail(f"worker 2 exited {code} after SIGTERM")
+    if gone > 2 * SCALE:  # the timeout is 3 s: it did not wait one out
+        fail(f"worker 2 took {gone:.1f} s to leave")
     if job.finish() != 0:
         fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
     logs = job.logs()
@@ -561,7 +565,8 @@ def scenario_sigterm_leave(a, tmp, pull=True):
     if not pull and not any(j.get("event") == "rows_taken_over" for j in logs[0]):
         fail("the coordinator did not take worker 2's rows over")
     worst = failure_free_difference(a, tmp, data, 16, 60)
-    print(f"worker 2 asked to leave at iteration {asked[0]['iteration']}, left at {left[0]['iteration']} "
+    print(f"worker 2 asked to leave at iteration {asked[0]['iteration']}, left at {left[0]['iteration']} and exited "
+          f"{gone:.2f} s after SIGTERM "
           f"({'rows to workers 1 and 3' if pull else 'rows to the coordinator'}); rounds around it "
           f"{max(around) * 1e3:.1f} ms at most, median {median * 1e3:.1f} ms; centroids within {worst:.1e} of the "
           f"failure-free run")

@@ -123,8 +123,14 @@ class Incarnation {
       if (j != o_.id) node_.set_key(static_cast<std::uint32_t>(j), keys[j]);
   }
   void on_message(const Received& r) {
-    if (r.message.header.type == kDone) done_ = true;
-    else if (r.message.header.type == kReject) throw Rejected();
+    if (r.message.header.type == kDone) {
+      done_ = true;
+      // Let go after a leave: this round's view no longer has it, and
+      // nobody sends it the rest of the round.
+      if (leave_said_) throw JobDone{};
+    } else if (r.message.header.type == kReject) {
+      throw Rejected();
+    }
   }
 
   const WorkerOptions& o_;

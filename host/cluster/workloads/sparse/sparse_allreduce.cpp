@@ -345,13 +345,16 @@ SparseGroup::~SparseGroup() {
   }
 }
 
-// Rank 0 ends the job for everyone; another rank leaves it. Either way the
-// engine runs until it is over.
+// Rank 0 ends the job for everyone; another rank leaves it, gracefully
+// (WorkerRun::leave): the coordinator lets it go at the next round
+// boundary, and nobody waits out a timeout for it. Either way the engine
+// runs until it is over.
 void SparseGroup::close() {
   if (closed_) return;
   closed_ = true;
   if (!engine_ || engine_->ended) return;
   engine_->steps.closing = true;
+  if (engine_->worker) engine_->worker->leave();
   if (engine_->coordinator && !engine_->started) return engine_->end("");  // nobody joined yet
   engine_->run_until(std::numeric_limits<std::uint64_t>::max());
 }
