@@ -242,7 +242,7 @@ def elastic(args, data, out_dir):
     for name in ("joiner-a", "joiner-b"):
         lines = jsonl(run / f"{name}.jsonl")
         me = next(j["participant"] for j in lines if "participant" in j)
-        holds[me] = next((j["iteration"] + 1 for j in lines if "moved_in" in j), None)  # in effect the round after
+        holds[me] = next((j["iteration"] for j in lines if "moved_in" in j), None)  # the round they are in effect
     left = next(j for j in jsonl(log) if j.get("event") == "left")
     times = [j["computing_s"] + j["synchronizing_s"] for j in rounds]
     median = statistics.median(times)

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <limits>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -100,7 +101,9 @@ class Incarnation {
   RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
   double computed_since(Clock::time_point t0, std::int64_t t) const;
-  void take_moves(const std::vector<Move>& moves, nlohmann::json& log);
+  void prepare_moves(const std::vector<Move>& moves, std::uint64_t id);
+  void say_ready();
+  void apply_moves(std::int64_t t, nlohmann::json& log);
   void wait_done();
   // The all-to-all exchange talks to every peer; the central one only to
   // the coordinator, so a dead peer's stale address is never dialled.
@@ -152,6 +155,16 @@ class Incarnation {
   // speed left them (trims), and before the first it gave away (moves).
   std::int64_t trim_keep_ = std::numeric_limits<std::int64_t>::max();
   std::int64_t move_keep_ = std::numeric_limits<std::int64_t>::max();
+  // Moves announced and not yet in effect, with the reads of their new
+  // pieces running beside the rounds.
+  struct Pending {
+    std::vector<Move> moves;
+    std::uint64_t id = 0;
+    std::int64_t from = 0;  // once committed: the round it takes effect
+    bool ready_said = false;
+    std::map<std::uint32_t, std::pair<Move, std::future<Bytes>>> reads;  // by home
+  };
+  std::optional<Pending> pending_;
   std::unique_ptr<Partition> part_;
   bool recovering_ = false, done_ = false, over_ = false;
   // Declared after what it uses: joined first when the incarnation ends.
@@ -297,6 +310,9 @@ double Incarnation::computed_since(Clock::time_point t0, std::int64_t t) const {
 // round, so it only asks for theirs (an idle contribution with its reply
 // address) and computes from the next round on.
 RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double& computing) {
+  nlohmann::json moved = nlohmann::json::object();
+  if (pending_ && pending_->from > 0 && t >= pending_->from) apply_moves(t, moved);
+  say_ready();
   const auto t0 = Clock::now();
   Contribution mine;
   if (!recovering_) all_to_all(*part_).members(view_.active);
@@ -322,54 +338,94 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
         all_to_all(*part_).keep(std::min(trim_keep_, move_keep_));
         out.log["kept_rows"] = rows;
       }
-    if (c->second.has_moves && !recovering_) take_moves(c->second.moves, out.log);
+    if (c->second.has_moves && !recovering_) prepare_moves(c->second.moves, c->second.moves_id);
+    if (c->second.commit_moves != 0 && pending_ && pending_->id == c->second.commit_moves)
+      pending_->from = c->second.moves_from;
+    say_ready();
   }
+  out.log.update(moved);
   return out;
 }
 
-// The coordinator's moves, in effect from the next round: this worker reads
-// the rows moved to it from the input (the task's, --pull) and computes
-// them besides its own; pieces it had that the list leaves out are dropped.
-void Incarnation::take_moves(const std::vector<Move>& moves, nlohmann::json& log) {
-  const std::int64_t keep = own_rows(o_.id, snap_->task.begin, snap_->task.rows, moves);
+// The coordinator's plan of moves: the pieces new to this worker are read
+// from the input (the task's, --pull) in the background while it computes
+// its rows as they are; the plan takes effect once the coordinator commits
+// it.
+void Incarnation::prepare_moves(const std::vector<Move>& moves, std::uint64_t id) {
+  Pending p;
+  p.moves = moves;
+  p.id = id;
+  for (const auto& m : moves) {
+    if (m.by != o_.id || m.home == o_.id) continue;
+    if (p.reads.count(m.home)) throw InputError("the coordinator moved two pieces of worker " + std::to_string(m.home) + " here");
+    if (m.begin > snap_->task.units - m.rows) throw InputError("a move past the input's rows");
+    if (const auto had = pieces_.find(m.home); had != pieces_.end() && had->second.first == m) {
+      p.reads.emplace(m.home, std::make_pair(m, std::future<Bytes>{}));  // kept as it is
+      continue;
+    }
+    if (!snap_->task.pull) throw InputError("the coordinator moved rows to a worker without --pull");
+    Task task = snap_->task;
+    task.begin = m.begin;
+    task.rows = m.rows;
+    task.data_bytes = m.bytes;
+    const Workload* w = &workload();
+    p.reads.emplace(m.home, std::make_pair(m, std::async(std::launch::async, [w, task] {
+                                             Bytes b(task.data_bytes);
+                                             w->read(task, b);
+                                             return b;
+                                           })));
+  }
+  pending_ = std::move(p);
+}
+
+// Once the pending plan's reads are done, the coordinator hears so (once).
+void Incarnation::say_ready() {
+  if (!pending_ || pending_->ready_said) return;
+  for (auto& [home, read] : pending_->reads)
+    if (read.second.valid() && read.second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  Out o;
+  o.put(pending_->id);
+  node_.send(0, kMovesReady, t_, o.b);
+  pending_->ready_said = true;
+}
+
+// The pending moves take effect: this worker keeps its first rows up to the
+// first piece it gave, drops the pieces the plan leaves out and adds the
+// new ones (waiting for their reads if they are not done yet).
+void Incarnation::apply_moves(std::int64_t t, nlohmann::json& log) {
+  Pending p = std::move(*pending_);
+  pending_.reset();
+  const auto t0 = Clock::now();
+  const std::int64_t keep = own_rows(o_.id, snap_->task.begin, snap_->task.rows, p.moves);
   if (keep != std::min(move_keep_, snap_->task.rows)) {
     move_keep_ = keep;
     all_to_all(*part_).keep(std::min(trim_keep_, move_keep_));
     log["kept_rows"] = std::min(trim_keep_, move_keep_);
   }
-  std::map<std::uint32_t, Move> mine;
-  for (const auto& m : moves)
-    if (m.by == o_.id && m.home != o_.id && !mine.emplace(m.home, m).second)
-      throw InputError("the coordinator moved two pieces of worker " + std::to_string(m.home) + " here");
   for (auto it = pieces_.begin(); it != pieces_.end();) {
-    const auto m = mine.find(it->first);
-    if (m != mine.end() && m->second == it->second.first) {
-      mine.erase(m);
+    const auto m = p.reads.find(it->first);
+    if (m != p.reads.end() && !m->second.second.valid()) {  // the same piece
       ++it;
       continue;
     }
     all_to_all(*part_).drop_extra(it->first);
     it = pieces_.erase(it);
   }
-  if (mine.empty()) return;
-  if (!snap_->task.pull) throw InputError("the coordinator moved rows to a worker without --pull");
-  const auto t0 = Clock::now();
   std::int64_t rows = 0;
-  for (const auto& [home, m] : mine) {
-    if (m.begin > snap_->task.units - m.rows) throw InputError("a move past the input's rows");
-    Task task = snap_->task;
-    task.begin = m.begin;
-    task.rows = m.rows;
-    task.data_bytes = m.bytes;
+  for (auto& [home, read] : p.reads) {
+    if (!read.second.valid()) continue;
     auto& piece = pieces_[home];
-    piece.first = m;
-    piece.second.resize(m.bytes);
-    workload().read(task, piece.second);
-    if (!all_to_all(*part_).add_extra(home, m.begin, m.rows, piece.second))
+    piece.first = read.first;
+    try {
+      piece.second = read.second.get();
+    } catch (const InputError& e) {
+      throw InputError("worker " + std::to_string(o_.id) + ": " + e.what());
+    }
+    if (!all_to_all(*part_).add_extra(home, read.first.begin, read.first.rows, piece.second))
       throw InputError("this workload cannot compute another member's rows");
-    rows += m.rows;
+    rows += read.first.rows;
   }
-  log["moved_in"] = {{"rows", rows}, {"seconds", secs(t0, Clock::now())}};
+  if (rows > 0) log["moved_in"] = {{"rows", rows}, {"waited_s", secs(t0, Clock::now())}, {"iteration", t}};
 }
 
 // Returning: the coordinator sends this node the round's decision although

@@ -192,16 +192,30 @@ struct Node::SyncRound {
   void notify(const Membership& view) {
     for (auto q : view.active) {
       if (q == node.id()) continue;
-      const Bytes* own = addressed ? addressed(q) : nullptr;
-      Bytes for_q;
-      if (own) {
-        Contribution c = mine;
-        c.data = *own;
-        for_q = encode(c);
-      }
-      if (node.send(q, kContribution, t, own ? for_q : payload)) notified.insert(q);
+      if (send_to(q)) notified.insert(q);
       else stats.evicted.push_back(q);
       node.inject_partial_send_fault(t, notified.size());
+    }
+  }
+
+  bool send_to(std::uint32_t q) {
+    const Bytes* own = addressed ? addressed(q) : nullptr;
+    if (!own) return node.send(q, kContribution, t, payload);
+    Contribution c = mine;
+    c.data = *own;
+    return node.send(q, kContribution, t, encode(c));
+  }
+
+  // Members new in the coordinator's view, which this node may have had no
+  // way to reach (two that came back together): reached and notified now.
+  void meet(const std::vector<Peer>& peers) {
+    for (const auto& p : peers) {
+      if (p.id == node.id() || p.id == 0 || notified.count(p.id)) continue;
+      if (std::find(coord_view->active.begin(), coord_view->active.end(), p.id) == coord_view->active.end()) continue;
+      node.ensure_peer(p.id, p.address);
+      if (!send_to(p.id)) continue;
+      notified.insert(p.id);
+      std::erase(stats.evicted, p.id);
     }
   }
 
@@ -236,6 +250,7 @@ struct Node::SyncRound {
       coord_view = p.view;
       for (auto& [q, data] : p.stand_ins) take_word(q, std::move(data));
       p.stand_ins.clear();
+      meet(p.peers);
     }
     // Unsolicited: answer a returning worker so it can resynchronize.
     if (!notified.count(h.sender) && h.sender != node.id() && !p.reply_address.empty()) {

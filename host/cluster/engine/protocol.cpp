@@ -71,6 +71,7 @@ const char* type_name(std::uint16_t t) {
     case kCounted: return "counted";
     case kNeed: return "need";
     case kLeave: return "leave";
+    case kMovesReady: return "moves-ready";
   }
   return "unknown";
 }
@@ -134,8 +135,11 @@ Bytes encode(const Contribution& c) {
     o.put(id);
     o.put(rows);
   }
+  o.put(c.commit_moves);
+  o.put(c.moves_from);
   o.put<std::uint8_t>(c.has_moves);
   if (c.has_moves) {
+    o.put(c.moves_id);
     o.put<std::uint64_t>(c.moves.size());
     for (const auto& m : c.moves) {
       o.put(m.home);
@@ -145,6 +149,7 @@ Bytes encode(const Contribution& c) {
       o.put(m.bytes);
     }
   }
+  put_peers(o, c.peers);
   return std::move(o.b);
 }
 
@@ -173,8 +178,14 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& l)
     if (rows < 0) throw InputError("contribution with a negative trim");
     c.trims.emplace_back(id, rows);
   }
+  c.commit_moves = i.get<std::uint64_t>();
+  c.moves_from = i.get<std::int64_t>();
+  if (c.commit_moves != 0 && c.moves_from < 1)
+    throw InputError("contribution with moves from round " + std::to_string(c.moves_from));
   c.has_moves = i.get<std::uint8_t>() != 0;
   if (c.has_moves) {
+    c.moves_id = i.get<std::uint64_t>();
+    if (c.moves_id == 0) throw InputError("contribution with a plan of moves of id 0");
     const auto m = i.get<std::uint64_t>();
     // At most one piece per (home, worker) pair.
     if (m > static_cast<std::uint64_t>(l.max_peers) * 64) throw InputError("contribution with too many moves");
@@ -191,6 +202,7 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& l)
       c.moves.push_back(mv);
     }
   }
+  c.peers = get_peers(i, l);
   i.end();
   return c;
 }

@@ -35,6 +35,7 @@ enum Type : std::uint16_t {
   kCounted = 15,      // coordinator -> members: what it counted for a member in a round (see Node::sync)
   kNeed = 16,         // member -> coordinator: which member's contribution of the round it lacks
   kLeave = 17,        // member -> coordinator: it leaves at a round boundary (SIGTERM); answered by kDone
+  kMovesReady = 18,   // member -> coordinator: {plan id}: the rows a plan of moves gives it are read
 };
 const char* type_name(std::uint16_t t);
 
@@ -95,12 +96,22 @@ struct Contribution {
   // `rows` of their partition from the next round on (the coordinator
   // computes the rest), when the measured speeds call for a new split.
   std::vector<std::pair<std::uint32_t, std::int64_t>> trims;
-  // Set by the coordinator (all-to-all, --pull) when they change: every
-  // move in effect from the next round on. A worker computes the rows of
-  // the moves `by` it besides its own, and stops computing any it had
-  // before that the list leaves out.
+  // Set by the coordinator (all-to-all, --pull), in two steps. A plan
+  // (has_moves: every move, and the plan's id): the workers read the rows
+  // it gives them beside the rounds and say so (kMovesReady). Its commit
+  // (commit_moves: the id), once they all have: in effect from round
+  // `moves_from` on every side. A worker then computes the rows of the
+  // moves `by` it besides its own, and no longer those it had before that
+  // the plan leaves out.
   bool has_moves = false;
   std::vector<Move> moves;
+  std::uint64_t moves_id = 0, commit_moves = 0;
+  std::int64_t moves_from = 0;
+  // Set by the coordinator: the addresses of the members active this round
+  // that were not the round before, so that members that came back or
+  // joined at the same time reach each other (neither was in the other's
+  // view when it announced itself).
+  std::vector<Peer> peers;
 };
 
 struct Current {
