@@ -869,7 +869,10 @@ void Coordinator::announce_moves(Contribution& mine, std::int64_t t) {
                 {"moves", moves_json(*announced_)}});
     return;
   }
-  if (!replan_) return;
+  // A re-split by speed sent in this very contribution changes what its
+  // workers keep (kept_) from the next round: a plan made now would give
+  // away rows the coordinator is about to compute too. It waits a round.
+  if (!replan_ || !mine.trims.empty()) return;
   replan_ = false;
   auto plan = plan_moves();
   if (plan == moves_) return;
