@@ -8,6 +8,7 @@
 #include <future>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "accel/error.hpp"
@@ -162,7 +163,9 @@ class Incarnation {
     std::uint64_t id = 0;
     std::int64_t from = 0;  // once committed: the round it takes effect
     bool ready_said = false;
-    std::map<std::uint32_t, std::pair<Move, std::future<Bytes>>> reads;  // by home
+    std::set<std::uint32_t> same;        // homes whose piece here stays as it is
+    std::map<std::uint32_t, Move> fresh;  // new pieces, by home
+    std::future<std::map<std::uint32_t, Bytes>> data;  // theirs, read one after another
   };
   std::optional<Pending> pending_;
   std::unique_ptr<Partition> part_;
@@ -355,34 +358,44 @@ void Incarnation::prepare_moves(const std::vector<Move>& moves, std::uint64_t id
   Pending p;
   p.moves = moves;
   p.id = id;
+  std::vector<Task> reads;
   for (const auto& m : moves) {
     if (m.by != o_.id || m.home == o_.id) continue;
-    if (p.reads.count(m.home)) throw InputError("the coordinator moved two pieces of worker " + std::to_string(m.home) + " here");
+    if (p.same.count(m.home) || p.fresh.count(m.home))
+      throw InputError("the coordinator moved two pieces of worker " + std::to_string(m.home) + " here");
     if (m.begin > snap_->task.units - m.rows) throw InputError("a move past the input's rows");
     if (const auto had = pieces_.find(m.home); had != pieces_.end() && had->second.first == m) {
-      p.reads.emplace(m.home, std::make_pair(m, std::future<Bytes>{}));  // kept as it is
+      p.same.insert(m.home);
       continue;
     }
     if (!snap_->task.pull) throw InputError("the coordinator moved rows to a worker without --pull");
+    p.fresh.emplace(m.home, m);
     Task task = snap_->task;
+    task.self = m.home;  // which piece (the reader's own id is not needed)
     task.begin = m.begin;
     task.rows = m.rows;
     task.data_bytes = m.bytes;
-    const Workload* w = &workload();
-    p.reads.emplace(m.home, std::make_pair(m, std::async(std::launch::async, [w, task] {
-                                             Bytes b(task.data_bytes);
-                                             w->read(task, b);
-                                             return b;
-                                           })));
+    reads.push_back(std::move(task));
   }
+  // One thread, the pieces one after another: the disk reads them no
+  // faster in parallel, and the readers share no state.
+  if (!reads.empty())
+    p.data = std::async(std::launch::async, [w = &workload(), reads = std::move(reads)] {
+      std::map<std::uint32_t, Bytes> out;
+      for (const Task& task : reads) {
+        Bytes b(task.data_bytes);
+        w->read(task, b);
+        out.emplace(task.self, std::move(b));
+      }
+      return out;
+    });
   pending_ = std::move(p);
 }
 
 // Once the pending plan's reads are done, the coordinator hears so (once).
 void Incarnation::say_ready() {
   if (!pending_ || pending_->ready_said) return;
-  for (auto& [home, read] : pending_->reads)
-    if (read.second.valid() && read.second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  if (pending_->data.valid() && pending_->data.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
   Out o;
   o.put(pending_->id);
   node_.send(0, kMovesReady, t_, o.b);
@@ -403,27 +416,27 @@ void Incarnation::apply_moves(std::int64_t t, nlohmann::json& log) {
     log["kept_rows"] = std::min(trim_keep_, move_keep_);
   }
   for (auto it = pieces_.begin(); it != pieces_.end();) {
-    const auto m = p.reads.find(it->first);
-    if (m != p.reads.end() && !m->second.second.valid()) {  // the same piece
+    if (p.same.count(it->first)) {
       ++it;
       continue;
     }
     all_to_all(*part_).drop_extra(it->first);
     it = pieces_.erase(it);
   }
+  std::map<std::uint32_t, Bytes> data;
+  try {
+    if (p.data.valid()) data = p.data.get();
+  } catch (const InputError& e) {
+    throw InputError("worker " + std::to_string(o_.id) + ": " + e.what());
+  }
   std::int64_t rows = 0;
-  for (auto& [home, read] : p.reads) {
-    if (!read.second.valid()) continue;
+  for (auto& [home, m] : p.fresh) {
     auto& piece = pieces_[home];
-    piece.first = read.first;
-    try {
-      piece.second = read.second.get();
-    } catch (const InputError& e) {
-      throw InputError("worker " + std::to_string(o_.id) + ": " + e.what());
-    }
-    if (!all_to_all(*part_).add_extra(home, read.first.begin, read.first.rows, piece.second))
+    piece.first = m;
+    piece.second = std::move(data.at(home));
+    if (!all_to_all(*part_).add_extra(home, m.begin, m.rows, piece.second))
       throw InputError("this workload cannot compute another member's rows");
-    rows += read.first.rows;
+    rows += m.rows;
   }
   if (rows > 0) log["moved_in"] = {{"rows", rows}, {"waited_s", secs(t0, Clock::now())}, {"iteration", t}};
 }
