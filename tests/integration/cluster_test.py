@@ -121,9 +121,10 @@ def kill_started():
 
 class Job:
     def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=(), pin=False,
-                 worker_env=None, on_listen=None, worker_prefix=(), coord_prefix=(), init="random"):
+                 worker_env=None, on_listen=None, worker_prefix=(), coord_prefix=(), init="random", prefix_of=None):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.worker_prefix = list(worker_prefix)  # a command the workers run under (/usr/bin/time)
+        self.prefix_of = prefix_of or {}  # one worker's own (a mount namespace)
         self.pin = pin  # coordinator on core 0, worker i on core i (mod cores), one thread each
         self.worker_extra = list(worker_extra)
         timeout_ms = int(timeout_ms * SCALE)
@@ -157,7 +158,7 @@ class Job:
     def start_worker(self, i, env=None, with_id=True):
         # with_id=False: a worker that joins without --id (the coordinator
         # gives it one); `i` then only names its files.
-        cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + self.worker_prefix + [
+        cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + self.prefix_of.get(i, self.worker_prefix) + [
                self.a.accel, "worker", "--coordinator", self.addr, *(["--id", str(i)] if with_id else []), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * SCALE)), "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
@@ -646,6 +647,38 @@ def scenario_elastic_full(a, tmp):
     if job.finish() != 0:
         fail("the job did not go on")
     print("refused: " + lines[0])
+
+
+def scenario_pull_missing_shard(a, tmp):
+    # --pull, and worker 2 cannot see the input (its own mount namespace
+    # hides the directory): it exits 2 with one line naming itself and the
+    # file, it tells the coordinator, and the coordinator ends the job the
+    # same way at once, before any output (not after its join timeout).
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        skip("needs root and unshare for a mount namespace")
+    data_dir = Path(tmp) / "data"
+    data_dir.mkdir()
+    data = str(data_dir / "x.npy")
+    blobs(data, 200000, 8, 16, 8)
+    hide = ["unshare", "--mount", "sh", "-c", f'mount -t tmpfs none "{data_dir}" && exec "$0" "$@"']
+    if subprocess.run([*hide, "true"], capture_output=True).returncode != 0:
+        skip("no mount namespace here (unshare --mount and mount need CAP_SYS_ADMIN)")
+    t0 = time.time()
+    job = Job(a, tmp, 3, data, 16, 60, 1000, extra=["--pull"], prefix_of={2: hide})
+    code = job.procs[2].wait(timeout=60 * SCALE)
+    said = [l for l in (job.tmp / "worker-2.err").read_text().splitlines() if l.strip()]
+    if code != 2 or not said or "worker 2" not in said[-1] or "x.npy" not in said[-1]:
+        fail(f"worker 2 without the input: exit {code}, {said[-3:]}")
+    rc = job.finish()
+    took = time.time() - t0
+    err = [l for l in (job.tmp / "coordinator.err").read_text().splitlines() if "listening" not in l and "token" not in l]
+    if rc != 2 or len(err) != 1 or "worker 2" not in err[0] or "x.npy" not in err[0]:
+        fail(f"the coordinator: exit {rc}, {err}")
+    if (job.tmp / "centroids.npy").exists():
+        fail("the coordinator wrote centroids of a job that did not run")
+    if took > 20 * SCALE:
+        fail(f"the job took {took:.1f} s to end")
+    print(f"worker 2: {said[-1]} (exit 2); the coordinator: {err[0]} (exit 2) after {took:.1f} s")
 
 
 def scenario_sigterm_leave_push(a, tmp):

@@ -348,7 +348,18 @@ void Coordinator::distribute() {
     if (!o_.pull && task.data_bytes > 0) push_rows(w, ready);
   }
   while (static_cast<int>(ready.size()) < N_)
-    ready.insert(expect_msg(*node_, kReady, Ms(o_.join_timeout_ms), "workers to be ready").message.header.sender);
+    ready.insert(expect_msg(*node_, kReady, Ms(o_.join_timeout_ms), "workers to be ready", [](const Received& r) {
+                   if (r.message.header.type != kFailed) return;
+                   // A member that cannot read its rows: the job stops here,
+                   // with its reason (a missing or changed input), before any
+                   // output is written.
+                   std::string why = "worker " + std::to_string(r.message.header.sender) + " cannot read its rows";
+                   try {
+                     why = In(r.message.payload).text(4096);
+                   } catch (const InputError&) {
+                   }
+                   throw InputError(why);
+                 }).message.header.sender);
   sharing_ = secs(t_share, Clock::now());
   own_ = open_own();
   for (int w = 1; w <= N_; ++w) node_->send(w, kStart, 0, {});

@@ -30,7 +30,11 @@ using transport::Received;
 void fetch_data(Node& node, const Workload& workload, Snapshot& s, Ms timeout) {
   s.data.resize(s.task.data_bytes);
   if (s.task.pull) {
-    workload.read(s.task, s.data);
+    try {
+      workload.read(s.task, s.data);
+    } catch (const InputError& e) {  // which member could not read its rows
+      throw InputError("worker " + std::to_string(s.task.self) + ": " + e.what());
+    }
     return;
   }
   if (s.data.empty()) return;
@@ -211,7 +215,17 @@ void Incarnation::fresh_start() {
   s.task = decode_task(tr.message.payload, node_.limits());
   if (s.task.workload != name) throw InputError("the task's workload differs from the probe's");
   take_keys(s.task.pair_keys);
-  fetch_data(node_, workload_named(name), s, join_);
+  try {
+    fetch_data(node_, workload_named(name), s, join_);
+  } catch (const InputError& e) {
+    // Before round 1: the job cannot be the whole input's; the coordinator
+    // ends it with this member's reason rather than wait for it.
+    Out why;
+    why.text(e.what());
+    node_.send(0, kFailed, 0, why.b);
+    node_.net().progress_until([] { return false; }, Ms(50));  // let it leave
+    throw;
+  }
   snap_ = std::move(s);
   start_snapshot();
   connect_peers(snap_->task.peers);

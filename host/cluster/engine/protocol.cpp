@@ -72,6 +72,7 @@ const char* type_name(std::uint16_t t) {
     case kNeed: return "need";
     case kLeave: return "leave";
     case kMovesReady: return "moves-ready";
+    case kFailed: return "failed";
   }
   return "unknown";
 }

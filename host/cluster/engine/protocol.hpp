@@ -36,6 +36,7 @@ enum Type : std::uint16_t {
   kNeed = 16,         // member -> coordinator: which member's contribution of the round it lacks
   kLeave = 17,        // member -> coordinator: it leaves at a round boundary (SIGTERM); answered by kDone
   kMovesReady = 18,   // member -> coordinator: {plan id}: the rows a plan of moves gives it are read
+  kFailed = 19,       // member -> coordinator: {text}: it cannot read its rows; the job ends before round 1
 };
 const char* type_name(std::uint16_t t);
 
