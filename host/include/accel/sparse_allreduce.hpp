@@ -23,6 +23,8 @@
 // a reduce-scatter's first round ends the step in flight with the group
 // (its allreduce throws), where an allgather would still deliver it.
 //
+// A rank other than 0 that closes its group leaves it at a step boundary
+// (the engine's graceful leave): the others go on without waiting for it.
 // A member that dies mid-step is evicted after the timeout (at once when
 // the transport reports it) and the step completes with the others'
 // contributions: the dead member's residual gradient dies with it. A
