@@ -102,6 +102,14 @@ def jsonl(path):
     return [json.loads(l) for l in Path(path).read_text().splitlines() if l.strip()] if Path(path).exists() else []
 
 
+def kill_left(procs):
+    """Whatever of a run is still going (a failed wait), killed and reaped."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def single(args, data, out_dir):
     cen = out_dir / "single.npy"
     t0 = time.time()
@@ -150,10 +158,7 @@ def distributed(args, data, workers, out_dir, cap_bytes, kill=False):
             except subprocess.TimeoutExpired:
                 p.kill()
     finally:
-        for p in [coord, *procs.values()]:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_left([coord, *procs.values()])
     if coord.returncode != 0:
         raise SystemExit(f"distributed run ({workers} workers) failed: "
                          + (run / "coordinator.err").read_text()[-800:])
@@ -230,10 +235,7 @@ def elastic(args, data, out_dir):
         for p in procs.values():
             p.wait(timeout=60)
     finally:
-        for p in [coord, *procs.values()]:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_left([coord, *procs.values()])
     if coord.returncode != 0:
         raise SystemExit("elastic run failed: " + (run / "coordinator.err").read_text()[-800:])
     rounds = rounds_of(log)

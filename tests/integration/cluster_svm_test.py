@@ -228,13 +228,7 @@ def scenario_svm_sigterm_leave(a, tmp):
     ref = single_node(a, tmp, data, PARAMS)
     job = SvmJob(a, Path(tmp) / "run", 3, data, PARAMS)
     job.wait_round(200)
-    job.procs[2].send_signal(signal.SIGTERM)
-    try:
-        code = job.procs[2].wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        fail("worker 2 did not leave within 30 s of SIGTERM")
-    if code != 0:
-        fail(f"worker 2 exited {code} after SIGTERM")
+    ct.leave_on_sigterm(job.procs[2], "worker 2", 30)
     job.finish()
     logs = job.logs()
     left = [j for j in logs[0] if j.get("event") == "left"]

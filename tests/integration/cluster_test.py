@@ -520,6 +520,25 @@ def scenario_pull_moves(a, tmp, restart=False):
         fail("the centroids differ from the failure-free run")
 
 
+def leave_on_sigterm(proc, who, seconds):
+    """SIGTERM to a worker: it must exit 0 within `seconds`; returns how long it took."""
+    t0 = time.time()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        fail(f"{who} did not leave within {seconds:.0f} s of SIGTERM")
+    if code != 0:
+        fail(f"{who} exited {code} after SIGTERM")
+    return time.time() - t0
+
+
+def round_times(rounds):
+    """Each round's seconds (computing and synchronizing) and their median."""
+    times = [j["computing_s"] + j["synchronizing_s"] for j in rounds]
+    return times, sorted(times)[len(times) // 2]
+
+
 def scenario_sigterm_leave(a, tmp, pull=True):
     # SIGTERM: worker 2 asks to leave and computes until its rows are handed
     # on at a round boundary (--pull: to workers 1 and 3; push: to the
@@ -529,15 +548,7 @@ def scenario_sigterm_leave(a, tmp, pull=True):
     blobs(data, 1000000, 8, 16, 8)
     job = Job(a, tmp, 3, data, 16, 60, 3000, extra=["--pull"] if pull else [])
     job.wait_iteration(10)
-    t_term = time.time()
-    job.procs[2].send_signal(signal.SIGTERM)
-    try:
-        code = job.procs[2].wait(timeout=30 * SCALE)
-    except subprocess.TimeoutExpired:
-        fail("worker 2 did not leave within 30 s of SIGTERM")
-    gone = time.time() - t_term
-    if code != 0:
-        fail(f"worker 2 exited {code} after SIGTERM")
+    gone = leave_on_sigterm(job.procs[2], "worker 2", 30 * SCALE)
     if gone > 2 * SCALE:  # the timeout is 3 s: it did not wait one out
         fail(f"worker 2 took {gone:.1f} s to leave")
     if job.finish() != 0:
@@ -551,8 +562,7 @@ def scenario_sigterm_leave(a, tmp, pull=True):
     evicted = [j["iteration"] for j in rounds if j["evicted"]]
     if evicted:
         fail(f"members were evicted in rounds {evicted}: the leave waited out a timeout")
-    times = [j["computing_s"] + j["synchronizing_s"] for j in rounds]
-    median = sorted(times)[len(times) // 2]
+    times, median = round_times(rounds)
     around = [t for j, t in zip(rounds, times) if left[0]["iteration"] - 2 <= j["iteration"] <= left[0]["iteration"] + 1]
     # No round waited for it: a timeout is 3 s here. (The 2x-a-round target
     # is the benchmark's, bench_scale.py --elastic: rounds of a few ms are
@@ -595,13 +605,7 @@ def scenario_elastic(a, tmp):
                  "the joiners")
     joined_at = job.iteration()
     job.wait_iteration(joined_at + 15)
-    job.procs[1].send_signal(signal.SIGTERM)
-    try:
-        code = job.procs[1].wait(timeout=30 * SCALE)
-    except subprocess.TimeoutExpired:
-        fail("worker 1 did not leave within 30 s of SIGTERM")
-    if code != 0:
-        fail(f"worker 1 exited {code} after SIGTERM")
+    leave_on_sigterm(job.procs[1], "worker 1", 30 * SCALE)
     if job.finish() != 0:
         fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
     logs = job.logs()
@@ -620,8 +624,7 @@ def scenario_elastic(a, tmp):
     left = [j for j in logs[0] if j.get("event") == "left"]
     if not left or left[0]["worker"] != 1:
         fail(f"worker 1 did not leave: {left}")
-    times = [j["computing_s"] + j["synchronizing_s"] for j in rounds]
-    median = sorted(times)[len(times) // 2]
+    times, median = round_times(rounds)
     after = [t for j, t in zip(rounds, times) if j["iteration"] == left[0]["iteration"]]
     if max(after) > job.timeout_ms / 2000:  # it waited for nobody (see scenario_sigterm_leave)
         fail(f"the round after the leave took {after} s against a median of {median} s")

@@ -81,7 +81,7 @@ class Coordinator {
   void on_need(const Received& r);
   void on_leave(const Received& r);
   void depart(std::uint32_t w, std::int64_t t);
-  bool survivors_take(std::uint32_t w) const;
+  bool survivors_take() const;
   void tell_counted(std::uint32_t to, std::int64_t t, std::uint32_t q);
   void keep_counted(std::int64_t t, const std::map<std::uint32_t, Bytes>& members, const Membership& view,
                     const std::vector<std::uint32_t>& evicted);
@@ -90,6 +90,8 @@ class Coordinator {
   Ranges ranges_of(std::uint32_t q) const;
   std::vector<Move> plan_moves() const;
   void announce_moves(Contribution& mine, std::int64_t t);
+  void commit_plan(Contribution& mine, std::int64_t t);
+  void lose(std::uint32_t q);
   void apply_moves(std::int64_t t);
   bool moved(std::uint32_t w) const;
   void apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t);
@@ -140,10 +142,10 @@ class Coordinator {
   std::unique_ptr<Partition> own_;
   std::set<std::uint32_t> active_, inactive_, recovering_, resynced_, taken_over_;
   std::set<std::uint32_t> leaving_;  // asked to leave (kLeave), still active
-  std::map<std::uint32_t, Ranges> stood_;  // the rows each member stood in for is computed from
-  // --pull: lost members' rows computed by workers (Move). In effect this
-  // round; announced in the last round's contribution (in effect from this
-  // one); and whether the membership changed since the last plan.
+  std::map<std::uint32_t, Ranges> stood_;  // the rows of each member stood in for
+  // --pull: rows workers compute beyond their own (Move): the plan in
+  // effect, the one sent and not yet in effect (plan_id_, reading_,
+  // announced_from_), and whether membership changed since the last plan.
   std::vector<Move> moves_;
   std::optional<std::vector<Move>> announced_;  // a plan sent, not in effect yet
   std::uint64_t plan_id_ = 0;                   // its id
@@ -433,14 +435,17 @@ bool Coordinator::step() {
   return true;
 }
 
-// Workers that resynced count again from round t, with their whole
-// partition: the coordinator stops standing in for them.
+// Membership at the start of round t: the plan of moves due now takes
+// effect, leaving members whose rows are computed elsewhere go, and
+// workers that resynced count again with their whole partition (once no
+// plan in effect or sent gives their rows to others): the coordinator
+// stops standing in for them.
 void Coordinator::welcome_back(std::int64_t t) {
   apply_moves(t);
   // Leaving members go once workers compute their rows (--pull), or at
   // once where the coordinator stands in.
   for (const auto w : std::set<std::uint32_t>(leaving_))
-    if (!survivors_take(w) || ranges_of(w).empty()) depart(w, t);
+    if (!survivors_take() || ranges_of(w).empty()) depart(w, t);
   for (auto it = resynced_.begin(); it != resynced_.end();) {
     const auto w = *it;
     // Workers compute its rows (or it computed others'): it counts from the
@@ -665,10 +670,7 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
   for (auto q : st.evicted) {
-    active_.erase(q);
-    recovering_.erase(q);
-    leaving_.erase(q);
-    inactive_.insert(q);
+    lose(q);
     replan_ = true;
     // Lost in this round: its contribution of this round too, from its rows.
     if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t))
@@ -822,10 +824,10 @@ bool Coordinator::moved(std::uint32_t w) const {
   return in(moves_) || (announced_ && in(*announced_));
 }
 
-// --pull: the rows of the lost members split among the active workers by
-// measured rate, as the first partition was (the coordinator computes no
-// more than its share). Each worker gets at most one piece of each lost
-// member's rows, and reads it from the input itself.
+// --pull: the rows of lost, returning and leaving members, and the ends of
+// the rows of workers above their rate target, to the active workers
+// (moves.hpp; the coordinator computes no more than its share). Each
+// worker reads its pieces from the input itself.
 std::vector<Move> Coordinator::plan_moves() const {
   if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return {};
   MovePlanInput in;
@@ -873,11 +875,7 @@ void Coordinator::announce_moves(Contribution& mine, std::int64_t t) {
   if (announced_) {
     if (announced_from_ > 0) return;  // committed
     std::erase_if(reading_, [&](std::uint32_t w) { return !active_.count(w); });  // lost: stood in for
-    if (!reading_.empty()) return;
-    mine.commit_moves = plan_id_;
-    mine.moves_from = announced_from_ = t + 1;
-    log_.write({{"event", "rows_moved"}, {"iteration", announced_from_}, {"plan", plan_id_},
-                {"moves", moves_json(*announced_)}});
+    if (reading_.empty()) commit_plan(mine, t);
     return;
   }
   // A re-split by speed sent in this very contribution changes what its
@@ -896,12 +894,23 @@ void Coordinator::announce_moves(Contribution& mine, std::int64_t t) {
   log_.write({{"event", "rows_planned"}, {"iteration", t}, {"plan", plan_id_}, {"moves", moves_json(plan)}});
   announced_ = std::move(plan);
   announced_from_ = 0;
-  if (reading_.empty()) {  // nothing to read: in effect from the next round
-    mine.commit_moves = plan_id_;
-    mine.moves_from = announced_from_ = t + 1;
-    log_.write({{"event", "rows_moved"}, {"iteration", announced_from_}, {"plan", plan_id_},
-                {"moves", moves_json(*announced_)}});
-  }
+  if (reading_.empty()) commit_plan(mine, t);  // nothing to read: in effect from the next round
+}
+
+// The plan sent is in effect from the next round on every side.
+void Coordinator::commit_plan(Contribution& mine, std::int64_t t) {
+  mine.commit_moves = plan_id_;
+  mine.moves_from = announced_from_ = t + 1;
+  log_.write({{"event", "rows_moved"}, {"iteration", announced_from_}, {"plan", plan_id_},
+              {"moves", moves_json(*announced_)}});
+}
+
+// q counts no more (lost, or gone).
+void Coordinator::lose(std::uint32_t q) {
+  active_.erase(q);
+  recovering_.erase(q);
+  leaving_.erase(q);
+  inactive_.insert(q);
 }
 
 // The announced moves take effect in their round: the coordinator stands in
@@ -933,10 +942,7 @@ RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, 
       [&](const Received& r) { on_message(r); }, st);
   for (const auto& [id, c] : got) members[id] = c.data;
   for (auto q : st.evicted) {
-    active_.erase(q);
-    recovering_.erase(q);
-    leaving_.erase(q);
-    inactive_.insert(q);
+    lose(q);
     node_->send(q, kEvicted, t, {});  // it may wait for a decision that will not come to it
   }
   Contribution decision;
@@ -1020,8 +1026,9 @@ void Coordinator::on_leave(const Received& r) {
   log_.write({{"event", "leave"}, {"worker", w}, {"iteration", current_t_}});
 }
 
-// Whether workers, not the coordinator, will compute w's rows when it goes.
-bool Coordinator::survivors_take(std::uint32_t w) const {
+// Whether workers, not the coordinator, compute the rows of a member that
+// goes (--pull, and a worker that stays).
+bool Coordinator::survivors_take() const {
   if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return false;
   return std::any_of(active_.begin(), active_.end(), [&](std::uint32_t v) { return v != 0 && !leaving_.count(v); });
 }
@@ -1029,12 +1036,9 @@ bool Coordinator::survivors_take(std::uint32_t w) const {
 // w counts no more from round t: its rows are the workers' (moves in
 // effect) or the coordinator's stand-in, and it is told it is done.
 void Coordinator::depart(std::uint32_t w, std::int64_t t) {
-  const bool planned = survivors_take(w);  // its rows are the workers' already
-  leaving_.erase(w);
-  active_.erase(w);
-  inactive_.insert(w);
+  if (!survivors_take()) replan_ = true;  // else its rows are the workers' already
+  lose(w);
   take_over(w, t);
-  replan_ = replan_ || !planned;
   node_->send(w, kDone, t, {});
   log_.write({{"event", "left"}, {"worker", w}, {"iteration", t}});
 }

@@ -108,6 +108,13 @@ class Incarnation {
   double computed_since(Clock::time_point t0, std::int64_t t) const;
   void prepare_moves(const std::vector<Move>& moves, std::uint64_t id);
   void say_ready();
+  // Computes the first rows of its partition that both a re-split and the
+  // moves leave it; returns how many.
+  std::int64_t keep_first_rows() {
+    const std::int64_t rows = std::min(trim_keep_, move_keep_);
+    all_to_all(*part_).keep(rows);
+    return rows;
+  }
   void apply_moves(std::int64_t t, nlohmann::json& log);
   void wait_done();
   // The all-to-all exchange talks to every peer; the central one only to
@@ -153,8 +160,8 @@ class Incarnation {
   Ms join_{0};
   std::int64_t t_ = 1;
   Membership view_;
-  // Lost members' rows this worker computes (--pull), by their home, with
-  // their bytes; declared before the partition, which reads them.
+  // Other members' rows this worker computes (--pull: moves), by their
+  // home, with their bytes; declared before the partition, which reads them.
   std::map<std::uint32_t, std::pair<Move, Bytes>> pieces_;
   // The first rows of its partition this worker computes: as a re-split by
   // speed left them (trims), and before the first it gave away (moves).
@@ -352,7 +359,7 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
     for (const auto& [id, rows] : c->second.trims)
       if (id == o_.id) {
         trim_keep_ = rows;
-        all_to_all(*part_).keep(std::min(trim_keep_, move_keep_));
+        keep_first_rows();
         out.log["kept_rows"] = rows;
       }
     if (c->second.has_moves && !recovering_) prepare_moves(c->second.moves, c->second.moves_id);
@@ -426,8 +433,7 @@ void Incarnation::apply_moves(std::int64_t t, nlohmann::json& log) {
   const std::int64_t keep = own_rows(o_.id, snap_->task.begin, snap_->task.rows, p.moves);
   if (keep != std::min(move_keep_, snap_->task.rows)) {
     move_keep_ = keep;
-    all_to_all(*part_).keep(std::min(trim_keep_, move_keep_));
-    log["kept_rows"] = std::min(trim_keep_, move_keep_);
+    log["kept_rows"] = keep_first_rows();
   }
   for (auto it = pieces_.begin(); it != pieces_.end();) {
     if (p.same.count(it->first)) {

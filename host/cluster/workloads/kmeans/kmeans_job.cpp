@@ -114,9 +114,7 @@ class KMeansPartition final : public AllToAllPartition {
   Bytes stand_in(std::uint32_t member) override {
     auto it = taken_.find(member);
     if (it == taken_.end()) return idle();
-    PartialStep s;
-    s.sums.assign(p_.k * p_.d, 0.0);
-    s.counts.assign(p_.k, 0);
+    PartialStep s = nothing();
     for (auto& b : it->second.blocks) {
       add_into(s, b.assigner->step(c_));
       if (it->second.release) it->second.release(b.begin, b.begin + b.rows);
@@ -141,16 +139,14 @@ class KMeansPartition final : public AllToAllPartition {
   }
   void hand_back(std::uint32_t member) override { taken_.erase(member); }
   Bytes idle() const override {
-    return encode_step({std::vector<double>(p_.k * p_.d, 0.0), std::vector<std::int64_t>(p_.k, 0), 0, 0, 0});
+    return encode_step(nothing());
   }
   void validate(std::span<const std::byte> b) const override { decode_step(b, p_.k, p_.d); }
 
   // Sum of the members' partials, in id order: every participant runs the
   // same update on the same numbers.
   RoundOutcome absorb(std::int64_t, const std::map<std::uint32_t, Bytes>& contributions) override {
-    PartialStep total;
-    total.sums.assign(p_.k * p_.d, 0.0);
-    total.counts.assign(p_.k, 0);
+    PartialStep total = nothing();
     for (const auto& [id, bytes] : contributions) add_into(total, decode_step(bytes, p_.k, p_.d));
     std::int64_t reseeded = 0;
     const double shift = update_centroids(total.sums, total.counts, c_, p_.k, p_.d, &reseeded);
@@ -176,6 +172,11 @@ class KMeansPartition final : public AllToAllPartition {
   std::vector<float> c_;
   double inertia_ = 0;
   Local& local_;
+  // Sums and counts of no rows: what partials are added to.
+  PartialStep nothing() const {
+    return {std::vector<double>(p_.k * p_.d, 0.0), std::vector<std::int64_t>(p_.k, 0), 0, 0, 0};
+  }
+
   const float* rows_;
   std::int64_t home_, kept_;  // the partition's rows, of which computed here
   std::unique_ptr<PartialAssigner> assigner_;
