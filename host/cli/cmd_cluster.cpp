@@ -108,6 +108,9 @@ int coordinator_main(const std::vector<std::string>& args) {
        "a lost worker's rows: move (the coordinator computes them from the iteration it was lost in; with --pull the surviving "
        "workers do two iterations later) | drop (left out until it returns, as in the Distributed k-Means Clustering study)")
       ("output-centroids", po::value(&ko.output_centroids), "write the centroids (.npy)")
+      ("output-labels", po::value(&ko.output_labels),
+       "write every row's label (n int32 .npy); each member writes its own rows into FILE.partial, so the path must "
+       "be on storage every member shares")
       ("json", "print the summary as JSON");
   engine_options(d, o);
   common_options(d, o);
@@ -119,6 +122,8 @@ int coordinator_main(const std::vector<std::string>& args) {
   if (on_loss != "move" && on_loss != "drop") throw InputError("--on-loss " + on_loss + ": must be move or drop");
   o.move_lost_rows = on_loss == "move";
   o.input = ko.input;
+  ko.resumed = !o.resume_dir.empty();
+  ko.rows_may_drop = !o.move_lost_rows;
   cluster::KMeansJob job(ko);
   return cluster::run_coordinator(o, job);
 }

@@ -196,16 +196,9 @@ void read_npy_rows(const std::string& path, std::int64_t rows, std::int64_t cols
   }
 }
 
-namespace {
-
-template <class T>
-void write_npy_impl(std::ostream& out, const T* data, const std::vector<std::int64_t>& shape, const char* descr) {
+std::string npy_header(const std::vector<std::int64_t>& shape, const char* descr) {
   std::string shp = "(";
-  std::int64_t count = 1;
-  for (auto s : shape) {
-    shp += std::to_string(s) + ",";
-    count *= s;
-  }
+  for (auto s : shape) shp += std::to_string(s) + ",";
   if (shape.size() > 1) shp.pop_back();
   shp += ")";
   std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shp + ", }";
@@ -213,10 +206,17 @@ void write_npy_impl(std::ostream& out, const T* data, const std::vector<std::int
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  out.write("\x93NUMPY\x01\x00", 8);
-  const std::uint16_t hl = static_cast<std::uint16_t>(header.size());
-  const char le[2] = {static_cast<char>(hl & 0xff), static_cast<char>(hl >> 8)};
-  out.write(le, 2);
+  const auto hl = static_cast<std::uint16_t>(header.size());
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(hl & 0xff) + static_cast<char>(hl >> 8) + header;
+}
+
+namespace {
+
+template <class T>
+void write_npy_impl(std::ostream& out, const T* data, const std::vector<std::int64_t>& shape, const char* descr) {
+  std::int64_t count = 1;
+  for (auto s : shape) count *= s;
+  const std::string header = npy_header(shape, descr);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
 }

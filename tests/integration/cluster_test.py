@@ -686,6 +686,86 @@ def scenario_pull_missing_shard(a, tmp):
     print(f"worker 2: {said[-1]} (exit 2); the coordinator: {err[0]} (exit 2) after {took:.1f} s")
 
 
+def read_npy_labels(path):
+    data = Path(path).read_bytes()
+    hlen = struct.unpack("<H", data[8:10])[0]
+    if b"'<i4'" not in data[10:10 + hlen]:
+        fail(f"{path}: not int32 labels")
+    a = array.array("i")
+    a.frombytes(data[10 + hlen:])
+    return a
+
+
+def scenario_labels(a, tmp, pull=True):
+    # --output-labels: every member writes its rows' labels into one
+    # preallocated file, worker 2 killed -9 mid-job (with --pull its rows
+    # move to the survivors, which label them; without, the coordinator
+    # stands in and labels them). Every label equals single-node kmeans's,
+    # none is left -1, and no FILE.partial remains.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 400000, 8, 16, 8)
+    out = Path(tmp) / "labels.npy"
+    job = Job(a, tmp, 3, data, 16, 40, 1000, extra=["--output-labels", str(out), *(["--pull"] if pull else [])])
+    job.wait_iteration(8)
+    job.procs[2].send_signal(signal.SIGKILL)
+    job.procs[2].wait()
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    single = Path(tmp) / "single-labels.npy"
+    r = subprocess.run([a.accel, "kmeans", "--input", data, "--k", "16", "--max-iter", "40", "--tol", "0",
+                        "--init", "random", "--device", "cpu", "--output-labels", str(single)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(r.stderr)
+    got, want = read_npy_labels(out), read_npy_labels(single)
+    if len(got) != len(want):
+        fail(f"{len(got)} labels, single-node {len(want)}")
+    differ = sum(1 for p, q in zip(got, want) if p != q)
+    if differ or min(got) < 0:
+        fail(f"{differ} labels differ from single-node's, smallest {min(got)}")
+    if Path(str(out) + ".partial").exists():
+        fail("the partial labels file was left behind")
+    s = job.summary()
+    if s["iterations"] != 40 or s.get("unlabelled") != 0:
+        fail(f"summary: {s['iterations']} iterations, {s.get('unlabelled')} unlabelled")
+    labelled_by = sorted(w for w, log in job.logs().items() if any(j.get("labels") == "written" for j in log))
+    print(f"{len(got)} labels equal single-node's, worker 2 killed; labelling round logged by {labelled_by}")
+
+
+def scenario_labels_push(a, tmp):
+    scenario_labels(a, tmp, pull=False)
+
+
+def scenario_labels_unwritable(a, tmp):
+    # Worker 2 cannot see the labels' directory (its own mount namespace
+    # hides it): it exits 2 before round 1 with one line naming itself and
+    # the file, the coordinator ends the job the same way, and neither the
+    # labels nor their partial file are left.
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        skip("needs root and unshare for a mount namespace")
+    out_dir = Path(tmp) / "out"
+    out_dir.mkdir()
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 100000, 8, 16, 8)
+    hide = ["unshare", "--mount", "sh", "-c", f'mount -t tmpfs none "{out_dir}" && exec "$0" "$@"']
+    if subprocess.run([*hide, "true"], capture_output=True).returncode != 0:
+        skip("no mount namespace here (unshare --mount and mount need CAP_SYS_ADMIN)")
+    job = Job(a, tmp, 3, data, 16, 60, 1000, extra=["--output-labels", str(out_dir / "labels.npy")],
+              prefix_of={2: hide})
+    code = job.procs[2].wait(timeout=60 * SCALE)
+    said = [l for l in (job.tmp / "worker-2.err").read_text().splitlines() if l.strip()]
+    if code != 2 or not said or "worker 2" not in said[-1] or "labels.npy" not in said[-1]:
+        fail(f"worker 2 without the output directory: exit {code}, {said[-3:]}")
+    rc = job.finish()
+    err = [l for l in (job.tmp / "coordinator.err").read_text().splitlines() if "listening" not in l and "token" not in l]
+    if rc != 2 or len(err) != 1 or "worker 2" not in err[0] or "labels.npy" not in err[0]:
+        fail(f"the coordinator: exit {rc}, {err}")
+    left = sorted(p.name for p in out_dir.iterdir())
+    if left:
+        fail(f"the failed job left {left}")
+    print(f"worker 2: {said[-1]} (exit 2); the coordinator: {err[0]} (exit 2); nothing left in the output directory")
+
+
 def scenario_sigterm_leave_push(a, tmp):
     scenario_sigterm_leave(a, tmp, pull=False)
 

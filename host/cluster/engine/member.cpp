@@ -101,6 +101,7 @@ class Incarnation {
  private:
   void refetch();
   void fresh_start();
+  std::unique_ptr<Partition> open_partition();
   void start_snapshot();
   void resume_round();
   RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
@@ -224,19 +225,20 @@ void Incarnation::fresh_start() {
   take_keys(s.task.pair_keys);
   try {
     fetch_data(node_, workload_named(name), s, join_);
+    snap_ = std::move(s);
+    part_ = open_partition();
   } catch (const InputError& e) {
-    // Before round 1: the job cannot be the whole input's; the coordinator
-    // ends it with this member's reason rather than wait for it.
+    // Before round 1 (the rows unreadable, an output this member cannot
+    // write): the job cannot be the whole input's; the coordinator ends it
+    // with this member's reason rather than wait for it.
     Out why;
     why.text(e.what());
     node_.send(0, kFailed, 0, why.b);
     node_.net().progress_until([] { return false; }, Ms(50));  // let it leave
     throw;
   }
-  snap_ = std::move(s);
   start_snapshot();
   connect_peers(snap_->task.peers);
-  part_ = workload().open(snap_->task, snap_->data, local_);
   node_.send(0, kReady, 0, {});
   expect_msg(node_, kStart, join_, "the start", [&](const Received& r) {
     if (r.message.header.type == kContribution || r.message.header.type == kDecision) node_.stash(r);
@@ -245,6 +247,16 @@ void Incarnation::fresh_start() {
   std::set<std::uint32_t> all{0, o_.id};
   for (const auto& p : snap_->task.peers) all.insert(p.id);
   view_.active.assign(all.begin(), all.end());
+}
+
+// The task's partition; an InputError says which member could not open it
+// (an output it cannot write).
+std::unique_ptr<Partition> Incarnation::open_partition() {
+  try {
+    return workload().open(snap_->task, snap_->data, local_);
+  } catch (const InputError& e) {
+    throw InputError("worker " + std::to_string(snap_->task.self) + ": " + e.what());
+  }
 }
 
 // The snapshot (the task, and the data with --snapshot-rows; fsynced) is
@@ -281,7 +293,7 @@ void Incarnation::resume_round() {
   t_ = cur.round;
   view_ = cur.view;
   connect_peers(cur.peers);
-  part_ = workload().open(snap_->task, snap_->data, local_);
+  part_ = open_partition();
   part_->adopt(cur.state);
   recovering_ = !cur.counts;
   log_.write({{"event", "resumed"}, {"worker", o_.id}, {"incarnation", incarnation_}, {"iteration", t_}});

@@ -78,6 +78,11 @@ std::vector<float> read_npy_vector(const std::string& path);
 // a header's sizes are checked against before anything is allocated.
 std::int64_t bytes_left(std::istream& in);
 
+// A .npy file's header for `shape` and a numpy descr ("<i4", "<f4"): the
+// data follow it, 64-byte aligned. Members that write their rows into one
+// preallocated file (the cluster's --output-labels) place them after it.
+std::string npy_header(const std::vector<std::int64_t>& shape, const char* descr);
+
 // The same, into a stream (for an OutputSet).
 void write_npy(std::ostream& out, const float* data, const std::vector<std::int64_t>& shape);
 void write_npy(std::ostream& out, const std::int32_t* data, const std::vector<std::int64_t>& shape);

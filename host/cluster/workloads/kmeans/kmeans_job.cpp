@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <numeric>
 #include <sstream>
 
 #include "accel/error.hpp"
 #include "accel/kmeans.hpp"
+#include "labels_file.hpp"
 #include "session.hpp"
 
 namespace accel::cluster {
@@ -17,6 +20,10 @@ struct Params {
   double tol = 0;
   bool bounds = false;  // keep Yinyang bounds between rounds (--algorithm)
   std::vector<float> centroids;  // k x d, the initial ones
+  std::int64_t max_iter = 0;
+  // --output-labels: the shared file each member writes its rows' labels
+  // into, in one more round after the last (empty: none).
+  std::string labels;
 };
 
 // Bounds on a job's shape as read from the network.
@@ -29,6 +36,8 @@ Bytes encode_params(const Params& p) {
   o.put(p.tol);
   o.put<std::uint8_t>(p.bounds);
   o.array(p.centroids);
+  o.put(p.max_iter);
+  o.text(p.labels);
   return std::move(o.b);
 }
 
@@ -42,6 +51,9 @@ Params decode_params(std::span<const std::byte> in) {
     throw InputError("k-means task with an impossible shape");
   p.bounds = i.get<std::uint8_t>() != 0;
   p.centroids = i.exactly<float>(static_cast<std::uint64_t>(p.k * p.d), "centroids");
+  p.max_iter = i.get<std::int64_t>();
+  p.labels = i.text(4096);
+  if (p.max_iter < 0) throw InputError("k-means task with an impossible iteration limit");
   i.end();
   return p;
 }
@@ -78,15 +90,20 @@ void add_into(PartialStep& total, const PartialStep& s) {
 
 class KMeansPartition final : public AllToAllPartition {
  public:
-  KMeansPartition(Params p, const float* rows, std::int64_t n, Local& local)
-      : p_(std::move(p)), c_(p_.centroids), local_(local), rows_(rows), home_(n), kept_(n),
-        assigner_(std::make_unique<PartialAssigner>(rows, n, p_.d, p_.k, devices_for(local, p_.k, p_.d), local.model,
-                                                    p_.bounds)) {}
+  KMeansPartition(Params p, const Task& task, const float* rows, Local& local)
+      : p_(std::move(p)), c_(p_.centroids), local_(local), rows_(rows), begin_(task.begin), home_(task.rows),
+        kept_(task.rows),
+        assigner_(std::make_unique<PartialAssigner>(rows, task.rows, p_.d, p_.k, devices_for(local, p_.k, p_.d),
+                                                    local.model, p_.bounds)) {
+    if (!p_.labels.empty()) labels_ = std::make_unique<LabelsWriter>(p_.labels, task.units);
+  }
 
-  // Own rows, then the rows computed for other members (in id order), summed.
+  // Own rows, then the rows computed for other members (in id order),
+  // summed; in the labels round, each one's labels written as well.
   Bytes contribute(std::int64_t) override {
-    PartialStep s = assigner_->step(c_);
-    for (auto& [id, e] : extra_) add_into(s, e.assigner->step(c_));
+    PartialStep s = step(*assigner_, begin_);
+    for (auto& [id, e] : extra_) add_into(s, step(*e.assigner, e.begin));
+    if (labelling_) labels_->sync();
     return encode_step(s);
   }
   std::int64_t rows() const override {
@@ -102,11 +119,11 @@ class KMeansPartition final : public AllToAllPartition {
                                                   local_.model, p_.bounds);
     return true;
   }
-  bool add_extra(std::uint32_t member, std::int64_t, std::int64_t rows, std::span<const std::byte> data) override {
+  bool add_extra(std::uint32_t member, std::int64_t begin, std::int64_t rows, std::span<const std::byte> data) override {
     if (data.size() != static_cast<std::size_t>(rows * p_.d) * sizeof(float)) return false;
     extra_[member] = {std::make_unique<PartialAssigner>(reinterpret_cast<const float*>(data.data()), rows, p_.d, p_.k,
                                                         devices_for(local_, p_.k, p_.d), local_.model, p_.bounds),
-                      rows};
+                      begin, rows};
     return true;
   }
   void drop_extra(std::uint32_t member) override { extra_.erase(member); }
@@ -116,9 +133,10 @@ class KMeansPartition final : public AllToAllPartition {
     if (it == taken_.end()) return idle();
     PartialStep s = nothing();
     for (auto& b : it->second.blocks) {
-      add_into(s, b.assigner->step(c_));
+      add_into(s, step(*b.assigner, b.begin));
       if (it->second.release) it->second.release(b.begin, b.begin + b.rows);
     }
+    if (labelling_) labels_->sync();
     return encode_step(s);
   }
   bool take_over(std::uint32_t member, std::int64_t begin, std::int64_t rows, std::span<const std::byte> data,
@@ -145,25 +163,36 @@ class KMeansPartition final : public AllToAllPartition {
 
   // Sum of the members' partials, in id order: every participant runs the
   // same update on the same numbers.
-  RoundOutcome absorb(std::int64_t, const std::map<std::uint32_t, Bytes>& contributions) override {
+  //
+  // With --output-labels, the round after the last (converged, or the
+  // iteration limit) is the labels round: every participant assigns the rows
+  // it computes to the final centroids and writes their labels (the
+  // single-node final assignment), and the centroids stay; its inertia is
+  // theirs, as single-node reports it.
+  RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) override {
     PartialStep total = nothing();
     for (const auto& [id, bytes] : contributions) add_into(total, decode_step(bytes, p_.k, p_.d));
+    inertia_ = total.inertia;
+    if (labelling_) return {true, {{"inertia", total.inertia}, {"labels", "written"}}};
     std::int64_t reseeded = 0;
     const double shift = update_centroids(total.sums, total.counts, c_, p_.k, p_.d, &reseeded);
-    inertia_ = total.inertia;
-    return {p_.tol > 0 && shift < p_.tol, {{"inertia", total.inertia}, {"max_shift", shift}}};
+    const bool stop = p_.tol > 0 && shift < p_.tol;
+    labelling_ = labels_ && (stop || round >= p_.max_iter);
+    return {stop && !labels_, {{"inertia", total.inertia}, {"max_shift", shift}}};
   }
 
   Bytes shared_state() const override {
     Out o;
     o.array(c_);
     o.put(inertia_);
+    o.put<std::uint8_t>(labelling_);
     return std::move(o.b);
   }
   void adopt(std::span<const std::byte> state) override {
     In i(state);
     c_ = i.exactly<float>(static_cast<std::uint64_t>(p_.k * p_.d), "centroids");
     inertia_ = i.get<double>();
+    labelling_ = i.get<std::uint8_t>() != 0 && labels_;
     i.end();
   }
 
@@ -177,7 +206,21 @@ class KMeansPartition final : public AllToAllPartition {
     return {std::vector<double>(p_.k * p_.d, 0.0), std::vector<std::int64_t>(p_.k, 0), 0, 0, 0};
   }
 
+  // One assignment step over rows from `begin` of the input; their labels
+  // written in the labels round.
+  PartialStep step(PartialAssigner& a, std::int64_t begin) {
+    PartialStep s = a.step(c_);
+    if (labelling_) {
+      const auto per = a.rows_per_device();
+      std::vector<std::int32_t> l(static_cast<std::size_t>(std::accumulate(per.begin(), per.end(), std::int64_t{0})));
+      a.labels(l.data());
+      labels_->write(begin, l);
+    }
+    return s;
+  }
+
   const float* rows_;
+  std::int64_t begin_;         // of the partition in the input
   std::int64_t home_, kept_;  // the partition's rows, of which computed here
   std::unique_ptr<PartialAssigner> assigner_;
   struct Block {
@@ -191,9 +234,11 @@ class KMeansPartition final : public AllToAllPartition {
   std::map<std::uint32_t, Taken> taken_;  // lost members' rows, stood in for
   struct Extra {
     std::unique_ptr<PartialAssigner> assigner;
-    std::int64_t rows;
+    std::int64_t begin, rows;  // of the input
   };
   std::map<std::uint32_t, Extra> extra_;  // other members' tails (re-split)
+  std::unique_ptr<LabelsWriter> labels_;  // --output-labels
+  bool labelling_ = false;                // this round writes the labels
 };
 
 class KMeansWorkload final : public Workload {
@@ -252,8 +297,7 @@ class KMeansWorkload final : public Workload {
     if (data.size() != static_cast<std::size_t>(task.rows * p.d) * sizeof(float))
       throw InputError("k-means partition of " + std::to_string(data.size()) + " bytes for " +
                        std::to_string(task.rows) + " rows");
-    return std::make_unique<KMeansPartition>(std::move(p), reinterpret_cast<const float*>(data.data()), task.rows,
-                                             local);
+    return std::make_unique<KMeansPartition>(std::move(p), task, reinterpret_cast<const float*>(data.data()), local);
   }
 
   void read(const Task& task, std::span<std::byte> out) const override {
@@ -284,6 +328,8 @@ KMeansJob::KMeansJob(const KMeansJobOptions& o) : o_(o) {
   init_ = kmeans_init(x_, ko).data;
   loading_ = secs(t0, Clock::now());
   bounds_ = kmeans_uses_bounds(o.algorithm, x_.cols);
+  if (!o.output_labels.empty())
+    labels_ = std::make_unique<LabelsFile>(std::filesystem::absolute(o.output_labels).string(), x_.rows, o.resumed);
   // A contribution (k x d sums, k counts) or a task (k x d centroids, the
   // peers' addresses) must fit one control message.
   const std::int64_t k = o.k, d = x_.cols;
@@ -308,7 +354,9 @@ Job::Options KMeansJob::result_options() const {
           {"--tol", option_text(o_.tol)},               {"--max-iter", std::to_string(o_.max_iter)}};
 }
 
-Bytes KMeansJob::params() const { return encode_params({x_.cols, o_.k, o_.tol, bounds_, init_}); }
+Bytes KMeansJob::params() const {
+  return encode_params({x_.cols, o_.k, o_.tol, bounds_, init_, o_.max_iter, labels_ ? labels_->partial() : ""});
+}
 
 std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const {
   return static_cast<std::uint64_t>(end - begin) * x_.cols * sizeof(float);
@@ -324,7 +372,16 @@ std::string KMeansJob::finish(std::span<const std::byte> state, nlohmann::json& 
   In i(state);
   const auto c = i.exactly<float>(static_cast<std::uint64_t>(o_.k * x_.cols), "centroids");
   const double inertia = i.get<double>();
+  if (labels_) {
+    // The labels round is no iteration of the algorithm.
+    summary["iterations"] = summary["iterations"].get<std::int64_t>() - 1;
+    const std::int64_t missing = labels_->unlabelled();
+    summary["unlabelled"] = missing;
+    if (missing > 0 && !o_.rows_may_drop)
+      throw InputError(o_.output_labels + ": " + std::to_string(missing) + " rows were not labelled");
+  }
   if (!o_.output_centroids.empty()) write_npy(o_.output_centroids, c.data(), {o_.k, x_.cols});
+  if (labels_) labels_->commit();
   summary["d"] = x_.cols;
   summary["k"] = o_.k;
   summary["inertia"] = inertia;

@@ -9,11 +9,16 @@
 
 #include "accel/io.hpp"
 #include "engine.hpp"
+#include "labels_file.hpp"
 
 namespace accel::cluster {
 
 struct KMeansJobOptions {
   std::string input, init = "kmeans++", output_centroids;
+  // Written by the members into one preallocated file (labels_file.hpp).
+  std::string output_labels;
+  bool resumed = false;     // from a checkpoint: keep the labels written so far
+  bool rows_may_drop = false;  // --on-loss drop: rows left out stay unlabelled (-1)
   std::string algorithm = "auto";  // lloyd | yinyang | auto, for every participant
   std::int64_t k = 8;
   int max_iter = 100;
@@ -27,7 +32,8 @@ class KMeansJob final : public Job {
   explicit KMeansJob(const KMeansJobOptions& o);
   std::string workload() const override { return "kmeans"; }
   std::int64_t units() const override { return x_.rows; }
-  std::int64_t max_rounds() const override { return o_.max_iter; }
+  // With labels, one more round writes them.
+  std::int64_t max_rounds() const override { return o_.max_iter + (labels_ ? 1 : 0); }
   Options result_options() const override;
   std::string input_name() const override { return o_.input; }
   Bytes probe() const override;
@@ -43,6 +49,7 @@ class KMeansJob final : public Job {
   std::vector<float> init_;
   bool bounds_ = false;
   double loading_ = 0;
+  std::unique_ptr<LabelsFile> labels_;
 };
 
 }  // namespace accel::cluster
