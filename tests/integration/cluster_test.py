@@ -766,6 +766,68 @@ def scenario_labels_unwritable(a, tmp):
     print(f"worker 2: {said[-1]} (exit 2); the coordinator: {err[0]} (exit 2); nothing left in the output directory")
 
 
+def foreign_input(a, tmp, n):
+    """The input in its own directory, a command prefix under which that
+    directory holds another file of the same shape (a mount namespace), and
+    the input's path; skips where that cannot be had."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        skip("needs root and unshare for a mount namespace")
+    data_dir = Path(tmp) / "data"
+    data_dir.mkdir()
+    data = str(data_dir / "x.npy")
+    blobs(data, n, 8, 16, 8)
+    other = Path(tmp) / "other.npy"
+    blobs(str(other), n, 8, 16, 9)  # the same size, other rows
+    swap = ["unshare", "--mount", "sh", "-c",
+            f'mount -t tmpfs none "{data_dir}" && cp "{other}" "{data}" && exec "$0" "$@"']
+    if subprocess.run([*swap, "true"], capture_output=True).returncode != 0:
+        skip("no mount namespace here (unshare --mount and mount need CAP_SYS_ADMIN)")
+    return data, swap
+
+
+def scenario_pull_foreign_input(a, tmp):
+    # --pull, and worker 2 finds another file of the same size at the
+    # input's path: its rows' digest is not the coordinator's, so it exits 2
+    # before round 1 with one line naming itself and the file, and the
+    # coordinator ends the job the same way, writing nothing.
+    data, swap = foreign_input(a, tmp, 200000)
+    job = Job(a, tmp, 3, data, 16, 60, 1000, extra=["--pull"], prefix_of={2: swap})
+    code = job.procs[2].wait(timeout=60 * SCALE)
+    said = [l for l in (job.tmp / "worker-2.err").read_text().splitlines() if l.strip()]
+    if code != 2 or not said or "worker 2" not in said[-1] or "x.npy" not in said[-1] or "differ" not in said[-1]:
+        fail(f"worker 2 with another input: exit {code}, {said[-3:]}")
+    rc = job.finish()
+    err = [l for l in (job.tmp / "coordinator.err").read_text().splitlines() if "listening" not in l and "token" not in l]
+    if rc != 2 or len(err) != 1 or "worker 2" not in err[0] or "differ" not in err[0]:
+        fail(f"the coordinator: exit {rc}, {err}")
+    if (job.tmp / "centroids.npy").exists():
+        fail("the coordinator wrote centroids of a job that did not run")
+    print(f"worker 2: {said[-1]} (exit 2); the coordinator: {err[0]} (exit 2)")
+
+
+def scenario_joiner_foreign_input(a, tmp):
+    # A worker that joins a running --pull job without an id but sees
+    # another file at the input's path reads the rows moved to it, finds
+    # their digest is not the coordinator's, and exits 2 naming the file,
+    # before it computes on them; the job goes on without it and its
+    # centroids are the failure-free ones.
+    data, swap = foreign_input(a, tmp, 400000)
+    job = Job(a, tmp, 2, data, 16, 80, 1000, extra=["--pull", "--max-workers", "3"], prefix_of={3: swap})
+    job.n = 3
+    job.wait_iteration(5)
+    job.start_worker(3, with_id=False)
+    code = job.procs[3].wait(timeout=60 * SCALE)
+    said = [l for l in (job.tmp / "worker-3.err").read_text().splitlines() if l.strip()]
+    if code != 2 or not said or "x.npy" not in said[-1] or "differ" not in said[-1]:
+        fail(f"the joiner with another input: exit {code}, {said[-3:]}")
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    worst = failure_free_difference(a, tmp, data, 16, 80)
+    if worst > 1e-6:
+        fail(f"centroids {worst:.1e} off the failure-free run")
+    print(f"the joiner: {said[-1]} (exit 2); the job finished, centroids within {worst:.1e} of the failure-free run")
+
+
 def scenario_sigterm_leave_push(a, tmp):
     scenario_sigterm_leave(a, tmp, pull=False)
 

@@ -46,7 +46,7 @@ void expect_same(const Contribution& a, const Contribution& b) {
 }  // namespace
 
 TEST(ClusterProtocol, MovesReadBack) {
-  const auto c = with_moves({{2, 1, 500, 120, 120 * 32}, {2, 3, 620, 80, 80 * 32}});
+  const auto c = with_moves({{2, 1, 500, 120, 120 * 32, 0x1234}, {2, 3, 620, 80, 80 * 32, 0}});
   expect_same(c, decode_contribution(encode(c), Limits{}));
 }
 
@@ -80,4 +80,40 @@ TEST(ClusterProtocol, TruncatedMovesAreRefused) {
     const std::span<const std::byte> part(bytes.data(), bytes.size() - cut);
     EXPECT_THROW(decode_contribution(part, Limits{}), accel::InputError) << cut;
   }
+}
+
+// A task's digest travels with it, and the digest tells other rows apart
+// wherever they differ in a small partition, and in the blocks it reads of
+// a large one.
+TEST(ClusterProtocol, TheTasksDigestReadsBack) {
+  Task t;
+  t.workload = "kmeans";
+  t.self = 2;
+  t.units = 100;
+  t.begin = 10;
+  t.rows = 20;
+  t.input = "/data/x.npy";
+  t.pull = true;
+  t.digest = 0xfeedbeefcafe;
+  t.pair_keys.resize(3);
+  const Task back = decode_task(encode(t), Limits{});
+  EXPECT_EQ(back.digest, t.digest);
+  EXPECT_EQ(back, t);
+}
+
+TEST(ClusterProtocol, RowsDigestSeesChanges) {
+  std::vector<std::byte> small(100000, std::byte{7});
+  const auto d = rows_digest(small);
+  EXPECT_NE(d, 0u);
+  small[54321] = std::byte{8};
+  EXPECT_NE(rows_digest(small), d);
+  EXPECT_NE(rows_digest(std::span(small).first(99999)), rows_digest(small));
+  EXPECT_NE(rows_digest({}), 0u);
+  std::vector<std::byte> large(std::size_t{64} << 20, std::byte{1});
+  const auto before = rows_digest(large);
+  large.back() = std::byte{2};  // the last block is always read
+  EXPECT_NE(rows_digest(large), before);
+  large.back() = std::byte{1};
+  large[0] = std::byte{3};  // and the first
+  EXPECT_NE(rows_digest(large), before);
 }

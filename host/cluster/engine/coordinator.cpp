@@ -63,6 +63,7 @@ class Coordinator {
   void say_refusals();
   void partition();
   Task task_for(std::uint32_t w) const;
+  std::uint64_t digest_of(std::int64_t begin, std::int64_t end) const;
   std::vector<transport::MacKey> pair_keys_of(std::uint32_t w) const;
   void distribute();
   void push_rows(std::uint32_t w, std::set<std::uint32_t>& ready);
@@ -322,6 +323,7 @@ Task Coordinator::task_for(std::uint32_t w) const {
   task.data_bytes = job_.data_bytes(begin_[w], begin_[w] + loads_[w]);
   if (!o_.input.empty()) task.input = std::filesystem::absolute(o_.input).string();
   task.pull = o_.pull;
+  if (o_.pull && w != 0) task.digest = digest_of(begin_[w], begin_[w] + loads_[w]);
   task.params = params_;
   for (const auto& [id, a] : address_)
     if (id != w) task.peers.push_back({id, a});
@@ -856,7 +858,18 @@ std::vector<Move> Coordinator::plan_moves() const {
     if (!resynced_.count(q)) in.lost.push_back(q);
   in.lost.insert(in.lost.end(), leaving_.begin(), leaving_.end());
   std::sort(in.lost.begin(), in.lost.end());
-  return accel::cluster::plan_moves(in, [this](std::int64_t b, std::int64_t e) { return job_.data_bytes(b, e); });
+  auto plan = accel::cluster::plan_moves(in, [this](std::int64_t b, std::int64_t e) { return job_.data_bytes(b, e); });
+  for (Move& m : plan) m.digest = digest_of(m.begin, m.begin + m.rows);
+  return plan;
+}
+
+// rows_digest of rows [begin, end) of a worker's as the coordinator reads
+// the input; the pages it touched are given back (they are not its rows).
+std::uint64_t Coordinator::digest_of(std::int64_t begin, std::int64_t end) const {
+  if (end <= begin) return 0;
+  const std::uint64_t d = rows_digest(job_.data(begin, end));
+  job_.release(begin, end);
+  return d;
 }
 
 nlohmann::json moves_json(const std::vector<Move>& moves) {

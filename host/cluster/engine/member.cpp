@@ -24,6 +24,14 @@ namespace {
 
 using transport::Received;
 
+// Rows read from the input (--pull) are the coordinator's: the same digest.
+void check_digest(const Task& task, std::span<const std::byte> data) {
+  if (task.digest != 0 && rows_digest(data) != task.digest)
+    throw InputError(task.input + ": rows [" + std::to_string(task.begin) + ", " + std::to_string(task.begin + task.rows) +
+                     ") differ from the coordinator's copy (another file at this path, or one changed since the job "
+                     "began)");
+}
+
 // The partition's data into s.data: read from the input file (--pull), or
 // pushed by the coordinator into this buffer after a ticket, at the start
 // and again when resuming from a snapshot without data.
@@ -32,6 +40,7 @@ void fetch_data(Node& node, const Workload& workload, Snapshot& s, Ms timeout) {
   if (s.task.pull) {
     try {
       workload.read(s.task, s.data);
+      check_digest(s.task, s.data);
     } catch (const InputError& e) {  // which member could not read its rows
       throw InputError("worker " + std::to_string(s.task.self) + ": " + e.what());
     }
@@ -408,6 +417,7 @@ void Incarnation::prepare_moves(const std::vector<Move>& moves, std::uint64_t id
     task.begin = m.begin;
     task.rows = m.rows;
     task.data_bytes = m.bytes;
+    task.digest = m.digest;
     reads.push_back(std::move(task));
   }
   // One thread, the pieces one after another: the disk reads them no
@@ -418,6 +428,7 @@ void Incarnation::prepare_moves(const std::vector<Move>& moves, std::uint64_t id
       for (const Task& task : reads) {
         Bytes b(task.data_bytes);
         w->read(task, b);
+        check_digest(task, b);
         out.emplace(task.self, std::move(b));
       }
       return out;

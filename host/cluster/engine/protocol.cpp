@@ -1,5 +1,7 @@
 #include "protocol.hpp"
 
+#include <zlib.h>
+
 namespace accel::cluster {
 namespace {
 
@@ -77,6 +79,23 @@ const char* type_name(std::uint16_t t) {
   return "unknown";
 }
 
+std::uint64_t rows_digest(std::span<const std::byte> data) {
+  constexpr std::size_t kWhole = 4 << 20, kBlock = 64 << 10, kBlocks = 64;
+  uLong c = 0;
+  auto take = [&](std::size_t at, std::size_t n) {
+    c = ::crc32(c, reinterpret_cast<const Bytef*>(data.data() + at), static_cast<uInt>(n));
+  };
+  if (data.size() <= kWhole) {
+    take(0, data.size());
+  } else {
+    const std::size_t pitch = (data.size() - kBlock) / (kBlocks - 1);
+    for (std::size_t b = 0; b + 1 < kBlocks; ++b) take(b * pitch, kBlock);
+    take(data.size() - kBlock, kBlock);  // the last
+  }
+  const std::uint64_t d = (static_cast<std::uint64_t>(c) << 32) ^ (data.size() * 0x9E3779B97F4A7C15ull);
+  return d == 0 ? 1 : d;
+}
+
 Bytes encode(const Task& t) {
   Out o;
   o.text(t.workload);
@@ -88,6 +107,7 @@ Bytes encode(const Task& t) {
   o.put(t.data_bytes);
   o.text(t.input);
   o.put<std::uint8_t>(t.pull ? 1 : 0);
+  o.put(t.digest);
   o.bytes(t.params);
   put_peers(o, t.peers);
   put_keys(o, t.pair_keys);
@@ -111,6 +131,7 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
   const auto flags = i.get<std::uint8_t>();
   if (flags & ~1u) throw InputError("task with unknown flags");
   t.pull = (flags & 1) != 0;
+  t.digest = i.get<std::uint64_t>();
   t.params = i.bytes(l.max_data);
   t.peers = get_peers(i, l);
   t.pair_keys = get_keys(i, l);
@@ -148,6 +169,7 @@ Bytes encode(const Contribution& c) {
       o.put(m.begin);
       o.put(m.rows);
       o.put(m.bytes);
+      o.put(m.digest);
     }
   }
   put_peers(o, c.peers);
@@ -197,6 +219,7 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& l)
       mv.begin = i.get<std::int64_t>();
       mv.rows = i.get<std::int64_t>();
       mv.bytes = i.get<std::uint64_t>();
+      mv.digest = i.get<std::uint64_t>();
       if (mv.begin < 0 || mv.rows < 1 || mv.begin > (std::int64_t{1} << 46) - mv.rows ||
           mv.bytes > (std::uint64_t{1} << 46) || mv.by == 0 || mv.by == mv.home)
         throw InputError("contribution with an impossible move");

@@ -52,6 +52,13 @@ struct Membership {
 };
 
 // A member's task: which workload, which rows, the workload's parameters.
+// A cheap digest of a partition's bytes: crc32 of all of them up to 4 MiB;
+// past that, of the first and last 64 KiB and 62 blocks of 64 KiB spread
+// evenly between (4 MiB read, wherever the rows lie), mixed with the size.
+// Never 0. What it can miss: a change confined to the bytes between those
+// blocks of a larger partition.
+std::uint64_t rows_digest(std::span<const std::byte> data);
+
 struct Task {
   std::string workload;           // registered name (workload.hpp)
   std::uint32_t self = 0;         // the receiver's id
@@ -61,6 +68,10 @@ struct Task {
   std::uint64_t data_bytes = 0;   // the partition's data, in the workload's layout
   std::string input;              // for --pull: the member reads its data itself
   bool pull = false;
+  // --pull: rows_digest of the partition's data as the coordinator reads
+  // the input (0: none). A member whose copy differs (another file at the
+  // path, or one changed since the job began) computes nothing on it.
+  std::uint64_t digest = 0;
   Bytes params;                   // the workload's parameters
   std::vector<Peer> peers;        // every participant but the receiver
   // The receiver's keys with every worker, by id (bootstrap.hpp); entry 0,
@@ -76,6 +87,7 @@ struct Task {
 struct Move {
   std::uint32_t home = 0, by = 0;
   std::int64_t begin = 0, rows = 0;
+  std::uint64_t digest = 0;  // rows_digest of the rows, as for a Task
   std::uint64_t bytes = 0;
   bool operator==(const Move&) const = default;
 };
