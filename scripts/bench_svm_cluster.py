@@ -13,8 +13,12 @@ eps = 1e-3), trained
 
 Printed: the fit seconds (the coordinator's summary seconds.job: measuring,
 distributing, the rounds; single-node: svm-train --json seconds.total),
-wall seconds, ratio to single-node, and the model against single-node
-(dual objective, support vectors). Medians of --repeat runs.
+wall seconds, ratio to single-node, the model against single-node (dual
+objective, support vectors), and peak RSS (/usr/bin/time) of single-node,
+the coordinator and the largest worker, with the coordinator's bound from
+issue 29: the bytes of the rows it owns (its share in the summary, as CSR:
+8 bytes a non-zero and 8 a row) + the kernel cache (-m) + 150 MB. Medians of --repeat
+runs.
 
     python3 scripts/bench_svm_cluster.py --rows 10000 --workers 1 2 3
 """
@@ -49,13 +53,23 @@ def svs(model):
 
 def single(args, train, model, common):
     env = dict(os.environ, OMP_NUM_THREADS=str(os.cpu_count()))
+    rss = Path(model).with_suffix(".rss")
     t0 = time.time()
-    out = subprocess.run([args.accel, "svm-train", *common, "--json", str(train), str(model)], env=env, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run([*timed(rss), args.accel, "svm-train", *common, "--json", str(train), str(model)], env=env,
+                         check=True, capture_output=True, text=True).stdout
     wall = time.time() - t0
     info = json.loads(out)
     return {"fit": info["seconds"]["total"], "wall": wall, "obj": info["problems"][0]["obj"],
-            "rounds": info["problems"][0]["rounds"]}
+            "rounds": info["problems"][0]["rounds"], "mb": peak_mb(rss), "nnz_per_row": info.get("nnz_per_row")}
+
+
+def timed(path):
+    """/usr/bin/time writing the peak RSS (KiB) to `path`."""
+    return ["/usr/bin/time", "-f", "%M", "-o", str(path)]
+
+
+def peak_mb(path):
+    return int(Path(path).read_text().split()[-1]) / 1024
 
 
 def distributed(args, train, model, common, workers, log):
@@ -63,12 +77,13 @@ def distributed(args, train, model, common, workers, log):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     port = free_port()
     pin = lambda core: ["taskset", "-c", str(core % cpus)]  # noqa: E731
+    rss = Path(log).with_suffix(".rss")
     t0 = time.time()
-    coord = subprocess.Popen([*pin(0), args.accel, "coordinator", "svm-train", *common, "--workers", str(workers),
+    coord = subprocess.Popen([*timed(f"{rss}.0"), *pin(0), args.accel, "coordinator", "svm-train", *common, "--workers", str(workers),
                               "--listen", f"127.0.0.1:{port}", "--log-json", str(log), "--json", "--device", "cpu",
                               str(train), str(model)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-    procs = [subprocess.Popen([*pin(w), args.accel, "worker", "--coordinator", f"127.0.0.1:{port}", "--id", str(w),
+    procs = [subprocess.Popen([*timed(f"{rss}.{w}"), *pin(w), args.accel, "worker", "--coordinator", f"127.0.0.1:{port}", "--id", str(w),
                                "--device", "cpu"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for w in range(1, workers + 1)]
     out, err = coord.communicate(timeout=3600)
@@ -79,7 +94,18 @@ def distributed(args, train, model, common, workers, log):
         raise SystemExit(f"distributed run failed: {err[-800:]}")
     s = json.loads(out.splitlines()[0])
     return {"fit": s["seconds"]["job"], "wall": wall, "obj": s["problems"][0]["obj"],
-            "rounds": s["problems"][0]["rounds"], "rows": s["rows"]}
+            "rounds": s["problems"][0]["rounds"], "rows": s["rows"], "coord_mb": peak_mb(f"{rss}.0"),
+            "worker_mb": max(peak_mb(f"{rss}.{w}") for w in range(1, workers + 1))}
+
+
+def nonzeros_per_row(train):
+    rows = nnz = 0
+    with open(train) as f:
+        for line in f:
+            if line.strip():
+                rows += 1
+                nnz += line.count(":")
+    return nnz / max(rows, 1)
 
 
 def main():
@@ -109,17 +135,24 @@ def main():
     base_fit = statistics.median(r["fit"] for r in ref)
     base_wall = statistics.median(r["wall"] for r in ref)
     base_svs = svs(data / "single.model")
-    print(f"\n{'run':<28}{'fit s':>8}{'wall s':>8}{'fit / single':>14}{'rounds':>8}{'rel obj':>10}{'SV diff':>9}")
+    nnz_row = nonzeros_per_row(train)
+    print(f"\n{'run':<28}{'fit s':>8}{'wall s':>8}{'fit / single':>14}{'rounds':>8}{'rel obj':>10}{'SV diff':>9}"
+          f"{'RSS MB':>8}{'worker MB':>11}{'coord bound':>13}")
     print(f"{'single-node, 2 threads':<28}{base_fit:>8.2f}{base_wall:>8.2f}{'1.00':>14}{ref[0]['rounds']:>8}"
-          f"{'-':>10}{'-':>9}")
+          f"{'-':>10}{'-':>9}{statistics.median(r['mb'] for r in ref):>8.0f}{'-':>11}{'-':>13}")
     for w in args.workers:
         rs = results[w]
         fit = statistics.median(r["fit"] for r in rs)
         wall = statistics.median(r["wall"] for r in rs)
         rel = abs(rs[0]["obj"] - ref[0]["obj"]) / abs(ref[0]["obj"])
         diff = len(svs(data / f"dist{w}.model") ^ base_svs)
+        coord = statistics.median(r["coord_mb"] for r in rs)
+        # The coordinator's own rows as CSR (8-byte row pointer, 4-byte index
+        # and value a non-zero) + -m 100 + 150 MB.
+        bound = rs[0]["rows"][0] * (8 + 8 * nnz_row) / 1e6 + 100 + 150
         print(f"{'coordinator + ' + str(w) + ' worker(s)':<28}{fit:>8.2f}{wall:>8.2f}{fit / base_fit:>14.2f}"
-              f"{rs[0]['rounds']:>8}{rel:>10.1e}{diff:>9}")
+              f"{rs[0]['rounds']:>8}{rel:>10.1e}{diff:>9}{coord:>8.0f}"
+              f"{statistics.median(r['worker_mb'] for r in rs):>11.0f}{bound:>9.0f} {'ok' if coord <= bound else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <span>
+#include <streambuf>
 #include <limits>
 #include <stdexcept>
 #include <string_view>
@@ -65,14 +68,22 @@ bool parse_number(std::string_view s, T& v) {
 
 }  // namespace
 
-LabeledCsr read_libsvm_csr(const std::string& path) {
-  io::require_file(path);
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+namespace {
+
+// A read-only stream over bytes in memory.
+struct SpanBuf : std::streambuf {
+  explicit SpanBuf(std::span<const std::byte> b) {
+    char* p = const_cast<char*>(reinterpret_cast<const char*>(b.data()));
+    setg(p, p, p + b.size());
+  }
+};
+
+LabeledCsr parse(std::istream& in, const std::string& path, const std::function<bool(std::int64_t)>& keep,
+                 std::int64_t* nonzeros) {
   LabeledCsr out;
   out.source = path;
   std::string line;
-  std::int64_t lineno = 0;
+  std::int64_t lineno = 0, nnz = 0;
   std::vector<std::pair<std::int32_t, float>> row;
   std::int64_t max_index = 0;  // counts explicit zeros too: LIBSVM's default gamma is 1/max_index
   while (std::getline(in, line)) {
@@ -113,13 +124,38 @@ LabeledCsr read_libsvm_csr(const std::string& path) {
       // Explicit zeros carry no information for any of the four kernels.
       if (v != 0.0f) row.emplace_back(static_cast<std::int32_t>(idx - 1), v);
     }
-    out.x.add_row(row);
+    nnz += static_cast<std::int64_t>(row.size());
+    if (!keep || keep(out.x.rows)) out.x.add_row(row);
+    else out.x.add_row({});
     out.labels.push_back(label);
     out.lines.push_back(lineno);
   }
   if (out.x.rows == 0) throw InputError(path + ": no data rows");
   out.x.cols = std::max(out.x.cols, max_index);
+  if (nonzeros) *nonzeros = nnz;
   return out;
+}
+
+LabeledCsr read_file(const std::string& path, const std::function<bool(std::int64_t)>& keep, std::int64_t* nonzeros) {
+  io::require_file(path);
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  return parse(in, path, keep, nonzeros);
+}
+
+}  // namespace
+
+LabeledCsr read_libsvm_csr(const std::string& path) { return read_file(path, {}, nullptr); }
+
+LabeledCsr read_libsvm_rows(const std::string& path, const std::function<bool(std::int64_t)>& keep,
+                           std::int64_t* nonzeros) {
+  return read_file(path, keep, nonzeros);
+}
+
+LabeledCsr parse_libsvm_csr(std::span<const std::byte> text, const std::string& source) {
+  SpanBuf buf(text);
+  std::istream in(&buf);
+  return parse(in, source, {}, nullptr);
 }
 
 }  // namespace accel

@@ -81,13 +81,14 @@ def check_model(job, reference, what, failures=True):
 
 class SvmJob:
     def __init__(self, a, tmp, workers, data, params, timeout_ms=1000, worker_extra=(), pin=False, extra=(),
-                 worker_env=None):
+                 worker_env=None, worker_env_of=None):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.tmp.mkdir(parents=True, exist_ok=True)
         timeout_ms = int(timeout_ms * ct.SCALE)
         self.timeout_ms = timeout_ms
         self.worker_extra = list(worker_extra)
         self.worker_env = worker_env  # environment added for the workers
+        self.worker_env_of = worker_env_of or {}  # ... and for one of them
         self.model = str(self.tmp / "dist.model")
         self.coord_log = self.tmp / "coordinator.jsonl"
         self.procs = {}
@@ -113,7 +114,8 @@ class SvmJob:
         cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", "--id", str(i), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
-        env = {**os.environ, **self.worker_env} if self.worker_env else None
+        extra_env = {**(self.worker_env or {}), **self.worker_env_of.get(i, {})}
+        env = {**os.environ, **extra_env} if extra_env else None
         self.procs[i] = ct.start(cmd, stdout=open(self.tmp / f"worker-{i}.out", "a"),
                                  stderr=open(self.tmp / f"worker-{i}.err", "a"), env=env)
 
@@ -314,8 +316,9 @@ def scenario_svm_sigstop(a, tmp):
 
 
 def scenario_svm_rebalance(a, tmp):
-    # Coordinator on core 0, one worker on core 1, one thread each; from its
-    # Rows round 40 (counted from 0) the worker computes its kernel rows at half speed
+    # Two workers, one thread each (the coordinator, which holds no rows,
+    # shares core 0 with worker 2; worker 1 has core 1); from its Rows round
+    # 40 (counted from 0) worker 1 computes its kernel rows at half speed
     # (ACCEL_FAULT_SLOW_ROWS). It must lose rows (Algorithm 1 of the USTC
     # system-information management framework paper on the measured rates,
     # DriftPolicy, SwingDamper) and the rounds must get faster again; the
@@ -335,8 +338,8 @@ def scenario_svm_rebalance(a, tmp):
     ref = single_node(a, tmp, data, params)
     os.environ["OMP_NUM_THREADS"] = "1"
     slow_from = 40
-    job = SvmJob(a, Path(tmp) / "run", 1, data, params, timeout_ms=5000, pin=True,
-                 worker_env={"ACCEL_FAULT_SLOW_ROWS": f"{slow_from}:2"})
+    job = SvmJob(a, Path(tmp) / "run", 2, data, params, timeout_ms=5000, pin=True,
+                 worker_env_of={1: {"ACCEL_FAULT_SLOW_ROWS": f"{slow_from}:2"}})
     job.finish()
     err = (job.tmp / "coordinator.err").read_text()
     splits = [l.split("speed:", 1)[1].strip() for l in err.splitlines() if "re-split" in l]

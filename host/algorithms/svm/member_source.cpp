@@ -58,7 +58,7 @@ using Reports = std::map<std::uint32_t, Report>;
 // after it.
 class MemberSource final : public BatchSource {
  public:
-  MemberSource(const DualProblem& pb, KernelRows& kr, Members& members) : pb_(pb), kr_(kr), members_(members) {}
+  MemberSource(const DualProblem& pb, Members& members) : pb_(pb), members_(members) {}
 
   Task<void> start(State& s, std::int64_t q) override {
     s_ = &s;
@@ -121,7 +121,12 @@ class MemberSource final : public BatchSource {
     if (it == v_of_.end()) throw std::logic_error("svm: a working-set variable no member reported");
     return -s_->y[k] * it->second;
   }
-  double diag(std::int32_t k) const override { return kr_.diag(k); }
+  // From the owners, with the block: the coordinator holds no rows.
+  double diag(std::int32_t k) const override {
+    const auto it = diag_.find(k);
+    if (it == diag_.end()) throw std::logic_error("svm: the diagonal of a variable outside the working set's block");
+    return it->second;
+  }
 
   // Column by column from the members that own the set's variables (asked
   // again if a member was lost on the way).
@@ -135,7 +140,8 @@ class MemberSource final : public BatchSource {
     for (std::size_t b = 0; b < w; ++b) col[ws[b]] = b;
     for (int attempt = 0; attempt < 8; ++attempt) {
       const Reports reports = co_await members_.round(op);
-      if (columns(reports, col, w, Kws) == w) co_return;
+      diag_.clear();
+      if (columns(reports, col, w, Kws, diag_) == w) co_return;
     }
     throw std::runtime_error("svm: the members did not return the working set's kernel block");
   }
@@ -170,13 +176,15 @@ class MemberSource final : public BatchSource {
 
   // The block's columns in `reports` into Kws; how many there were.
   static std::size_t columns(const Reports& reports, const std::unordered_map<std::int32_t, std::size_t>& col,
-                             std::size_t w, std::vector<float>& Kws) {
+                             std::size_t w, std::vector<float>& Kws, std::unordered_map<std::int32_t, double>& diag) {
     std::size_t got = 0;
     for (const auto& [id, r] : reports) {
-      if (r.block.size() != r.block_vars.size() * w) throw InputError("svm: a member's block of the wrong size");
+      if (r.block.size() != r.block_vars.size() * w || r.block_diag.size() != r.block_vars.size())
+        throw InputError("svm: a member's block of the wrong size");
       for (std::size_t c = 0; c < r.block_vars.size(); ++c) {
         const auto it = col.find(r.block_vars[c]);
         if (it == col.end()) throw InputError("svm: a member's block names a variable outside the working set");
+        diag[r.block_vars[c]] = r.block_diag[c];
         for (std::size_t a = 0; a < w; ++a) Kws[a * w + it->second] = r.block[c * w + a];
         ++got;
       }
@@ -185,18 +193,19 @@ class MemberSource final : public BatchSource {
   }
 
   const DualProblem& pb_;
-  KernelRows& kr_;
   Members& members_;
   State* s_ = nullptr;
   Reports reports_;
   std::unordered_map<std::int32_t, double> v_of_;
   std::unordered_map<std::int32_t, char> kept_;
+  std::unordered_map<std::int32_t, double> diag_;  // of the last block's variables
 };
 
 }  // namespace
 
-Task<BinarySolution> Trainer::solve(const DualProblem& pb, const SvmParams& params, KernelRows& kr,
-                                     SvmTimes& times) {
+// kr: unused, the members compute every kernel value (the coordinator may
+// hold no rows).
+Task<BinarySolution> Trainer::solve(const DualProblem& pb, const SvmParams& params, KernelRows&, SvmTimes& times) {
   const std::size_t k = solved_.size();
   const auto n = pb.y.size();
   BinarySolution s;
@@ -209,9 +218,9 @@ Task<BinarySolution> Trainer::solve(const DualProblem& pb, const SvmParams& para
     warm.alpha0 = std::move(*resume_alpha_);
     resume_alpha_.reset();
     log::info("accel coordinator") << "svm problem " << k + 1 << " resumed from the checkpoint's multipliers";
-    s = co_await solve_distributed(warm, params, kr, times, members_);
+    s = co_await solve_distributed(warm, params, times, members_);
   } else {
-    s = co_await solve_distributed(pb, params, kr, times, members_);
+    s = co_await solve_distributed(pb, params, times, members_);
   }
   solved_.push_back(s);
   co_return s;
@@ -222,9 +231,9 @@ void Trainer::resume(std::vector<BinarySolution> solved, std::optional<std::vect
   resume_alpha_ = std::move(alpha);
 }
 
-Task<BinarySolution> solve_distributed(const DualProblem& pb, const SvmParams& params, KernelRows& kr,
-                                       SvmTimes& times, Members& members) {
-  MemberSource src(pb, kr, members);
+Task<BinarySolution> solve_distributed(const DualProblem& pb, const SvmParams& params, SvmTimes& times,
+                                       Members& members) {
+  MemberSource src(pb, members);
   co_return co_await solve_batch_with(pb, params, src, times);
 }
 

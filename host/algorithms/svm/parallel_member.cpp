@@ -38,6 +38,7 @@ struct Member::Impl {
   bool report_all = false;
   std::vector<std::int32_t> block_vars;
   std::vector<float> block;
+  std::vector<double> block_diag;
   double rows_seconds = 0;
   long long rows_ops = 0;  // Rows ops this member got: where a test's slowdown starts (faults.hpp)
 
@@ -180,6 +181,7 @@ struct Member::Impl {
     if (op.kind != Op::Rows) {  // a block answers only the Rows op just before the report
       block_vars.clear();
       block.clear();
+      block_diag.clear();
       rows_seconds = 0;
     }
     switch (op.kind) {
@@ -212,6 +214,7 @@ struct Member::Impl {
   void rows(const Op& op) {
     block_vars.clear();
     block.clear();
+    block_diag.clear();
     rows_seconds = 0;
     const bool slowed = faults().rows.at(rows_ops++);
     if (s->active.empty()) return;
@@ -223,6 +226,7 @@ struct Member::Impl {
       if (!is_active[k]) continue;
       const auto slot = std::lower_bound(s->active.begin(), s->active.end(), k) - s->active.begin();
       block_vars.push_back(k);
+      block_diag.push_back(kr->diag(k));
       for (std::size_t a = 0; a < op.ws.size(); ++a) block.push_back(r[a][slot]);
     }
   }
@@ -249,6 +253,7 @@ struct Member::Impl {
       for (const std::int32_t k : mine) r.all_g.emplace_back(k, s->G[k]);
     r.block_vars = block_vars;
     r.block = block;
+    r.block_diag = block_diag;
     r.seconds = rows_seconds;
     return r;
   }

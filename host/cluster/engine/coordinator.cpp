@@ -249,7 +249,8 @@ void Coordinator::join() {
     if (static_cast<int>(address_.size()) == N_ + 1 && !capability_.count(0)) {
       waiting_ = secs(t_waiting, Clock::now());
       const auto t0 = Clock::now();
-      capability_[0] = workload_.measure(job_.probe(), local_);
+      // A coordinator that computes no share gets none (capability 0).
+      capability_[0] = N_ == 0 || job_.coordinator_shares() ? workload_.measure(job_.probe(), local_) : 0.0;
       log_.write({{"event", "probe"}, {"seconds", secs(t0, Clock::now())}, {"rows_per_s", capability_[0]}});
     }
   }

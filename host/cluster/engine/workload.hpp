@@ -197,6 +197,10 @@ class Job {
   // share and the rows it stands in for, not the file. data() reads them
   // again from storage if they are needed later (a lost member's).
   virtual void release(std::int64_t begin, std::int64_t end) { (void)begin, (void)end; }
+  // Whether the coordinator computes a share of the rows when there are
+  // workers (false: the SVM's coordinator only decides, and holds no rows,
+  // unless every worker is lost).
+  virtual bool coordinator_shares() const { return true; }
   // The engine's partition of the rows by measured speed: member i owns
   // rows [begin[i], begin[i] + rows[i]).
   virtual void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,5 +43,15 @@ struct LabeledCsr {
   std::vector<std::int64_t> lines;  // line number of each row (blank and comment lines skipped)
 };
 LabeledCsr read_libsvm_csr(const std::string& path);
+// Like read_libsvm_csr, keeping the values of the rows `keep` says yes to (by row
+// index) and leaving the others empty: every line is still checked, and
+// labels, lines and cols are the whole file's. nonzeros (optional): the
+// whole file's count. The distributed SVM's coordinator reads the labels
+// this way, and later the support vectors' rows.
+LabeledCsr read_libsvm_rows(const std::string& path, const std::function<bool(std::int64_t)>& keep,
+                           std::int64_t* nonzeros = nullptr);
+// LIBSVM text already in memory (a file's bytes pushed to a worker); errors
+// name `source`.
+LabeledCsr parse_libsvm_csr(std::span<const std::byte> text, const std::string& source);
 
 }  // namespace accel

@@ -8,6 +8,7 @@
 #include <istream>
 #include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,26 @@ std::vector<float> read_npy_vector(const std::string& path);
 // Bytes from the stream's read position to its end (0 when unknown): what
 // a header's sizes are checked against before anything is allocated.
 std::int64_t bytes_left(std::istream& in);
+
+// A whole file mapped read-only: its bytes without a copy, and release()
+// gives the pages read so far back (they are read again from storage, or
+// the page cache, when next touched). The distributed SVM's coordinator
+// pushes its training file this way without holding it.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);  // InputError naming the file
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::span<const std::byte> bytes() const;
+  void release() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  void* base_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 // A .npy file's header for `shape` and a numpy descr ("<i4", "<f4"): the
 // data follow it, 64-byte aligned. Members that write their rows into one

@@ -21,7 +21,8 @@
 // iteration: members hold the whole set (one bulk copy at the start), so a
 // round carries q indices and q multipliers instead of q rows, and moving
 // rows to another member (a lost or returning member, a rebalance) costs a
-// reconstruction and no data.
+// reconstruction and no data. The coordinator needs no rows at all: the
+// block's diagonal comes with its columns (Report::block_diag).
 #pragma once
 
 #include <array>
@@ -86,6 +87,7 @@ struct Report {
   // K(x_ws[a], x_k) for every a: its column of the q x q block.
   std::vector<std::int32_t> block_vars;
   std::vector<float> block;  // block_vars.size() columns of q values
+  std::vector<double> block_diag;  // K(x_k, x_k) of each block variable: the subproblem's diagonal
   double seconds = 0;        // after a Rows op: the time its kernel rows took (the member's measured speed)
 };
 
@@ -145,10 +147,10 @@ class Trainer final : public SvmObserver {
 };
 
 // The batched solver (solve_batch's loop) with the members as its source
-// of gradients and kernel rows. kr is the coordinator's kernel over the
-// problem's variables (the working set's diagonal comes from it). pb,
-// params, kr, times and members outlive the task.
-Task<BinarySolution> solve_distributed(const DualProblem& pb, const SvmParams& params, KernelRows& kr,
-                                       SvmTimes& times, Members& members);
+// of gradients and kernel rows: every kernel value comes from the members
+// (the working set's diagonal with its block), so the coordinator needs no
+// rows. pb, params, times and members outlive the task.
+Task<BinarySolution> solve_distributed(const DualProblem& pb, const SvmParams& params, SvmTimes& times,
+                                       Members& members);
 
 }  // namespace accel::svm_parallel

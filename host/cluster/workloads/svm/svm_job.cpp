@@ -29,18 +29,25 @@ std::vector<Device*> svm_devices(const Local& local) {
 // A member's share: the parallel solver's Member over the training set,
 // and the shared state a returning member needs (the problem, owners
 // current, and every multiplier), kept from the decisions it applies.
+//
+// The coordinator's partition starts over the set without rows (it owns
+// none); given rows (every worker lost), it takes every row from
+// `every_row` and restarts the problem in progress from the multipliers,
+// as a returning member does.
 class SvmPartition final : public StarPartition {
  public:
+  using EveryRow = std::function<const LabeledCsr&()>;
   SvmPartition(std::unique_ptr<LabeledCsr> owned, const LabeledCsr& set, const SvmParams& params,
-               std::vector<Device*> devices, std::uint32_t id)
-      : owned_(std::move(owned)), set_(set), max_vars_(2 * std::max<std::int64_t>(1, set.x.rows)),
-        member_(set, params, std::move(devices), id) {}
+               std::vector<Device*> devices, std::uint32_t id, EveryRow every_row = {})
+      : owned_(std::move(owned)), set_(&set), params_(params), devices_(std::move(devices)), id_(id),
+        max_vars_(2 * std::max<std::int64_t>(1, set.x.rows)), every_row_(std::move(every_row)),
+        member_(std::make_unique<svm_parallel::Member>(set, params, devices_, id)) {}
 
-  Bytes contribute(std::int64_t) override { return svm_wire::encode_report(member_.report()); }
+  Bytes contribute(std::int64_t) override { return svm_wire::encode_report(member_->report()); }
   Bytes idle() const override { return svm_wire::encode_report(Report{}); }
   void validate(std::span<const std::byte> b) const override { svm_wire::decode_report(b, max_vars_); }
   void validate_decision(std::span<const std::byte> b) const override {
-    member_.check(svm_wire::decode_decision(b, max_vars_).ops);
+    member_->check(svm_wire::decode_decision(b, max_vars_).ops);
   }
 
   RoundOutcome apply(std::int64_t, std::span<const std::byte> decision) override {
@@ -51,8 +58,9 @@ class SvmPartition final : public StarPartition {
       track(op);
       if (!kinds.empty()) kinds += ',';
       kinds += std::to_string(static_cast<int>(op.kind));
+      if (every_row_ && gains_rows(op)) take_every_row(op);
+      member_->apply({op});
     }
-    member_.apply(d.ops);
     return {false, {{"ops", kinds}}};
   }
 
@@ -65,11 +73,30 @@ class SvmPartition final : public StarPartition {
     if (!shared_.start) return;
     Op start = *shared_.start;
     start.problem.alpha0 = shared_.alpha;
-    member_.check({start});
-    member_.apply({start});
+    member_->check({start});
+    member_->apply({start});
   }
 
  private:
+  bool gains_rows(const Op& op) const {
+    if (op.kind != Op::Start && op.kind != Op::Assign) return false;
+    return std::any_of(op.owners.begin(), op.owners.end(),
+                       [&](const Range& r) { return r.member == id_ && r.end > r.begin; });
+  }
+
+  // Rows for a partition that held none: every row, and the problem in
+  // progress started again from its multipliers (a Start about to be
+  // applied starts it anyway). Once: from then on it holds every row.
+  void take_every_row(const Op& op) {
+    set_ = &every_row_();
+    every_row_ = {};
+    member_ = std::make_unique<svm_parallel::Member>(*set_, params_, devices_, id_);
+    if (op.kind == Op::Start || !shared_.start) return;
+    Op start = *shared_.start;  // its owners already the op's (track)
+    start.problem.alpha0 = shared_.alpha;
+    member_->apply({start});
+  }
+
   void track(const Op& op) {
     if (op.kind == Op::Start) {
       shared_.start = op;
@@ -82,9 +109,13 @@ class SvmPartition final : public StarPartition {
   }
 
   std::unique_ptr<LabeledCsr> owned_;
-  const LabeledCsr& set_;
+  const LabeledCsr* set_;
+  SvmParams params_;
+  std::vector<Device*> devices_;
+  std::uint32_t id_;
   std::int64_t max_vars_;
-  svm_parallel::Member member_;
+  EveryRow every_row_;
+  std::unique_ptr<svm_parallel::Member> member_;
   svm_wire::Shared shared_;
 };
 
@@ -135,16 +166,17 @@ class SvmWorkload final : public Workload {
 
   std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const override {
     const SvmParams params = svm_wire::decode_params(task.params);
-    auto set = std::make_unique<LabeledCsr>(svm_wire::decode_data(data));
+    auto set = std::make_unique<LabeledCsr>(parse_libsvm_csr(data, task.input.empty() ? "the training set" : task.input));
     if (set->x.rows != task.units) throw InputError("svm training set of " + std::to_string(set->x.rows) + " rows");
     const LabeledCsr& ref = *set;
     return std::make_unique<SvmPartition>(std::move(set), ref, params, svm_devices(local), task.self);
   }
 
+  // The training file's bytes, as the coordinator pushes them.
   void read(const Task& task, std::span<std::byte> out) const override {
-    const Bytes b = svm_wire::encode_data(read_libsvm_csr(task.input));
-    if (b.size() != out.size()) throw InputError(task.input + ": not the coordinator's training set");
-    std::copy(b.begin(), b.end(), out.begin());
+    const MappedFile f(task.input);
+    if (f.bytes().size() != out.size()) throw InputError(task.input + ": not the coordinator's training set (another size)");
+    std::copy(f.bytes().begin(), f.bytes().end(), out.begin());
   }
 };
 
@@ -154,27 +186,45 @@ ACCEL_REGISTER_WORKLOAD("svm", SvmWorkload);
 
 SvmJob::SvmJob(const SvmJobOptions& o) : o_(o), registry_(Registry::discover_all()) {
   const auto t0 = Clock::now();
-  data_ = read_libsvm_csr(o.train_file);
+  full_ = o.params.probability;
+  data_ = full_ ? read_libsvm_csr(o.train_file) : read_libsvm_rows(o.train_file, [](std::int64_t) { return false; }, &nonzeros_);
+  if (full_) nonzeros_ = data_.x.nnz();
+  file_ = std::make_unique<MappedFile>(o.train_file);
   // svm_train's default gamma, resolved here: members compute kernel rows
   // with the same one.
   if (o_.params.gamma == 0) o_.params.gamma = data_.x.cols > 0 ? 1.0 / double(data_.x.cols) : 1.0;
-  blob_ = svm_wire::encode_data(data_);
   devices_ = registry_.select(o.device, KernelId::CsrKernelRows);
   for (auto* d : devices_) device_names_.push_back(d->info().name);
   loading_ = secs(t0, Clock::now());
 }
 
-// The coordinator's partition over the job's decoded training set, not a
-// second copy decoded from the bytes it pushes to members.
+// The coordinator's partition over the job's training set (without rows
+// unless -b 1), not a copy decoded from the bytes it pushes to members; it
+// asks for every row if rows move to it.
 std::unique_ptr<Partition> SvmJob::open_own(const Task& task, Local& local) {
   return std::make_unique<SvmPartition>(nullptr, data_, svm_wire::decode_params(task.params), svm_devices(local),
-                                        task.self);
+                                        task.self, full_ ? SvmPartition::EveryRow{} : [this]() -> const LabeledCsr& {
+                                          return every_row();
+                                        });
+}
+
+// Every row, read from the training file once (the coordinator computes
+// rows: every worker is lost).
+const LabeledCsr& SvmJob::every_row() {
+  if (full_) return data_;
+  if (!all_rows_) {
+    log::warn("accel coordinator") << "every worker is lost: the coordinator reads every row of " << o_.train_file;
+    all_rows_ = std::make_unique<LabeledCsr>(read_libsvm_csr(o_.train_file));
+    if (all_rows_->x.rows != data_.x.rows || all_rows_->labels != data_.labels)
+      throw InputError(o_.train_file + ": changed since the job began");
+  }
+  return *all_rows_;
 }
 
 Bytes SvmJob::probe() const {
   Out o;
   o.put<std::int64_t>(std::max<std::int64_t>(1, data_.x.cols));
-  o.put<std::int64_t>(data_.x.rows > 0 ? data_.x.nnz() / data_.x.rows : 0);
+  o.put<std::int64_t>(data_.x.rows > 0 ? nonzeros_ / data_.x.rows : 0);
   return std::move(o.b);
 }
 
@@ -233,9 +283,26 @@ Bytes SvmJob::decide(std::int64_t, const std::map<std::uint32_t, Bytes>& contrib
   if (mailbox_.waiting()) return mailbox_.take_outgoing();
   if (!trained_) {
     model_ = training_.result();  // rethrows what the training threw
+    fill_support_vectors();
     trained_ = true;
   }
   return svm_wire::encode_decision({true, {}});
+}
+
+// The model's support vectors: the training assembled it over the rows the
+// coordinator holds (none), so their values are read from the file now,
+// those rows alone.
+void SvmJob::fill_support_vectors() {
+  if (full_) return;
+  std::vector<char> is_sv(static_cast<std::size_t>(data_.x.rows), 0);
+  for (const auto r : model_.sv_rows) is_sv[static_cast<std::size_t>(r)] = 1;
+  const LabeledCsr sv = read_libsvm_rows(o_.train_file, [&](std::int64_t r) { return is_sv[static_cast<std::size_t>(r)] != 0; });
+  if (sv.x.rows != data_.x.rows || sv.labels != data_.labels)
+    throw InputError(o_.train_file + ": changed since the job began");
+  CsrMatrix m;
+  for (const auto r : model_.sv_rows) m.add_row_from(sv.x, r);
+  m.cols = model_.sv.cols;
+  model_.sv = std::move(m);
 }
 
 // One decision out, its round's reports back.
@@ -267,9 +334,10 @@ bool SvmJob::reassign(const Reports& reports) {
   bool changed = false;
   for (Range& r : owners_)
     if (!reports.count(r.member)) {
+      const std::uint32_t to = survivor(reports);
       log::info("accel coordinator") << "rows [" << r.begin << ", " << r.end << ") of worker " << r.member
-                << " moved to the coordinator";
-      r.member = 0;
+                << " moved to " << (to == 0 ? std::string("the coordinator") : "worker " + std::to_string(to));
+      r.member = to;
       changed = true;
     }
   for (std::size_t i = 0; i < home_.size(); ++i)
@@ -280,6 +348,31 @@ bool SvmJob::reassign(const Reports& reports) {
       changed = true;
     }
   return changed;
+}
+
+// Who takes a lost member's rows: the reporting member that computes rows
+// and owns the fewest (every worker holds every row, so any can); the
+// coordinator only when no worker reports, or when it computes a share
+// anyway (-b 1).
+std::uint32_t SvmJob::survivor(const Reports& reports) const {
+  std::uint32_t best = 0;
+  std::int64_t fewest = -1;
+  for (const auto& entry : reports) {
+    const std::uint32_t id = entry.first;
+    if (!computes(id)) continue;
+    std::int64_t rows = 0;
+    for (const Range& g : owners_)
+      if (g.member == id) rows += g.end - g.begin;
+    if (fewest < 0 || rows < fewest) best = id, fewest = rows;
+  }
+  return best;
+}
+
+// Whether a member computes rows: every worker; the coordinator with -b 1,
+// or once it holds rows (every worker was lost).
+bool SvmJob::computes(std::uint32_t id) const {
+  if (id != 0 || full_ || all_rows_) return true;
+  return std::any_of(owners_.begin(), owners_.end(), [](const Range& g) { return g.member == 0 && g.end > g.begin; });
 }
 
 // Each member's kernel-rows time of a Rows round feeds its rate (the USTC system-information
@@ -310,12 +403,13 @@ void SvmJob::resplit(const Reports& reports) {
   double known = 0;
   int n_known = 0;
   for (const auto& [id, r] : reports)
-    if (const auto rate = rates_.rate(id)) {
+    if (const auto rate = rates_.rate(id); rate && computes(id)) {
       known += *rate;
       ++n_known;
     }
   if (n_known == 0) return;
   for (const auto& [id, r] : reports) {
+    if (!computes(id)) continue;  // the coordinator, which holds no rows
     // A member not measured yet (back without rows) counts at the mean.
     ids.push_back(id);
     caps.push_back(rates_.rate(id).value_or(known / n_known));
@@ -445,7 +539,7 @@ accel::Task<SvmJob::Reports> SvmJob::round(Op op) {
   measure(reports);
   for (const auto& entry : reports) {  // a member back after a re-split left it without a home
     const std::uint32_t id = entry.first;
-    if (std::none_of(home_.begin(), home_.end(), [&](const Range& g) { return g.member == id; })) resplit_due_ = true;
+    if (computes(id) && std::none_of(home_.begin(), home_.end(), [&](const Range& g) { return g.member == id; })) resplit_due_ = true;
   }
   // Membership first: a re-split splits the rows of the members that
   // reported, so a member lost in this round must have handed its rows to

@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "accel/io.hpp"
 #include "accel/svm_parallel.hpp"
 #include "engine.hpp"
 #include "rates.hpp"
@@ -35,8 +36,12 @@ class SvmJob final : public Job, private svm_parallel::Members {
   Bytes params() const override;
   Options result_options() const override;
   std::string input_name() const override { return o_.train_file; }
-  std::uint64_t data_bytes(std::int64_t, std::int64_t) const override { return blob_.size(); }
-  std::span<const std::byte> data(std::int64_t, std::int64_t) override { return blob_; }
+  // Every member gets the training file's bytes (and parses them): the
+  // coordinator maps the file and gives its pages back once pushed.
+  std::uint64_t data_bytes(std::int64_t, std::int64_t) const override { return file_->bytes().size(); }
+  std::span<const std::byte> data(std::int64_t, std::int64_t) override { return file_->bytes(); }
+  void release(std::int64_t, std::int64_t) override { file_->release(); }
+  bool coordinator_shares() const override { return full_; }
   std::unique_ptr<Partition> open_own(const Task& task, Local& local) override;
   void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) override;
   Bytes decide(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) override;
@@ -45,6 +50,8 @@ class SvmJob final : public Job, private svm_parallel::Members {
   Bytes saved() const override;
   void restore(std::span<const std::byte> saved, std::span<const std::byte> shared_state) override;
 
+  // The labels, lines and shape of the training set; its rows only with
+  // -b 1 (whose cross-validation runs here).
   const LabeledCsr& training_set() const { return data_; }
   const SvmModel& model() const { return model_; }
   const SvmTrainReport& report() const { return report_; }
@@ -58,6 +65,8 @@ class SvmJob final : public Job, private svm_parallel::Members {
   std::vector<svm_parallel::Range> owners() const override { return owners_; }
   accel::Task<Reports> exchange(svm_parallel::Op op);
   bool reassign(const Reports& reports);
+  std::uint32_t survivor(const Reports& reports) const;
+  bool computes(std::uint32_t id) const;
   accel::Task<Reports> follow_membership(Reports reports);
   void measure(const Reports& reports);
   void resplit(const Reports& reports);
@@ -66,9 +75,18 @@ class SvmJob final : public Job, private svm_parallel::Members {
   accel::Task<Reports> move_rows(std::vector<svm_parallel::Range> before);
   void follow(const svm_parallel::Op& op);
 
+  const LabeledCsr& every_row();
+  void fill_support_vectors();
+
   SvmJobOptions o_;
+  // The coordinator decides and holds no rows (LabeledCsr with empty rows:
+  // labels, lines, shape), unless -b 1 needs them all here (full_), or
+  // every worker is lost and it computes their rows (every_row()).
   LabeledCsr data_;
-  Bytes blob_;
+  bool full_ = false;
+  std::int64_t nonzeros_ = 0;
+  std::unique_ptr<MappedFile> file_;
+  std::unique_ptr<LabeledCsr> all_rows_;
   Registry registry_;
   std::vector<Device*> devices_;
   std::vector<std::string> device_names_;

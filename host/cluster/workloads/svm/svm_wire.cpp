@@ -244,6 +244,7 @@ Bytes encode_report(const Report& r) {
   put_pairs(o, r.all_g);
   o.array(r.block_vars);
   o.array(r.block);
+  o.array(r.block_diag);
   o.put(r.seconds);
   return std::move(o.b);
 }
@@ -269,6 +270,10 @@ Report decode_report(std::span<const std::byte> in, std::int64_t max_vars) {
   r.all_g = get_pairs<std::int32_t, double>(i, m);
   r.block_vars = i.array<std::int32_t>(m);
   r.block = i.array<float>(std::min<std::uint64_t>(m * m, std::uint64_t{1} << 28));
+  r.block_diag = i.array<double>(m);
+  if (r.block_diag.size() != r.block_vars.size()) throw InputError("svm report with a block of inconsistent sizes");
+  for (const double d : r.block_diag)
+    if (!std::isfinite(d)) throw InputError("svm report with a non-finite kernel value");
   for (const auto k : r.block_vars)
     if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");
   r.seconds = i.get<double>();
