@@ -38,6 +38,8 @@ void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) 
        "workers started without --id may join the running job up to this many in all (0: --workers); with --pull "
        "they get a share of the rows by measured rate")
       ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
+      ("pull", po::bool_switch(&o.pull),
+       "workers read their rows from the input file (shared storage) instead of receiving them")
       ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")
       ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
       ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join")
@@ -103,7 +105,6 @@ int coordinator_main(const std::vector<std::string>& args) {
       ("init", po::value(&ko.init)->default_value("kmeans++"), "kmeans++ | random | kmeans-parallel | FILE.npy")
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
       ("algorithm", po::value(&ko.algorithm)->default_value("auto"), "lloyd | yinyang | auto (yinyang for d >= 16), on every participant")
-      ("pull", "workers read their rows from the input file (shared storage) instead of receiving them")
       ("on-loss", po::value(&on_loss)->default_value("move"),
        "a lost worker's rows: move (the coordinator computes them from the iteration it was lost in; with --pull the surviving "
        "workers do two iterations later) | drop (left out until it returns, as in the Distributed k-Means Clustering study)")
@@ -117,7 +118,6 @@ int coordinator_main(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_or_help(args, d, vm)) return 0;
   launcher_workers(o, vm);
-  o.pull = vm.count("pull") > 0;
   o.json = vm.count("json") > 0;
   if (on_loss != "move" && on_loss != "drop") throw InputError("--on-loss " + on_loss + ": must be move or drop");
   o.move_lost_rows = on_loss == "move";

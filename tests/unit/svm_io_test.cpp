@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <span>
 
 #include "accel/csr.hpp"
 #include "accel/error.hpp"
@@ -51,6 +52,54 @@ TEST_F(SvmIo, ReadsSparseRowsWithLineNumbers) {
   EXPECT_EQ(d.x.row_ptr, (std::vector<std::int64_t>{0, 2, 3, 3}));
   EXPECT_EQ(d.x.col_idx, (std::vector<std::int32_t>{0, 2, 1}));
   EXPECT_FLOAT_EQ(d.x.values[2], 1e-3f);
+}
+
+// Text in memory parses in pieces (one per thread past 8 MB, as a worker
+// parses the file the SVM coordinator pushed): the same rows, labels and
+// line numbers as the file read line by line, and an error names its line
+// in the whole file, not in its piece. read_libsvm_rows keeps only the rows
+// asked for, and the whole file's labels, lines and shape.
+TEST_F(SvmIo, TextInMemoryParsesInPiecesAsTheFileReads) {
+  std::string text;
+  for (int i = 0; i < 120000; ++i) {
+    if (i % 1000 == 7) text += "# a comment\n\n";
+    text += std::to_string(i % 3 - 1) + " " + std::to_string(i % 50 + 1) + ":" + std::to_string(i * 0.5) + " 60:" +
+            std::to_string(i % 11) + " 61:0.25 62:0.5 63:0.75 64:1 65:1.25 66:1.5 67:1.75 68:2\n";
+  }
+  ASSERT_GT(text.size(), std::size_t{8} << 20);
+  const std::string p = file("big.txt", text);
+  const LabeledCsr want = read_libsvm_csr(p);
+  const LabeledCsr got = parse_libsvm_csr(std::as_bytes(std::span(text)), p);
+  EXPECT_EQ(got.labels, want.labels);
+  EXPECT_EQ(got.lines, want.lines);
+  EXPECT_EQ(got.x.rows, want.x.rows);
+  EXPECT_EQ(got.x.cols, want.x.cols);
+  EXPECT_EQ(got.x.row_ptr, want.x.row_ptr);
+  EXPECT_EQ(got.x.col_idx, want.x.col_idx);
+  EXPECT_EQ(got.x.values, want.x.values);
+
+  std::int64_t nnz = 0;
+  const LabeledCsr some = read_libsvm_rows(p, [](std::int64_t r) { return r % 1000 == 5; }, &nnz);
+  EXPECT_EQ(nnz, want.x.nnz());
+  EXPECT_EQ(some.labels, want.labels);
+  EXPECT_EQ(some.lines, want.lines);
+  EXPECT_EQ(some.x.cols, want.x.cols);
+  ASSERT_EQ(some.x.rows, want.x.rows);
+  for (std::int64_t r : {std::int64_t{4}, std::int64_t{5}, std::int64_t{119005}}) {
+    const auto len = some.x.row_ptr[r + 1] - some.x.row_ptr[r];
+    EXPECT_EQ(len, r % 1000 == 5 ? want.x.row_ptr[r + 1] - want.x.row_ptr[r] : 0) << "row " << r;
+  }
+
+  std::string bad = text;
+  const auto at = bad.find("\n", bad.size() * 3 / 4) + 1;  // a line in the last piece
+  const auto line = std::count(bad.begin(), bad.begin() + static_cast<std::ptrdiff_t>(at), '\n') + 1;
+  bad.insert(at, "1 5:x\n");
+  try {
+    parse_libsvm_csr(std::as_bytes(std::span(bad)), "pushed.txt");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pushed.txt:" + std::to_string(line) + ":"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SvmIo, BadInputNamesFileAndLine) {
