@@ -46,4 +46,12 @@ void MappedFile::release() const {
   if (base_) ::madvise(base_, size_, MADV_DONTNEED);
 }
 
+void MappedFile::release(std::span<const std::byte> part) const {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(part.data());
+  const auto last = first + part.size();
+  const std::uintptr_t from = (first + page - 1) / page * page, to = last / page * page;
+  if (base_ && to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+}
+
 }  // namespace accel

@@ -201,6 +201,34 @@ TEST(TransportLoopback, AutoPicksAmOverTcpAndUnevenTail) {
   EXPECT_TRUE(src == dst);
 }
 
+// A push with a window of two blocks tells of each block once it is sent:
+// every block exactly once, whole, and the data arrive.
+TEST(TransportLoopback, PushTellsOfEachBlockSentWithinItsWindow) {
+  for (const BulkProtocol protocol : {BulkProtocol::ActiveMessage, BulkProtocol::Put}) {
+    Options o = opts(kShm, 1);
+    o.block_bytes = 1u << 20;
+    Transport rx(opts(kShm, 0)), tx(o);
+    const EndpointId ep = tx.connect(rx.worker_address());
+    const std::size_t n = (9u << 20) + 777;
+    std::vector<std::byte> src(n), dst(n);
+    for (std::size_t i = 0; i < n; ++i) src[i] = static_cast<std::byte>(i * 13 + 1);
+    std::vector<int> told(10, 0);
+    std::size_t bytes = 0;
+    BulkReceiveHandle h = rx.expect(dst.data(), n);
+    auto c = tx.push(ep, h.ticket, src.data(), n, MemoryType::Host, protocol, 2u << 20,
+                     [&](std::size_t off, std::size_t len) {
+                       ++told[off >> 20];
+                       bytes += len;
+                       EXPECT_EQ(off % (1u << 20), 0u);
+                     });
+    ASSERT_TRUE(pump(rx, tx, [&] { return c->done && h.completion->done; }));
+    ASSERT_TRUE(c->ok()) << c->error;
+    EXPECT_EQ(bytes, n) << to_string(protocol);
+    EXPECT_EQ(told, std::vector<int>(10, 1)) << to_string(protocol);
+    EXPECT_TRUE(src == dst);
+  }
+}
+
 TEST(TransportLoopback, BadTicketsAreInputErrors) {
   Transport rx(opts("tcp", 0)), tx(opts("tcp", 1));
   const EndpointId ep = tx.connect("127.0.0.1", rx.listen("127.0.0.1", 0));

@@ -48,6 +48,8 @@ struct BulkSend {
   MemoryType memory = MemoryType::Host;
   BulkTicket ticket;
   ucp_rkey_h rkey = nullptr;
+  std::size_t window = 0;      // bytes in flight (0: the options')
+  std::function<void(std::size_t, std::size_t)> sent;  // each block's request done
   std::size_t next = 0;        // next offset to issue
   std::size_t in_flight = 0;   // requests not yet completed
   enum class Phase { Blocks, Flush, Done, Finished } phase = Phase::Blocks;

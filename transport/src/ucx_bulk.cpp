@@ -172,7 +172,8 @@ BulkProtocol Transport::resolve_protocol(EndpointId ep) const {
 }
 
 CompletionRef Transport::push(EndpointId ep, std::span<const std::byte> ticket_bytes, const void* src,
-                              std::size_t bytes, MemoryType memory, BulkProtocol protocol) {
+                              std::size_t bytes, MemoryType memory, BulkProtocol protocol, std::size_t window,
+                              BlockSent sent) {
   Impl& m = *impl_;
   std::string err;
   auto ticket = decode_ticket(ticket_bytes, &err);
@@ -189,6 +190,8 @@ CompletionRef Transport::push(EndpointId ep, std::span<const std::byte> ticket_b
   s->src = static_cast<const std::byte*>(src);
   s->bytes = bytes;
   s->memory = memory;
+  s->window = window;
+  s->sent = std::move(sent);
   if (protocol == BulkProtocol::Auto) protocol = m.opt.protocol;
   if (protocol == BulkProtocol::Auto && rec.ep) protocol = resolve_protocol(ep);
   if (protocol == BulkProtocol::Put && !(ticket->offers & kOfferPut)) {
@@ -303,14 +306,20 @@ void Transport::Impl::end_send_with_error(BulkSend& s) {
 // Blocks in a window of bytes and requests in flight.
 void Transport::Impl::send_blocks(BulkSend& s, EndpointRec& rec) {
   const ucs_memory_type_t mt = ucs_memory(s.memory);
-  const std::size_t window =
-      std::clamp<std::size_t>(opt.max_bytes_in_flight / opt.block_bytes, 1, opt.max_blocks_in_flight);
+  const std::size_t window = std::clamp<std::size_t>((s.window ? s.window : opt.max_bytes_in_flight) / opt.block_bytes,
+                                                     1, opt.max_blocks_in_flight);
   while (s.next < s.bytes && s.in_flight < window && s.error.empty()) {
     const std::size_t off = s.next;
     const std::size_t len = std::min(opt.block_bytes, s.bytes - off);
     s.next += len;
     ++s.in_flight;
-    auto* r = new Request{this, counted_done(s, s.protocol == BulkProtocol::Put ? "put" : "am send"), {}, {}};
+    auto done = counted_done(s, s.protocol == BulkProtocol::Put ? "put" : "am send");
+    if (s.sent)
+      done = [&s, done = std::move(done), off, len](ucs_status_t st) {
+        done(st);
+        if (st == UCS_OK) s.sent(off, len);
+      };
+    auto* r = new Request{this, std::move(done), {}, {}};
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
     p.cb.send = send_done;

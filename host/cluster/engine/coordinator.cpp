@@ -63,6 +63,7 @@ class Coordinator {
   void say_refusals();
   void partition();
   Task task_for(std::uint32_t w) const;
+  transport::CompletionRef push(std::uint32_t w, std::span<const std::byte> ticket, std::span<const std::byte> data);
   std::uint64_t digest_of(std::int64_t begin, std::int64_t end) const;
   std::vector<transport::MacKey> pair_keys_of(std::uint32_t w) const;
   void distribute();
@@ -313,6 +314,15 @@ void Coordinator::partition() {
   job_.partitioned(begin_, loads_);
 }
 
+// Rows to worker w's buffer (its ticket), each block's bytes handed back to
+// the job once delivered.
+transport::CompletionRef Coordinator::push(std::uint32_t w, std::span<const std::byte> ticket,
+                                           std::span<const std::byte> data) {
+  return node_->net().push(node_->endpoint(w), ticket, data.data(), data.size(), transport::MemoryType::Host,
+                           transport::BulkProtocol::Auto, job_.push_window(),
+                           [this, data](std::size_t off, std::size_t n) { job_.pushed(data.subspan(off, n)); });
+}
+
 Task Coordinator::task_for(std::uint32_t w) const {
   Task task;
   task.workload = job_.workload();
@@ -384,7 +394,7 @@ void Coordinator::push_rows(std::uint32_t w, std::set<std::uint32_t>& ready) {
       expect_msg(*node_, kTicket, Ms(o_.join_timeout_ms), "worker " + std::to_string(w) + "'s ticket", note_ready);
   const auto data = job_.data(begin_[w], begin_[w] + loads_[w]);
   const auto t0 = Clock::now();
-  auto c = node_->net().push(node_->endpoint(w), t.message.payload, data.data(), data.size());
+  auto c = push(w, t.message.payload, data);
   if (!node_->net().wait(c, Ms(o_.join_timeout_ms)) || !c->ok())
     throw InputError("sending rows to worker " + std::to_string(w) + " failed: " + c->error);
   const double s = secs(t0, Clock::now());
@@ -1023,7 +1033,7 @@ void Coordinator::on_ticket(const Received& r) {
   node_->ensure_peer(w, *addr);
   const auto data = job_.data(begin_[w], begin_[w] + loads_[w]);
   try {
-    node_->net().push(node_->endpoint(w), r.message.payload, data.data(), data.size());
+    push(w, r.message.payload, data);
     log_.write({{"event", "rows_resent"}, {"worker", w}, {"bytes", data.size()}, {"iteration", current_t_}});
   } catch (const std::exception& e) {
     log::warn("accel coordinator") << "dropped ticket from " << w << ": " << e.what();

@@ -197,6 +197,13 @@ class Job {
   // share and the rows it stands in for, not the file. data() reads them
   // again from storage if they are needed later (a lost member's).
   virtual void release(std::int64_t begin, std::int64_t end) { (void)begin, (void)end; }
+  // Bytes of data() a push has delivered, a block at a time, and how many
+  // bytes a push keeps in flight (0: the transport's). A job whose data()
+  // is a read-only file mapping (the SVM's training file) gives each
+  // block's pages back and keeps few in flight, so the coordinator holds a
+  // few blocks of what it pushes, not all of it.
+  virtual void pushed(std::span<const std::byte> bytes) { (void)bytes; }
+  virtual std::size_t push_window() const { return 0; }
   // Whether the coordinator computes a share of the rows when there are
   // workers (false: the SVM's coordinator only decides, and holds no rows,
   // unless every worker is lost).

@@ -91,6 +91,8 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
   std::span<const std::byte> bytes() const;
   void release() const;
+  // The pages wholly inside `part` (a span of bytes()).
+  void release(std::span<const std::byte> part) const;
   const std::string& path() const { return path_; }
 
  private:

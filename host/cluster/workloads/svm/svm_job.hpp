@@ -41,6 +41,10 @@ class SvmJob final : public Job, private svm_parallel::Members {
   std::uint64_t data_bytes(std::int64_t, std::int64_t) const override { return file_->bytes().size(); }
   std::span<const std::byte> data(std::int64_t, std::int64_t) override { return file_->bytes(); }
   void release(std::int64_t, std::int64_t) override { file_->release(); }
+  void pushed(std::span<const std::byte> bytes) override { file_->release(bytes); }
+  // Two blocks of the default 64 MiB: the coordinator's peak stays a few
+  // blocks of the file.
+  std::size_t push_window() const override { return std::size_t{128} << 20; }
   bool coordinator_shares() const override { return full_; }
   std::unique_ptr<Partition> open_own(const Task& task, Local& local) override;
   void partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) override;

@@ -182,8 +182,14 @@ class Transport {
   // remotely (put: ucp_ep_flush_nbx) and the receiver was told; src must stay
   // valid until then. Throws accel::InputError for a malformed ticket or a
   // size mismatch, std::invalid_argument for a protocol the ticket lacks.
+  // Optional: window, the bytes in flight at once (0: the options'
+  // max_bytes_in_flight), and sent(offset, bytes), called as each block's
+  // request completes, after which UCX reads that block no more (a sender
+  // pushing from a file mapping gives its pages back there).
+  using BlockSent = std::function<void(std::size_t offset, std::size_t bytes)>;
   CompletionRef push(EndpointId ep, std::span<const std::byte> ticket, const void* src, std::size_t bytes,
-                     MemoryType memory = MemoryType::Host, BulkProtocol protocol = BulkProtocol::Auto);
+                     MemoryType memory = MemoryType::Host, BulkProtocol protocol = BulkProtocol::Auto,
+                     std::size_t window = 0, BlockSent sent = {});
   // What Auto means on this endpoint: Put when UCX gave it an RMA lane over
   // a transport with hardware or shared-memory put, else ActiveMessage (tcp
   // emulates put in software, measured ~100x slower than rendezvous am).
