@@ -110,8 +110,9 @@ class SvmJob:
         self.wait_for(lambda: err.read_text().count("listening") > said, 20, "the coordinator to listen")
         self.port = ct.listening_port(err)
 
-    def start_worker(self, i):
-        cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", "--id", str(i), "--device", "cpu",
+    def start_worker(self, i, with_id=True):
+        # with_id=False: a worker that joins without --id; `i` names its files.
+        cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", *(["--id", str(i)] if with_id else []), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
         extra_env = {**(self.worker_env or {}), **self.worker_env_of.get(i, {})}
@@ -223,8 +224,8 @@ def scenario_svm_kill_restart(a, tmp):
 
 
 def scenario_svm_sigterm_leave(a, tmp):
-    # SIGTERM: worker 2 leaves at a round boundary; its rows move to the
-    # coordinator without an eviction, it exits 0, and the model is the
+    # SIGTERM: worker 2 leaves at a round boundary; its rows move to a
+    # surviving worker without an eviction, it exits 0, and the model is the
     # single-node one.
     data = long_data(tmp)
     ref = single_node(a, tmp, data, PARAMS)
@@ -243,6 +244,41 @@ def scenario_svm_sigterm_leave(a, tmp):
         fail("worker 2's rows did not move")
     print(f"worker 2 left at round {left[0]['iteration']}")
     check_model(job, ref, "worker 2 left")
+
+
+def scenario_svm_elastic(a, tmp):
+    # A job of 2 workers (--max-workers 3) that a third joins mid-job without
+    # an id: it gets id 3, and a re-split gives it rows within 10 rounds of
+    # its first report (every worker holds the training set, so the rows
+    # move as an assignment). Then worker 1 is sent SIGTERM and leaves
+    # without an eviction. The model is single-node's.
+    data = long_data(tmp)
+    ref = single_node(a, tmp, data, PARAMS)
+    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS, extra=["--max-workers", "3"])
+    job.wait_round(200)
+    job.start_worker(3, with_id=False)
+    job.wait_event(0, "resynchronized", 60, worker=3)
+    rounds = [j for j in jsonl(job.coord_log) if j.get("participant") == 0]
+    joined = next((j["iteration"] for j in rounds if 3 in j["members"]["active"]), None)
+    job.wait_for(lambda: "3:0->" in (job.tmp / "coordinator.err").read_text(), 60, "rows for worker 3")
+    job.wait_round(job.round() + 50)
+    ct.leave_on_sigterm(job.procs[1], "worker 1", 30)
+    job.finish()
+    rounds = [j for j in jsonl(job.coord_log) if j.get("participant") == 0]
+    joined = joined or next(j["iteration"] for j in rounds if 3 in j["members"]["active"])
+    gave = next((j["iteration"] for j in rounds if "5" in str(j.get("ops", "")).split(",") and j["iteration"] >= joined),
+                None)
+    if gave is None or gave > joined + 10:
+        fail(f"worker 3 counts from round {joined} but got rows at {gave}")
+    evicted = [j["iteration"] for j in rounds if j.get("evicted")]
+    if evicted:
+        fail(f"members were evicted in rounds {evicted}")
+    if not any(j.get("event") == "left" and j.get("worker") == 1 for j in jsonl(job.coord_log)):
+        fail("worker 1 did not leave")
+    print(f"worker 3 joined without an id, counted from round {joined}, got rows in round {gave}; worker 1 left")
+    # The leave's rows have their gradients rebuilt from the multipliers
+    # (Alg. 6), as after a failure: borderline support vectors may differ.
+    check_model(job, ref, "a worker joined and another left")
 
 
 def scenario_svm_two_killed(a, tmp):

@@ -1027,7 +1027,8 @@ void Coordinator::on_hello(const Received& r) {
 // size is refused by push().
 void Coordinator::on_ticket(const Received& r) {
   const auto w = r.message.header.sender;
-  if (!known_worker(w) || loads_[w] == 0) return;
+  // Rows or not: an SVM worker's data is the whole training set, a joiner's too.
+  if (!known_worker(w) || job_.data_bytes(begin_[w], begin_[w] + loads_[w]) == 0) return;
   const auto addr = boot_->address_of(w);  // a ticket before the hello: reached at its handshake's address
   if (!addr) return;
   node_->ensure_peer(w, *addr);
