@@ -1,9 +1,11 @@
 // Distributed SVM's messages as a peer may send them, and its part of a
 // coordinator checkpoint: the first byte picks the decoder (decision,
-// report, shared state, parameters, solved problems, training set), the
-// rest is the payload. Any bytes decode or throw one InputError.
+// report, shared state, parameters, solved problems, or the training set:
+// LIBSVM text, as the coordinator pushes it to workers), the rest is the
+// payload. Any bytes decode or throw one InputError.
 #include <span>
 
+#include "accel/csr.hpp"
 #include "accel/error.hpp"
 #include "svm/svm_wire.hpp"
 
@@ -19,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 2: (void)w::decode_shared(p, kMaxVars); break;
       case 3: (void)w::decode_params(p); break;
       case 4: (void)w::decode_solved(p, kMaxVars); break;
-      default: (void)w::decode_data(p); break;
+      default: (void)accel::parse_libsvm_csr(p, "pushed"); break;
     }
   } catch (const accel::InputError&) {
   }

@@ -6,8 +6,6 @@
 namespace accel::cluster::svm_wire {
 namespace {
 
-constexpr std::uint64_t kMaxRows = std::uint64_t{1} << 31, kMaxNnz = std::uint64_t{1} << 40;
-
 void put_problem(Out& o, const DualProblem& pb) {
   o.array(pb.y);
   o.array(pb.p);
@@ -146,43 +144,6 @@ std::vector<std::pair<A, B>> get_pairs(In& i, std::uint64_t max) {
 }
 
 }  // namespace
-
-Bytes encode_data(const LabeledCsr& d) {
-  Out o;
-  o.put(d.x.rows);
-  o.put(d.x.cols);
-  o.array(d.labels);
-  o.array(d.x.row_ptr);
-  o.array(d.x.col_idx);
-  o.array(d.x.values);
-  o.text(d.source);
-  o.array(d.lines);
-  return std::move(o.b);
-}
-
-LabeledCsr decode_data(std::span<const std::byte> in) {
-  In i(in);
-  LabeledCsr d;
-  d.x.rows = i.get<std::int64_t>();
-  d.x.cols = i.get<std::int64_t>();
-  if (d.x.rows < 0 || static_cast<std::uint64_t>(d.x.rows) > kMaxRows || d.x.cols < 0 || d.x.cols > (1ll << 31))
-    throw InputError("svm training set with an impossible shape");
-  const auto n = static_cast<std::uint64_t>(d.x.rows);
-  d.labels = i.exactly<double>(n, "labels");
-  d.x.row_ptr = i.exactly<std::int64_t>(n + 1, "row pointers");
-  d.x.col_idx = i.array<std::int32_t>(kMaxNnz);
-  d.x.values = i.exactly<float>(d.x.col_idx.size(), "values");
-  if (d.x.row_ptr[0] != 0 || d.x.row_ptr[n] != static_cast<std::int64_t>(d.x.col_idx.size()))
-    throw InputError("svm training set with bad row pointers");
-  for (std::uint64_t r = 0; r < n; ++r)
-    if (d.x.row_ptr[r + 1] < d.x.row_ptr[r]) throw InputError("svm training set with bad row pointers");
-  for (const auto c : d.x.col_idx)
-    if (c < 0 || c >= d.x.cols) throw InputError("svm training set with a column out of range");
-  d.source = i.text(4096);
-  d.lines = i.array<std::int64_t>(n);
-  i.end();
-  return d;
-}
 
 Bytes encode_params(const SvmParams& p) {
   Out o;

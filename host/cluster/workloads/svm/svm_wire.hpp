@@ -16,9 +16,6 @@ namespace accel::cluster::svm_wire {
 using svm_parallel::Op;
 using svm_parallel::Report;
 
-Bytes encode_data(const LabeledCsr& d);
-LabeledCsr decode_data(std::span<const std::byte> in);
-
 // What a member's kernel rows need: the kernel and the cache budget.
 Bytes encode_params(const SvmParams& p);
 SvmParams decode_params(std::span<const std::byte> in);
