@@ -81,10 +81,22 @@ void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t c
   if (head_bytes(path, 8).rfind("\x93NUMPY", 0) == 0) {
     read_npy_rows(path, rows, cols, begin, count, out);
   } else {
-    const Matrix all = load_matrix(path);  // checked whole, finite
-    io::require_rows(path, all.rows, all.cols, rows, cols, begin, count);
-    std::copy(all.row(begin), all.row(begin) + count * cols, out);
-    return;
+    // Text: only these rows kept (and checked finite below); the file's
+    // rows counted, its shape checked against the job's.
+    const std::string head = head_bytes(path, 256);
+    if (is_idx(head)) {
+      const Matrix all = load_matrix(path);  // checked whole, finite
+      io::require_rows(path, all.rows, all.cols, rows, cols, begin, count);
+      std::copy(all.row(begin), all.row(begin) + count * cols, out);
+      return;
+    }
+    std::int64_t total = 0;
+    const std::string name = std::filesystem::path(path).filename().string();
+    const bool csv = ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos;
+    const Matrix some = csv ? read_csv_rows(path, begin, count, &total) : read_libsvm_dense_rows(path, begin, count, &total);
+    io::require_rows(path, total, some.cols, rows, cols, begin, count);
+    if (some.rows != count) throw InputError(path + ": fewer rows than the job's");
+    std::copy(some.values(), some.values() + count * cols, out);
   }
   Matrix slice;
   slice.rows = count;

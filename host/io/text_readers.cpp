@@ -55,15 +55,25 @@ bool any_numeric_field(const std::string& line) {
 
 }  // namespace
 
-Matrix read_csv(const std::string& path) {
+Matrix read_csv(const std::string& path) { return read_csv_rows(path, 0, -1, nullptr); }
+
+// Every data line is counted, and the first (it sets the columns) and
+// those of the range parsed and checked; the others are only counted, so a
+// worker holds and parses its own rows (a header is line 1 alone).
+Matrix read_csv_rows(const std::string& path, std::int64_t begin, std::int64_t count, std::int64_t* total) {
   auto in = open_text(path);
   Matrix m;
   std::string line;
-  std::int64_t lineno = 0;
+  std::int64_t lineno = 0, seen = 0;  // data rows so far
   std::vector<float> row;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line == "\r") continue;
+    const bool wanted = count < 0 || (seen >= begin && seen < begin + count);
+    if (seen > 0 && !wanted) {
+      ++seen;
+      continue;
+    }
     row.clear();
     std::size_t start = 0;
     bool ok = true;
@@ -87,42 +97,53 @@ Matrix read_csv(const std::string& path) {
       if (m.rows == 0 && lineno == 1 && !any_numeric_field(line)) continue;
       throw InputError(where(path, lineno) + ": not a number: " + io::quoted(bad));
     }
-    if (m.rows == 0) m.cols = static_cast<std::int64_t>(row.size());
+    if (seen == 0) m.cols = static_cast<std::int64_t>(row.size());
     else if (static_cast<std::int64_t>(row.size()) != m.cols)
       throw InputError(where(path, lineno) + ": " + std::to_string(row.size()) + " fields, expected " +
                        std::to_string(m.cols));
+    ++seen;
+    if (!wanted) continue;
     m.data.insert(m.data.end(), row.begin(), row.end());
     ++m.rows;
   }
-  if (m.rows == 0) throw InputError(path + ": no data rows");
+  if (seen == 0) throw InputError(path + ": no data rows");
+  if (total) *total = seen;
   return m;
 }
 
-Matrix read_libsvm_dense(const std::string& path) {
+Matrix read_libsvm_dense(const std::string& path) { return read_libsvm_dense_rows(path, 0, -1, nullptr); }
+
+Matrix read_libsvm_dense_rows(const std::string& path, std::int64_t begin, std::int64_t count, std::int64_t* total) {
   // One LIBSVM parser (the SVM's CSR reader, with its file:line errors),
-  // densified; the labels are dropped: k-means ignores them.
-  const LabeledCsr in = read_libsvm_csr(path);
+  // densified; the labels are dropped: k-means ignores them. Rows outside
+  // the range are checked but not kept.
+  const LabeledCsr in =
+      count < 0 ? read_libsvm_csr(path)
+                : read_libsvm_rows(path, [&](std::int64_t r) { return r >= begin && r < begin + count; });
+  if (total) *total = in.x.rows;
+  const std::int64_t first = count < 0 ? 0 : std::clamp<std::int64_t>(begin, 0, in.x.rows);
   Matrix m;
-  m.rows = in.x.rows;
+  m.rows = count < 0 ? in.x.rows : std::clamp<std::int64_t>(count, 0, in.x.rows - first);
   m.cols = std::max<std::int64_t>(in.x.cols, 1);
   // A dense consumer gets rows x (largest index) floats. Refused: more than
   // half of this machine's memory, or over 256 MB and 64 times the file
   // itself (data that sparse is not for a dense consumer; a 14-byte
   // '1 200000000:1' had reached 13-19 GB resident). Dense-ish data such as
   // Fashion-MNIST densifies to about 1.5 times its file.
-  std::int64_t count = 0;
+  std::int64_t values = 0;
   const double budget = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE) / 2;
   const double file_bytes = static_cast<double>(std::filesystem::file_size(path));
-  const bool overflow = __builtin_mul_overflow(m.rows, m.cols, &count);
-  const double dense = 4.0 * static_cast<double>(count);
+  const bool overflow = __builtin_mul_overflow(m.rows, m.cols, &values);
+  const double dense = 4.0 * static_cast<double>(values);
   if (overflow || dense > budget || (dense > 256e6 && dense > 64 * file_bytes))
     throw InputError(path + ": densifying " + std::to_string(m.rows) + " rows x " + std::to_string(m.cols) +
                      " columns (its largest index) needs " + std::to_string(4.0 * m.rows * m.cols / 1e9) +
                      " GB for a " + std::to_string(static_cast<std::int64_t>(file_bytes)) +
                      "-byte file: too sparse for a dense consumer (svm-train reads LIBSVM files sparse)");
-  m.data.assign(count, 0.0f);
+  m.data.assign(values, 0.0f);
   for (std::int64_t i = 0; i < m.rows; ++i)
-    for (std::int64_t e = in.x.row_ptr[i]; e < in.x.row_ptr[i + 1]; ++e) m.data[i * m.cols + in.x.col_idx[e]] = in.x.values[e];
+    for (std::int64_t e = in.x.row_ptr[first + i]; e < in.x.row_ptr[first + i + 1]; ++e)
+      m.data[i * m.cols + in.x.col_idx[e]] = in.x.values[e];
   return m;
 }
 

@@ -165,6 +165,43 @@ TEST_F(IoTest, RowsOfAFile) {
   load_matrix_rows(p, rows, cols, 0, 39000, out.data());  // the NaN is not in these rows
 }
 
+// Text partitions: a worker keeps its rows alone, as the whole file reads
+// them (a CSV header and blank lines skipped, LIBSVM densified to the
+// file's columns); bad data outside the range is not its to report, but
+// the file's shape still is.
+TEST_F(IoTest, RowsOfATextFileAreTheWholeFilesRows) {
+  std::string text = "a,b,c\n";
+  for (int i = 0; i < 500; ++i) {
+    if (i % 97 == 3) text += "\n";
+    text += std::to_string(i) + "," + std::to_string(i * 0.25) + "," + std::to_string(-i) + "\n";
+  }
+  const auto csv = file("part.csv", text);
+  const Matrix all = load_matrix(csv);
+  std::vector<float> out(3 * 100);
+  load_matrix_rows(csv, 500, 3, 250, 100, out.data());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), all.row(250)));
+  std::int64_t total = 0;
+  EXPECT_EQ(read_csv_rows(csv, 499, 1, &total).rows, 1);
+  EXPECT_EQ(total, 500);
+  const auto bad = file("bad.csv", "1,2\n3,4\nx,6\n7,8\n");
+  load_matrix_rows(bad, 4, 2, 0, 2, out.data());  // the bad line is another worker's
+  EXPECT_EQ(out[2], 3);
+  expect_error(bad, "bad.csv:3", [&](const std::string& p) {
+    load_matrix_rows(p, 4, 2, 2, 2, out.data());
+    return Matrix{};
+  });
+  expect_error(bad, "holds 4 x 2 values", [&](const std::string& p) {
+    load_matrix_rows(p, 5, 2, 0, 1, out.data());
+    return Matrix{};
+  });
+
+  const auto svm = file("part.svm", "1 1:1 3:3\n-1 2:2\n1 4:4\n-1 1:5 4:6\n");
+  const Matrix dense = load_matrix(svm);
+  std::vector<float> two(2 * 4);
+  load_matrix_rows(svm, 4, 4, 1, 2, two.data());
+  EXPECT_TRUE(std::equal(two.begin(), two.end(), dense.row(1)));
+}
+
 TEST_F(IoTest, NpyOneDimensionalIsRejected) {
   const std::vector<float> v = {1, 2, 3};
   const auto p = (dir_ / "v.npy").string();

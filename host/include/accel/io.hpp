@@ -50,6 +50,10 @@ Matrix read_npy(const std::string& path);
 Matrix map_npy(const std::string& path);
 Matrix read_csv(const std::string& path);
 Matrix read_libsvm_dense(const std::string& path);
+// Rows [begin, begin + count) alone (count < 0: all), with the file's row
+// count in *total and its columns: what a worker holds of a text input.
+Matrix read_csv_rows(const std::string& path, std::int64_t begin, std::int64_t count, std::int64_t* total);
+Matrix read_libsvm_dense_rows(const std::string& path, std::int64_t begin, std::int64_t count, std::int64_t* total);
 Matrix read_idx(const std::string& path);
 
 // Throws InputError naming path, row and column of the first NaN or Inf;
