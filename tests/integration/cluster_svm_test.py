@@ -307,6 +307,30 @@ def scenario_svm_two_killed(a, tmp):
     check_model(job, ref, "workers 1 and 3 killed together")
 
 
+def scenario_svm_all_lost(a, tmp):
+    # Both workers killed -9 and not restarted: the coordinator, which held
+    # no rows, reads every row of the training file, restarts the problem
+    # from the multipliers and finishes it alone; the model is single-node's.
+    data = long_data(tmp)
+    ref = single_node(a, tmp, data, PARAMS)
+    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS)
+    job.wait_round(200)
+    for w in (1, 2):
+        job.procs[w].send_signal(signal.SIGKILL)
+    for w in (1, 2):
+        job.procs[w].wait()
+    killed_at = job.round()
+    job.finish()
+    err = (job.tmp / "coordinator.err").read_text()
+    if "reads every row" not in err:
+        fail("the coordinator did not say it reads every row: " + err[-600:])
+    s = job.summary()
+    if s["rows"][0] != 0:
+        fail(f"the coordinator owned rows from the start: {s['rows']}")
+    print(f"both workers killed at round {killed_at}; the coordinator finished alone")
+    check_model(job, ref, "every worker lost")
+
+
 def scenario_svm_kill_during_move(a, tmp):
     # Worker 2 comes back; the moment the coordinator counts it again (its
     # rows are handed back to it in the next round) it is killed again. The
