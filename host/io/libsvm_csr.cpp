@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <span>
+#include <sstream>
 #include <streambuf>
 #include <limits>
 #include <stdexcept>
@@ -83,16 +84,19 @@ struct SpanBuf : std::streambuf {
 
 // Lines from `in`, the first of them line first_line + 1 of the file; a
 // piece with no data rows is empty (the callers say whether a file may be).
+// offsets (optional): each data row's line's byte offset in the stream.
 LabeledCsr parse(std::istream& in, const std::string& path, const std::function<bool(std::int64_t)>& keep,
-                 std::int64_t* nonzeros, std::int64_t first_line = 0) {
+                 std::int64_t* nonzeros, std::int64_t first_line = 0, std::vector<std::int64_t>* offsets = nullptr) {
   LabeledCsr out;
   out.source = path;
   std::string line;
-  std::int64_t lineno = first_line, nnz = 0;
+  std::int64_t lineno = first_line, nnz = 0, at = 0, line_at = 0;
   std::vector<std::pair<std::int32_t, float>> row;
   std::int64_t max_index = 0;  // counts explicit zeros too: LIBSVM's default gamma is 1/max_index
   while (std::getline(in, line)) {
     ++lineno;
+    line_at = at;
+    at += static_cast<std::int64_t>(line.size()) + (in.eof() ? 0 : 1);
     std::string_view s(line);
     if (const auto hash = s.find('#'); hash != std::string_view::npos) s = s.substr(0, hash);
     std::size_t pos = s.find_first_not_of(" \t\r");
@@ -134,6 +138,7 @@ LabeledCsr parse(std::istream& in, const std::string& path, const std::function<
     else out.x.add_row({});
     out.labels.push_back(label);
     out.lines.push_back(lineno);
+    if (offsets) offsets->push_back(line_at);
   }
   out.x.cols = std::max(out.x.cols, max_index);
   if (nonzeros) *nonzeros = nnz;
@@ -163,11 +168,12 @@ LabeledCsr joined(std::vector<LabeledCsr>& parts, const std::string& source) {
   return whole(std::move(out), source);
 }
 
-LabeledCsr read_file(const std::string& path, const std::function<bool(std::int64_t)>& keep, std::int64_t* nonzeros) {
+LabeledCsr read_file(const std::string& path, const std::function<bool(std::int64_t)>& keep, std::int64_t* nonzeros,
+                     std::vector<std::int64_t>* offsets = nullptr) {
   io::require_file(path);
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);  // byte offsets: no newline translation
   if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
-  return whole(parse(in, path, keep, nonzeros), path);
+  return whole(parse(in, path, keep, nonzeros, 0, offsets), path);
 }
 
 }  // namespace
@@ -175,8 +181,30 @@ LabeledCsr read_file(const std::string& path, const std::function<bool(std::int6
 LabeledCsr read_libsvm_csr(const std::string& path) { return read_file(path, {}, nullptr); }
 
 LabeledCsr read_libsvm_rows(const std::string& path, const std::function<bool(std::int64_t)>& keep,
-                           std::int64_t* nonzeros) {
-  return read_file(path, keep, nonzeros);
+                           std::int64_t* nonzeros, std::vector<std::int64_t>* offsets) {
+  return read_file(path, keep, nonzeros, offsets);
+}
+
+LabeledCsr read_libsvm_lines(const std::string& path, const std::vector<std::int64_t>& offsets,
+                             const std::vector<std::int64_t>& lines) {
+  if (offsets.size() != lines.size()) throw std::invalid_argument("read_libsvm_lines: offsets and lines differ in size");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  LabeledCsr out;
+  out.source = path;
+  std::string line;
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    in.clear();
+    in.seekg(offsets[i]);
+    if (!std::getline(in, line)) throw InputError(path + ":" + std::to_string(lines[i]) + ": cut short since the job began");
+    std::istringstream one(line);
+    const LabeledCsr r = parse(one, path, {}, nullptr, lines[i] - 1);
+    if (r.x.rows != 1) throw InputError(path + ":" + std::to_string(lines[i]) + ": no longer a data row");
+    out.x.add_row_from(r.x, 0);
+    out.labels.push_back(r.labels[0]);
+    out.lines.push_back(lines[i]);
+  }
+  return out;
 }
 
 // In pieces of whole lines, one per thread (a worker parses the 300 MB of

@@ -79,7 +79,23 @@ TEST_F(SvmIo, TextInMemoryParsesInPiecesAsTheFileReads) {
   EXPECT_EQ(got.x.values, want.x.values);
 
   std::int64_t nnz = 0;
-  const LabeledCsr some = read_libsvm_rows(p, [](std::int64_t r) { return r % 1000 == 5; }, &nnz);
+  std::vector<std::int64_t> offsets;
+  const LabeledCsr some = read_libsvm_rows(p, [](std::int64_t r) { return r % 1000 == 5; }, &nnz, &offsets);
+  ASSERT_EQ(offsets.size(), static_cast<std::size_t>(want.x.rows));
+  const std::vector<std::int64_t> pick = {119999, 0, 7, 1007, 64000};
+  std::vector<std::int64_t> where, lines;
+  for (const auto r : pick) where.push_back(offsets[r]), lines.push_back(want.lines[r]);
+  const LabeledCsr back = read_libsvm_lines(p, where, lines);
+  ASSERT_EQ(back.x.rows, static_cast<std::int64_t>(pick.size()));
+  for (std::size_t i = 0; i < pick.size(); ++i) {
+    const auto r = pick[i];
+    EXPECT_EQ(back.labels[i], want.labels[r]);
+    EXPECT_TRUE(std::equal(want.x.values.begin() + want.x.row_ptr[r], want.x.values.begin() + want.x.row_ptr[r + 1],
+                           back.x.values.begin() + back.x.row_ptr[i], back.x.values.begin() + back.x.row_ptr[i + 1]))
+        << "row " << r;
+  }
+  std::filesystem::resize_file(p, static_cast<std::uintmax_t>(offsets[119999]));  // the file cut since
+  EXPECT_THROW(read_libsvm_lines(p, {offsets[119999]}, {want.lines[119999]}), InputError);
   EXPECT_EQ(nnz, want.x.nnz());
   EXPECT_EQ(some.labels, want.labels);
   EXPECT_EQ(some.lines, want.lines);

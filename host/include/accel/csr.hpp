@@ -46,10 +46,15 @@ LabeledCsr read_libsvm_csr(const std::string& path);
 // Like read_libsvm_csr, keeping the values of the rows `keep` says yes to (by row
 // index) and leaving the others empty: every line is still checked, and
 // labels, lines and cols are the whole file's. nonzeros (optional): the
-// whole file's count. The distributed SVM's coordinator reads the labels
-// this way, and later the support vectors' rows.
+// whole file's count; offsets (optional): each row's line's byte offset.
+// The distributed SVM's coordinator reads the labels this way.
 LabeledCsr read_libsvm_rows(const std::string& path, const std::function<bool(std::int64_t)>& keep,
-                           std::int64_t* nonzeros = nullptr);
+                           std::int64_t* nonzeros = nullptr, std::vector<std::int64_t>* offsets = nullptr);
+// Rows read back by where read_libsvm_rows found them (offsets: their
+// lines' byte offsets; lines: their line numbers, for errors), in that
+// order: the support vectors' rows, without parsing the file again.
+LabeledCsr read_libsvm_lines(const std::string& path, const std::vector<std::int64_t>& offsets,
+                             const std::vector<std::int64_t>& lines);
 // LIBSVM text already in memory (a file's bytes pushed to a worker); errors
 // name `source`.
 LabeledCsr parse_libsvm_csr(std::span<const std::byte> text, const std::string& source);

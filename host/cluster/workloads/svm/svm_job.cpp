@@ -187,7 +187,8 @@ ACCEL_REGISTER_WORKLOAD("svm", SvmWorkload);
 SvmJob::SvmJob(const SvmJobOptions& o) : o_(o), registry_(Registry::discover_all()) {
   const auto t0 = Clock::now();
   full_ = o.params.probability;
-  data_ = full_ ? read_libsvm_csr(o.train_file) : read_libsvm_rows(o.train_file, [](std::int64_t) { return false; }, &nonzeros_);
+  data_ = full_ ? read_libsvm_csr(o.train_file)
+                : read_libsvm_rows(o.train_file, [](std::int64_t) { return false; }, &nonzeros_, &offsets_);
   if (full_) nonzeros_ = data_.x.nnz();
   file_ = std::make_unique<MappedFile>(o.train_file);
   // svm_train's default gamma, resolved here: members compute kernel rows
@@ -291,18 +292,20 @@ Bytes SvmJob::decide(std::int64_t, const std::map<std::uint32_t, Bytes>& contrib
 
 // The model's support vectors: the training assembled it over the rows the
 // coordinator holds (none), so their values are read from the file now,
-// those rows alone.
+// those lines alone, where the first read found them.
 void SvmJob::fill_support_vectors() {
   if (full_) return;
-  std::vector<char> is_sv(static_cast<std::size_t>(data_.x.rows), 0);
-  for (const auto r : model_.sv_rows) is_sv[static_cast<std::size_t>(r)] = 1;
-  const LabeledCsr sv = read_libsvm_rows(o_.train_file, [&](std::int64_t r) { return is_sv[static_cast<std::size_t>(r)] != 0; });
-  if (sv.x.rows != data_.x.rows || sv.labels != data_.labels)
-    throw InputError(o_.train_file + ": changed since the job began");
-  CsrMatrix m;
-  for (const auto r : model_.sv_rows) m.add_row_from(sv.x, r);
-  m.cols = model_.sv.cols;
-  model_.sv = std::move(m);
+  std::vector<std::int64_t> at, lines;
+  for (const auto r : model_.sv_rows) {
+    at.push_back(offsets_[static_cast<std::size_t>(r)]);
+    lines.push_back(data_.lines[static_cast<std::size_t>(r)]);
+  }
+  LabeledCsr sv = read_libsvm_lines(o_.train_file, at, lines);
+  for (std::size_t i = 0; i < model_.sv_rows.size(); ++i)
+    if (sv.labels[i] != data_.labels[static_cast<std::size_t>(model_.sv_rows[i])])
+      throw InputError(o_.train_file + ":" + std::to_string(lines[i]) + ": changed since the job began");
+  sv.x.cols = model_.sv.cols;
+  model_.sv = std::move(sv.x);
 }
 
 // One decision out, its round's reports back.

@@ -89,6 +89,7 @@ class SvmJob final : public Job, private svm_parallel::Members {
   LabeledCsr data_;
   bool full_ = false;
   std::int64_t nonzeros_ = 0;
+  std::vector<std::int64_t> offsets_;  // each row's line in the training file (the support vectors' read back)
   std::unique_ptr<MappedFile> file_;
   std::unique_ptr<LabeledCsr> all_rows_;
   Registry registry_;
