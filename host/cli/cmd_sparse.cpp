@@ -143,8 +143,9 @@ std::optional<SparseArgs> parse_sparse(const std::vector<std::string>& args) {
   SparseGroupOptions& o = a.o;
   po::options_description d("accel sparse-allreduce --rank R --size P --coordinator ADDR:PORT [options]");
   d.add_options()("help,h", "this help")
-      ("rank", po::value(&o.rank)->default_value(o.rank), "this member's rank (default: the launcher's)")
-      ("size", po::value(&o.size)->default_value(o.size), "members (default: the launcher's size)")
+      ("rank", po::value(&o.rank)->default_value(o.rank), "this member's rank (default: the launcher's; -1: join a running group)")
+      ("size", po::value(&o.size)->default_value(o.size), "members rank 0 waits for (default: the launcher's size)")
+      ("max-size", po::value(&o.max_size)->default_value(0), "rank 0: members the group may grow to by joiners (0: --size)")
       ("coordinator", po::value(&o.coordinator)->default_value(o.coordinator), "rank 0's ADDR:PORT (ACCEL_COORDINATOR)")
       ("n", po::value(&a.n)->default_value(a.n), "length of each member's dense vector")
       ("ratio", po::value(&a.ratio)->default_value(a.ratio), "pairs per member and step, as a fraction of n")
@@ -202,11 +203,11 @@ struct Tally {
     reduce_scatter += sum.exchange == "reduce-scatter";
     rounds += sum.rounds;
   }
-  void print(const SparseArgs& a) const {
+  void print(const SparseArgs& a, int rank) const {
     std::vector<double> sorted = seconds;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
-    const nlohmann::json summary = {{"rank", a.o.rank},
+    const nlohmann::json summary = {{"rank", rank},
                                     {"size", a.o.size},
                                     {"n", a.n},
                                     {"steps", a.steps},
@@ -219,7 +220,7 @@ struct Tally {
                                     {"checked", a.check}};
     if (a.json) std::cout << summary.dump() << "\n";
     else
-      std::cout << "sparse allreduce: rank " << a.o.rank << " of " << a.o.size << ", " << a.steps << " steps, median "
+      std::cout << "sparse allreduce: rank " << rank << " of " << a.o.size << ", " << a.steps << " steps, median "
                 << median * 1e3 << " ms, " << bytes / a.steps << " bytes sent a step"
                 << (a.check ? ", every sum checked" : "") << "\n";
   }
@@ -231,19 +232,19 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
   const std::optional<SparseArgs> parsed = parse_sparse(args);
   if (!parsed) return 0;
   const SparseArgs& a = *parsed;
-  const Fault fault = parse_fault(a.fail_spec, a.o.size);
+  const Fault fault = parse_fault(a.fail_spec, std::max(a.o.size, a.o.max_size));
+  SparseGroup group(a.o);
+  const auto rank = static_cast<std::uint32_t>(group.join());  // a joiner's pairs are its rank's
   // Every step's pairs first: generating them (~2 ms at 25k pairs) inside
   // the loop made every member wait for the slowest generator each step.
   std::vector<Pairs> all;
-  for (std::int64_t s = 1; s <= a.steps; ++s)
-    all.push_back(synthetic(a.seed, s, static_cast<std::uint32_t>(a.o.rank), a.n, a.ratio, a.overlap));
-  SparseGroup group(a.o);
+  for (std::int64_t s = 1; s <= a.steps; ++s) all.push_back(synthetic(a.seed, s, rank, a.n, a.ratio, a.overlap));
   Tally tally;
   StepOrder order;
   for (std::int64_t s = 1; s <= a.steps; ++s) {
     if (a.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.pause_ms));
     const Pairs& mine = all[static_cast<std::size_t>(s - 1)];
-    if (fault.rank == a.o.rank && fault.step == s) {
+    if (fault.rank == static_cast<std::int64_t>(rank) && fault.step == s) {
       if (!failing_step(group, a, mine, s)) return 1;
       continue;
     }
@@ -251,7 +252,7 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
     const SparseSum sum = group.allreduce(a.n, mine.idx, mine.val, static_cast<std::uint64_t>(s));
     tally.add(sum, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), a.o.size);
     if (!a.check) continue;
-    if (const std::string bad = order.check(sum, s, static_cast<std::uint32_t>(a.o.rank)); !bad.empty()) {
+    if (const std::string bad = order.check(sum, s, rank); !bad.empty()) {
       log::warn("accel sparse-allreduce") << "step " << s << ": out of step: " << bad;
       return 1;
     }
@@ -262,7 +263,7 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
     }
   }
   group.close();
-  tally.print(a);
+  tally.print(a, group.rank());
   return 0;
 }
 

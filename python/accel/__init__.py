@@ -149,12 +149,17 @@ class SparseGroup:
     coordinator default to the launcher's environment (OMPI_COMM_WORLD_*,
     SLURM_*, PMI_*, ACCEL_COORDINATOR). The group's engine runs inside
     allreduce() and close(), on the calling thread.
-    exchange (rank 0's): "auto", "allgather" or "reduce-scatter"."""
+    exchange (rank 0's): "auto", "allgather" or "reduce-scatter".
+    Elastic membership: with max_size (rank 0's) above size, members
+    started with rank=-1 join the running group; each gets the next free
+    rank (join(), or its first allreduce) and counts from the step it
+    reaches. close() on a rank other than 0 leaves the group at a step
+    boundary."""
 
     def __init__(self, rank=None, size=None, coordinator=None, job=None, timeout_ms=None, keepalive_ms=None,
-                 tls=None, log_json=None, snapshot_dir=None, exchange=None):
+                 tls=None, log_json=None, snapshot_dir=None, exchange=None, max_size=None):
         o = SparseGroupOptions()  # the launcher's environment
-        for name, value in (("rank", rank), ("size", size), ("coordinator", coordinator), ("job", job),
+        for name, value in (("rank", rank), ("size", size), ("max_size", max_size), ("coordinator", coordinator), ("job", job),
                             ("timeout_ms", timeout_ms), ("keepalive_ms", keepalive_ms), ("tls", tls),
                             ("log_json", log_json), ("snapshot_dir", snapshot_dir), ("exchange", exchange)):
             if value is not None:
@@ -168,6 +173,11 @@ class SparseGroup:
     @property
     def size(self):
         return self._g.size
+
+    def join(self):
+        """This member's rank; a joiner (rank=-1) asks the coordinator for it
+        first (ValueError when the group is full)."""
+        return self._g.join()
 
     def allreduce(self, n, indices, values, tag=0):
         """The members' sum as a dict: indices (uint32, ascending), values

@@ -251,6 +251,7 @@ PYBIND11_MODULE(_accel, m) {
       .def(py::init([] { return accel::sparse_group_options_from_env(); }))
       .def_readwrite("rank", &accel::SparseGroupOptions::rank)
       .def_readwrite("size", &accel::SparseGroupOptions::size)
+      .def_readwrite("max_size", &accel::SparseGroupOptions::max_size)
       .def_readwrite("coordinator", &accel::SparseGroupOptions::coordinator)
       .def_readwrite("job", &accel::SparseGroupOptions::job)
       .def_readwrite("timeout_ms", &accel::SparseGroupOptions::timeout_ms)
@@ -264,6 +265,7 @@ PYBIND11_MODULE(_accel, m) {
       .def(py::init<const accel::SparseGroupOptions&>(), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("rank", &accel::SparseGroup::rank)
       .def_property_readonly("size", &accel::SparseGroup::size)
+      .def("join", &accel::SparseGroup::join, py::call_guard<py::gil_scoped_release>())
       .def("allreduce", &allreduce, py::arg("n"), py::arg("indices").noconvert(), py::arg("values").noconvert(),
            py::arg("tag") = 0)
       .def("close", &accel::SparseGroup::close, py::call_guard<py::gil_scoped_release>());

@@ -12,6 +12,11 @@ one process per rank), each scenario bounded in time:
              counts again in later steps, every sum checked;
   mismatch   rank 2's vectors are longer: every member stops with one line
              naming the members, exit 2, and no member hangs;
+  early_join a joiner that arrives before rank 1 does not stand in for it;
+  join       2 members with room for 4; two more join mid-run with rank -1
+             and get ranks 2 and 3; a fifth is refused (exit 2, one line);
+             the joiners count from the step they reach, leave after their
+             steps, and every member's every sum is checked;
   bad_input  a ratio outside (0, 1] or a rank outside 0..size-1: exit 2, one line;
   erring     rank 2's pairs of step 2 hold a NaN: it is told so and goes on;
              every member's every sum is checked against the contributions of
@@ -54,8 +59,10 @@ class Group:
         for r in range(size):
             self.start(r)
 
-    def start(self, r):
-        cmd = [self.a.accel, "sparse-allreduce", "--rank", str(r), "--size", str(self.size), "--coordinator",
+    def start(self, r, rank=None):
+        """Process r: rank r, or `rank` (-1: a joiner, whose rank the coordinator gives)."""
+        rank = r if rank is None else rank
+        cmd = [self.a.accel, "sparse-allreduce", "--rank", str(rank), "--size", str(self.size), "--coordinator",
                self.addr, "--n", str(self.n.get(r, 200000)), "--ratio", "0.01", "--steps", str(self.steps_of.get(r, self.steps)), "--pause-ms",
                str(self.pause_ms), "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * SCALE)), "--check",
                "--json", "--log-json", str(self.tmp / f"rank-{r}.jsonl"), "--snapshot-dir",
@@ -233,6 +240,66 @@ def scenario_rejoin(a, tmp, extra=()):
     print(f"rank 1 killed at step {killed_at}: 2 members counted from step {lost + 1}, 3 again from step "
           f"{back + 1} (restarted from its snapshot), until it left after its 40 steps; every sum checked by "
           f"every member")
+
+
+def scenario_join(a, tmp):
+    g = Group(a, tmp, 2, extra=["--max-size", "4"], steps=200)
+    wait_for(lambda: len(g.steps_logged(1)) >= 15, 60, "rank 1's 15th step")
+    g.steps = 40  # the joiners: fewer steps, done before the others close the group
+    g.start("j1", rank=-1)
+    g.start("j2", rank=-1)
+    wait_for(lambda: 4 in [j["members_counted"] for j in g.steps_logged(0)], 60, "a step counting 4 members")
+    full = subprocess.run([a.accel, "sparse-allreduce", "--rank", "-1", "--coordinator", g.addr, "--n", "200000",
+                           "--ratio", "0.01", "--steps", "5", "--job", str(job_token(g.addr))],
+                          capture_output=True, text=True, timeout=60 * SCALE)
+    refused = full.stderr.strip().splitlines()
+    if full.returncode != 2 or len(refused) != 1 or "max-workers" not in refused[0]:
+        fail(f"a fifth member: exit {full.returncode}, stderr {full.stderr!r}")
+    rcs = g.wait(["j1", "j2", 0, 1])
+    if any(rcs.values()):
+        fail(f"exit codes {rcs}: " + " | ".join(g.err(r)[-300:] for r in rcs))
+    ranks = sorted(g.summary(r)["rank"] for r in ("j1", "j2"))
+    if ranks != [2, 3]:
+        fail(f"the joiners' ranks: {ranks}")
+    counted = [j["members_counted"] for j in g.steps_logged(0)]
+    first4 = counted.index(4)
+    if counted[first4 + 10] != 4 or counted[-1] != 2:
+        fail(f"members counted per step: {counted}")
+    for r in (0, 1):
+        if g.summary(r)["steps"] != 200:
+            fail(f"rank {r} did not finish its steps: {g.summary(r)}")
+    print(f"2 members; two joined with rank -1 as ranks {ranks} and 4 were counted from step {first4 + 1}; "
+          f"a fifth was refused: {refused[0]}; the joiners left after their 40 steps (2 counted at the end); "
+          f"every sum checked by every member")
+
+
+def scenario_early_join(a, tmp):
+    # The joiner is there before rank 1: the coordinator must still wait for
+    # rank 1 (counting the joiner in its place, it started without rank 1
+    # and then found it unreachable), and the joiner joins once steps run.
+    g = Group(a, tmp, 0, extra=["--max-size", "3"], steps=100)
+    g.size = 2
+    g.start(0)
+    g.steps = 30
+    g.start("j", rank=-1)
+    wait_for(lambda: "joining as worker 2" in g.err("j"), 30, "the joiner's rank")
+    time.sleep(1.0)
+    g.steps = 100
+    g.start(1)
+    rcs = g.wait(["j", 0, 1])
+    if any(rcs.values()):
+        fail(f"exit codes {rcs}: " + " | ".join(g.err(r)[-300:] for r in rcs))
+    counted = [j["members_counted"] for j in g.steps_logged(0)]
+    if g.summary("j")["rank"] != 2 or 3 not in counted or counted[0] != 2:
+        fail(f"joiner {g.summary('j')}, members counted per step: {counted}")
+    print(f"a joiner there before rank 1 got rank 2 and waited; rank 0 began with ranks 0 and 1 and counted 3 "
+          f"members from step {counted.index(3) + 1}; every sum checked")
+
+
+def job_token(addr):
+    """The token rank 0 wrote for its port (what members without --job read)."""
+    port = addr.rsplit(":", 1)[1]
+    return int((Path.home() / ".accel" / f"job-{port}.token").read_text().split()[0], 16)
 
 
 def scenario_mismatch(a, tmp):

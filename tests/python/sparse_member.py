@@ -1,8 +1,10 @@
 """One member of the erring-member test (test_sparse_python.py): six steps of
 seeded pairs; with --err STEP this member's pairs of that step are bad (a
 NaN, then an index out of range on the Python side's own check at STEP + 2):
-it must get ValueError and go on. Saves every sum it got to OUT/rank-R.npz."""
+it must get ValueError and go on. With --rank -1 it joins a running group
+(the elastic test). Saves every sum it got to OUT/rank-R.npz."""
 import argparse
+import time
 
 import numpy as np
 
@@ -21,12 +23,18 @@ def main():
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--err", type=int, default=0)
+    p.add_argument("--max-size", type=int, default=0)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--pause-ms", type=int, default=0)
     p.add_argument("--out", required=True)
     a = p.parse_args()
     saved = {}
-    with accel.SparseGroup(rank=a.rank, size=a.size, coordinator=f"127.0.0.1:{a.port}", timeout_ms=20000) as g:
-        for step in range(1, 7):
-            idx, val = pairs(a.rank, step)
+    with accel.SparseGroup(rank=a.rank, size=a.size, coordinator=f"127.0.0.1:{a.port}", timeout_ms=20000,
+                           max_size=a.max_size) as g:
+        rank = g.join()  # a joiner's (--rank -1): the coordinator's
+        for step in range(1, a.steps + 1):
+            time.sleep(a.pause_ms / 1000)
+            idx, val = pairs(rank, step)
             if step == a.err:
                 val[3] = np.nan
             if a.err and step == a.err + 2:
@@ -41,7 +49,7 @@ def main():
                 continue
             saved[f"idx{step}"], saved[f"val{step}"] = r["indices"], r["values"]
             saved[f"members{step}"], saved[f"tags{step}"] = np.array(r["members"]), np.array(r["tags"])
-    np.savez(f"{a.out}/rank-{a.rank}.npz", **saved)
+    np.savez(f"{a.out}/rank-{rank}.npz", **saved)
 
 
 if __name__ == "__main__":

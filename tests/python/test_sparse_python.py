@@ -216,6 +216,43 @@ def test_a_member_that_errs_and_goes_on_stays_in_step(tmp_path):
             assert np.array_equal(got[r][f"val{step}"], dense[hit]), (r, step)
 
 
+def test_a_member_joins_a_running_group_with_rank_minus_one(tmp_path):
+    """Elastic membership: ranks 0 and 1 (room for 3) run 150 steps; a
+    third member started with rank=-1 gets rank 2 from the coordinator,
+    counts in the steps it reaches, and leaves after 6. Every sum on every
+    member equals its counted members' pairs of the steps their tags name."""
+    sys.path.insert(0, str(HERE))
+    from sparse_member import pairs
+    port = free_port()
+
+    def member(rank, steps):
+        return subprocess.Popen([sys.executable, str(HERE / "sparse_member.py"), "--rank", str(rank), "--size", "2",
+                                 "--max-size", "3", "--port", str(port), "--out", str(tmp_path), "--steps",
+                                 str(steps), "--pause-ms", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    procs = [member(0, 150), member(1, 150), member(-1, 6)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    got = [np.load(tmp_path / f"rank-{r}.npz") for r in range(3)]
+    assert "members1" in got[2].files  # the joiner is rank 2
+    with_joiner = 0
+    for r, steps in ((0, 150), (1, 150), (2, 6)):
+        for step in range(1, steps + 1):
+            members, tags = list(got[r][f"members{step}"]), list(got[r][f"tags{step}"])
+            assert r in members and tags[members.index(r)] == step
+            with_joiner += r != 2 and 2 in members
+            dense = np.zeros(1000, np.float32)
+            hit = np.zeros(1000, bool)
+            for m, t in zip(members, tags):
+                idx, val = pairs(m, t)
+                dense[idx] = np.where(hit[idx], dense[idx] + val, val)
+                hit[idx] = True
+            assert np.array_equal(got[r][f"idx{step}"], np.flatnonzero(hit)), (r, step)
+            assert np.array_equal(got[r][f"val{step}"], dense[hit]), (r, step)
+    assert with_joiner >= 2 * 5  # ranks 0 and 1 counted the joiner in its steps (its first may precede its join)
+
+
 def test_group_of_one_and_bad_pairs():
     with accel.SparseGroup(rank=0, size=1) as g:
         r = g.allreduce(10, np.array([1, 4]), np.array([0.5, 2.0], np.float32), tag=3)

@@ -49,6 +49,7 @@ class Coordinator {
       distribute();
       for (int i = 0; i <= N_; ++i) active_.insert(i);
       checkpoint(0, true);
+      for (const auto& [id, r] : std::exchange(early_joiners_, {})) on_hello(r);
     }
     next_t_ = first_round_;
   }
@@ -59,6 +60,7 @@ class Coordinator {
   void listen();
   void join();
   void on_join_message(const Received& r);
+  std::map<std::uint32_t, Received> early_joiners_;  // hellos of elastic ids before round 1, answered after
   std::optional<Admission> admitted(const Received& r, bool& resume);
   void say_refusals();
   void partition();
@@ -260,6 +262,14 @@ void Coordinator::join() {
 void Coordinator::on_join_message(const Received& r) {
   const auto& h = r.message.header;
   if (h.type == kHello) {
+    // An id the door gave beyond --workers (elastic) joins the running
+    // job once it runs: counted here, it stood in for a worker of the
+    // launch, the job started without that one, and then found it
+    // unreachable.
+    if (h.sender > static_cast<std::uint32_t>(N_) && h.sender <= static_cast<std::uint32_t>(M_)) {
+      early_joiners_.insert_or_assign(h.sender, r);  // its last hello (it says it again every few seconds)
+      return;
+    }
     bool resume = false;
     const auto a = admitted(r, resume);
     if (!a) return;

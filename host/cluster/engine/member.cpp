@@ -588,6 +588,13 @@ struct WorkerRun::Impl {
     join_deadline = Clock::now() + Ms(std::max(o.timeout_ms * 10, 30000));
     begun = true;
   }
+  // No id (elastic membership): the coordinator gives one.
+  void assign_id() {
+    if (o.id != 0) return;
+    const auto [ip, port] = split_addr(o.coordinator);
+    o.id = boot_assign_id(ip, port, o.job, Ms(std::max(o.timeout_ms * 5, 5000)));
+    log::info("accel worker") << "joining as worker " << o.id;
+  }
   bool waited_out() const { return Clock::now() - *lost_since >= Ms(o.coordinator_timeout_ms); }
   std::optional<int> recover();
 };
@@ -674,12 +681,7 @@ bool WorkerRun::step() {
   while (!w.code) {
     try {
       if (!w.inc) {
-        if (w.o.id == 0) {
-          // No id (elastic membership): the coordinator gives one.
-          const auto [ip, port] = split_addr(w.o.coordinator);
-          w.o.id = boot_assign_id(ip, port, w.o.job, Ms(std::max(w.o.timeout_ms * 5, 5000)));
-          log::info("accel worker") << "joining as worker " << w.o.id;
-        }
+        w.assign_id();
         w.reached = false;
         w.inc = std::make_unique<Incarnation>(w.o, w.incarnation, w.snap, w.log, w.reg, w.reached, w.leaving);
         w.inc->start();
@@ -701,6 +703,25 @@ bool WorkerRun::step() {
     }
   }
   return false;
+}
+
+std::uint32_t WorkerRun::id() {
+  Impl& w = *impl_;
+  if (!w.begun) w.begin();
+  while (w.o.id == 0) {
+    try {
+      w.assign_id();
+    } catch (const NotListening& e) {  // a launcher started this worker first
+      if (Clock::now() >= w.join_deadline)
+        throw InputError("accel worker: no coordinator at " + w.o.coordinator + " (" + e.what() + ")");
+      std::this_thread::sleep_for(Ms(200));
+    } catch (const TokenRefused& e) {
+      if (w.given.job != 0 || Clock::now() >= w.token_deadline) throw InputError(e.what());
+      std::this_thread::sleep_for(Ms(200));
+      w.o.job = find_job_token(w.given, w.token_deadline);
+    }
+  }
+  return w.o.id;
 }
 
 int WorkerRun::exit_code() const { return impl_->code.value_or(kExitOk); }

@@ -29,7 +29,9 @@
 // the transport reports it) and the step completes with the others'
 // contributions: the dead member's residual gradient dies with it. A
 // member restarted with the same snapshot directory rejoins at a later
-// step.
+// step. A member started with rank -1 joins a running group (rank 0's
+// max_size makes room): it gets the next free rank and counts from the
+// step it first reaches, as a restarted member does.
 //
 // Rank 0 runs the job's coordinator in its process (it is a member too);
 // ranks 1..size-1 connect to it. The engine has no thread of its own: it
@@ -45,8 +47,11 @@
 namespace accel {
 
 struct SparseGroupOptions {
+  // -1 (SparseGroup::kJoin): join a running group (elastic membership);
+  // the coordinator gives the next free rank, up to max_size - 1.
   int rank = 0;
-  int size = 1;
+  int size = 1;  // members rank 0 waits for before the first step
+  int max_size = 0;  // rank 0's: members the group may grow to by joiners (0: size)
   std::string coordinator = "127.0.0.1:13340";  // rank 0 listens here; the others connect
   std::uint64_t job = 0;                        // job token (0: drawn by rank 0, found by the others; README)
   int timeout_ms = 30000;  // a step waits this long for a silent member before evicting it
@@ -108,7 +113,14 @@ class SparseGroup {
   SparseSum allreduce(std::uint64_t n, std::span<const std::uint32_t> indices, std::span<const float> values,
                       std::uint64_t tag = 0);
 
+  static constexpr int kJoin = -1;
+  // This member's rank; a joiner's is -1 until join() or its first
+  // allreduce() gets it from the coordinator.
   int rank() const { return rank_; }
+  // A joiner asks the coordinator for its rank (waiting for the group's
+  // token and door as the first allreduce does; InputError when the group
+  // is full); returns the rank. Anyone else's rank at once.
+  int join();
   int size() const { return size_; }
   void close();
 

@@ -148,6 +148,16 @@ class SparsePartition final : public AllToAllPartition {
     for (const auto& [id, s] : steps) inputs += s.kind == Kind::Pairs ? s.indices.size() : 0;
     out.log["exchange"] = "allgather";
     if (!m.members.empty()) note(m.members.size(), inputs, m.indices.size());
+    // A member the round did not count (a joiner's or a returning member's
+    // first rounds, before the coordinator counts it) keeps its step for
+    // the next round: delivered a sum without its pairs, it would drop
+    // them (a gradient its residual no longer holds).
+    if (mine_ != 0 && m.error.empty() && std::find(m.members.begin(), m.members.end(), self_) == m.members.end()) {
+      out.log["pairs"] = m.indices.size();
+      out.log["members_counted"] = m.members.size();
+      out.log["held"] = true;
+      return;
+    }
     deliver(round, std::move(m), out, "allgather");
   }
   void first_round(const std::map<std::uint32_t, StepView>& steps, RoundOutcome& out) {
@@ -309,12 +319,16 @@ struct SparseGroup::Engine {
 
 SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.size) {
   if (o.size < 1) throw InputError("sparse group: size " + std::to_string(o.size) + " is not positive");
-  if (o.rank < 0 || o.rank >= o.size)
-    throw InputError("sparse group: rank " + std::to_string(o.rank) + " is not in 0.." + std::to_string(o.size - 1));
+  if (o.rank < kJoin || o.rank >= o.size)
+    throw InputError("sparse group: rank " + std::to_string(o.rank) + " is not in 0.." + std::to_string(o.size - 1) +
+                     " (or -1: join with a rank the coordinator gives)");
+  if (o.max_size != 0 && (o.max_size < o.size || o.max_size > 65536))
+    throw InputError("sparse group: max size " + std::to_string(o.max_size) + " is not in " + std::to_string(o.size) +
+                     "..65536");
   if (o.timeout_ms < 1) throw InputError("sparse group: timeout " + std::to_string(o.timeout_ms) + " ms");
   if (o.exchange != "auto" && o.exchange != "allgather" && o.exchange != "reduce-scatter")
     throw InputError("sparse group: exchange '" + o.exchange + "' is not auto, allgather or reduce-scatter");
-  if (o.size == 1) return;  // the sum of one member is its own pairs
+  if (o.size == 1 && o.max_size <= 1 && o.rank == 0) return;  // the sum of one member is its own pairs
   engine_ = std::make_unique<Engine>();
   engine_->steps.rank = static_cast<std::uint32_t>(o.rank);
   engine_->steps.exchange = o.exchange;
@@ -322,6 +336,7 @@ SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.s
     cluster::CoordinatorOptions c;
     static_cast<cluster::Common&>(c) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json, {}};
     c.workers = o.size - 1;
+    c.max_workers = std::max(o.size, o.max_size) - 1;
     c.listen = o.coordinator;
     c.join_timeout_ms = o.join_timeout_ms;
     c.move_lost_rows = false;  // a lost member's gradient is lost with it
@@ -331,11 +346,21 @@ SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.s
     cluster::WorkerOptions w;
     static_cast<cluster::Common&>(w) = {o.job, "cpu", o.timeout_ms, o.tls, o.keepalive_ms, o.log_json, {}};
     w.coordinator = o.coordinator;
-    w.id = static_cast<std::uint32_t>(o.rank);
+    w.id = o.rank == kJoin ? 0 : static_cast<std::uint32_t>(o.rank);  // 0: the coordinator gives one
     w.snapshot_dir = o.snapshot_dir;
     w.workload = &engine_->workload;
     engine_->worker = std::make_unique<cluster::WorkerRun>(w);
   }
+}
+
+// A joiner's rank: the coordinator's door gives the next free one. Before
+// any step, so that the partition the engine opens knows who it is.
+int SparseGroup::join() {
+  if (rank_ == kJoin) {
+    rank_ = static_cast<int>(engine_->worker->id());
+    engine_->steps.rank = static_cast<std::uint32_t>(rank_);
+  }
+  return rank_;
 }
 
 SparseGroup::~SparseGroup() {
@@ -390,6 +415,7 @@ SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t>
   ch.pending = local.empty() ? cluster::sparse::encode(cluster::sparse::Kind::Pairs, n, indices, values, tag)
                              : cluster::sparse::encode(cluster::sparse::Kind::Pairs,
                                                        n <= (std::uint64_t{1} << 32) ? n : 0, {}, {}, tag);
+  join();
   const std::uint64_t mine = ++ch.submitted;
   engine_->run_until(mine);
   if (ch.answered < mine) throw InputError("sparse allreduce: " + engine_->end_reason);
