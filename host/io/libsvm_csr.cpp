@@ -85,15 +85,18 @@ struct SpanBuf : std::streambuf {
 // Lines from `in`, the first of them line first_line + 1 of the file; a
 // piece with no data rows is empty (the callers say whether a file may be).
 // offsets (optional): each data row's line's byte offset in the stream.
+// max_rows >= 0: stop after that many data rows (the stream then stands
+// right after the last one's line).
 LabeledCsr parse(std::istream& in, const std::string& path, const std::function<bool(std::int64_t)>& keep,
-                 std::int64_t* nonzeros, std::int64_t first_line = 0, std::vector<std::int64_t>* offsets = nullptr) {
+                 std::int64_t* nonzeros, std::int64_t first_line = 0, std::vector<std::int64_t>* offsets = nullptr,
+                 std::int64_t max_rows = -1) {
   LabeledCsr out;
   out.source = path;
   std::string line;
   std::int64_t lineno = first_line, nnz = 0, at = 0, line_at = 0;
   std::vector<std::pair<std::int32_t, float>> row;
   std::int64_t max_index = 0;  // counts explicit zeros too: LIBSVM's default gamma is 1/max_index
-  while (std::getline(in, line)) {
+  while ((max_rows < 0 || out.x.rows < max_rows) && std::getline(in, line)) {
     ++lineno;
     line_at = at;
     at += static_cast<std::int64_t>(line.size()) + (in.eof() ? 0 : 1);
@@ -183,6 +186,10 @@ LabeledCsr read_libsvm_csr(const std::string& path) { return read_file(path, {},
 LabeledCsr read_libsvm_rows(const std::string& path, const std::function<bool(std::int64_t)>& keep,
                            std::int64_t* nonzeros, std::vector<std::int64_t>* offsets) {
   return read_file(path, keep, nonzeros, offsets);
+}
+
+LabeledCsr read_libsvm_block(std::istream& in, const std::string& path, std::int64_t line, std::int64_t max_rows) {
+  return parse(in, path, {}, nullptr, line, nullptr, max_rows);
 }
 
 LabeledCsr read_libsvm_lines(const std::string& path, const std::vector<std::int64_t>& offsets,

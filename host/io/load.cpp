@@ -12,6 +12,8 @@
 #include "accel/error.hpp"
 #include "accel/io.hpp"
 #include "messages.hpp"
+#include "spill_file.hpp"
+#include "text_rows.hpp"
 
 namespace accel {
 
@@ -50,10 +52,11 @@ Matrix load_any(const std::string& path, bool streamed) {
   const std::string name = std::filesystem::path(path).filename().string();
   const std::string head = head_bytes(path, 256);
   Matrix m;
-  if (head.rfind("\x93NUMPY", 0) == 0) m = map_npy(path);
+  const bool csv = ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos;
+  if (head.rfind("\x93NUMPY", 0) == 0) m = streamed ? io::stream_npy(path) : map_npy(path);
   else if (is_idx(head)) m = read_idx(path);
-  else if (ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos) m = read_csv(path);
-  else m = read_libsvm_dense(path);
+  else if (streamed) m = io::spill_text(path, csv);
+  else m = csv ? read_csv(path) : read_libsvm_dense(path);
   if (m.rows == 0 || m.cols == 0) throw InputError(path + ": empty matrix");
   m.streamed = streamed && m.view != nullptr;
   check_finite(m, path);
@@ -76,10 +79,16 @@ void release_rows(const Matrix& m, std::int64_t begin, std::int64_t end) {
 }
 
 void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                      std::int64_t count, float* out) {
+                      std::int64_t count, float* out, const TextMarks* marks) {
   io::require_file(path);
   if (head_bytes(path, 8).rfind("\x93NUMPY", 0) == 0) {
     read_npy_rows(path, rows, cols, begin, count, out);
+  } else if (marks && !marks->empty()) {
+    const std::string head = head_bytes(path, 256);
+    const std::string name = std::filesystem::path(path).filename().string();
+    const bool csv = ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos;
+    io::require_rows(path, rows, cols, rows, cols, begin, count);  // the range within the job's shape
+    io::read_text_rows(path, csv, *marks, begin, count, cols, out);
   } else {
     // Text: only these rows kept (and checked finite below); the file's
     // rows counted, its shape checked against the job's.

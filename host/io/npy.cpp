@@ -14,6 +14,7 @@
 #include "accel/error.hpp"
 #include "accel/io.hpp"
 #include "messages.hpp"
+#include "spill_file.hpp"
 
 namespace accel {
 namespace {
@@ -156,6 +157,30 @@ Matrix map_npy(const std::string& path) {
   m.rows = l.rows;
   m.cols = l.cols;
   m.view = map_values(path, l);
+  return m;
+}
+
+Matrix io::stream_npy(const std::string& path) {
+  NpyLayout l;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+    l = read_layout(in, path, false);
+  }
+  if (l.width == 4 && l.count > 0 && l.offset % alignof(float) == 0) return map_npy(path);
+  Matrix m;
+  m.rows = l.rows;
+  m.cols = l.cols;
+  if (l.count == 0) return m;
+  io::SpillFile spill(path);
+  const std::int64_t per_block = std::max<std::int64_t>(1, (std::int64_t{4} << 20) / (l.cols * 4));
+  std::vector<float> block(static_cast<std::size_t>(std::min(per_block, l.rows) * l.cols));
+  for (std::int64_t r = 0; r < l.rows; r += per_block) {
+    const std::int64_t n = std::min(per_block, l.rows - r);
+    read_npy_rows(path, l.rows, l.cols, r, n, block.data());
+    spill.write(block.data(), static_cast<std::size_t>(n * l.cols));
+  }
+  m.view = spill.map();
   return m;
 }
 

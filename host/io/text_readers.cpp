@@ -15,6 +15,7 @@
 #include "accel/csr.hpp"
 #include "accel/io.hpp"
 #include "messages.hpp"
+#include "text_rows.hpp"
 
 namespace accel {
 namespace {
@@ -37,9 +38,26 @@ std::ifstream open_text(const std::string& path) {
 
 }  // namespace
 
-namespace {
+namespace io {
 
-bool any_numeric_field(const std::string& line) {
+bool csv_fields(std::string_view line, std::vector<float>& row, std::string& bad) {
+  row.clear();
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = line.find(',', start);
+    const std::string_view field(line.data() + start, (comma == std::string_view::npos ? line.size() : comma) - start);
+    float v;
+    if (!parse_float(field, v)) {
+      bad = std::string(field);
+      return false;
+    }
+    row.push_back(v);
+    if (comma == std::string_view::npos) return true;
+    start = comma + 1;
+  }
+}
+
+bool csv_header(const std::string& line) {
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = line.find(',', start);
@@ -47,13 +65,13 @@ bool any_numeric_field(const std::string& line) {
     const char* b = field.c_str();
     char* e = nullptr;
     (void)std::strtod(b, &e);
-    if (e != b) return true;  // strtod read a number's start, in range or not
-    if (comma == std::string::npos) return false;
+    if (e != b) return false;  // strtod read a number's start, in range or not
+    if (comma == std::string::npos) return true;
     start = comma + 1;
   }
 }
 
-}  // namespace
+}  // namespace io
 
 Matrix read_csv(const std::string& path) { return read_csv_rows(path, 0, -1, nullptr); }
 
@@ -68,33 +86,17 @@ Matrix read_csv_rows(const std::string& path, std::int64_t begin, std::int64_t c
   std::vector<float> row;
   while (std::getline(in, line)) {
     ++lineno;
-    if (line.empty() || line == "\r") continue;
+    if (io::blank_line(line)) continue;
     const bool wanted = count < 0 || (seen >= begin && seen < begin + count);
     if (seen > 0 && !wanted) {
       ++seen;
       continue;
     }
-    row.clear();
-    std::size_t start = 0;
-    bool ok = true;
     std::string bad;
-    for (;;) {
-      const std::size_t comma = line.find(',', start);
-      const std::string_view field(line.data() + start, (comma == std::string::npos ? line.size() : comma) - start);
-      float v;
-      if (!parse_float(field, v)) {
-        ok = false;
-        bad = std::string(field);
-        break;
-      }
-      row.push_back(v);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    if (!ok) {
+    if (!io::csv_fields(line, row, bad)) {
       // The first line is a header only when none of its fields starts like
       // a number ('1e39' or '3x' there is bad data, not a header).
-      if (m.rows == 0 && lineno == 1 && !any_numeric_field(line)) continue;
+      if (m.rows == 0 && lineno == 1 && io::csv_header(line)) continue;
       throw InputError(where(path, lineno) + ": not a number: " + io::quoted(bad));
     }
     if (seen == 0) m.cols = static_cast<std::int64_t>(row.size());

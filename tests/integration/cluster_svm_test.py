@@ -315,10 +315,7 @@ def scenario_svm_all_lost(a, tmp):
     ref = single_node(a, tmp, data, PARAMS)
     job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS)
     job.wait_round(200)
-    for w in (1, 2):
-        job.procs[w].send_signal(signal.SIGKILL)
-    for w in (1, 2):
-        job.procs[w].wait()
+    ct.kill_together(job.procs, (1, 2))
     killed_at = job.round()
     job.finish()
     err = (job.tmp / "coordinator.err").read_text()

@@ -62,6 +62,15 @@ def read_npy_floats(path):
     return a
 
 
+def kill_together(procs, ids):
+    """SIGKILL every process of `ids` first, then reap them: they die within
+    the same round, as a rack losing power would take them."""
+    for w in ids:
+        procs[w].send_signal(signal.SIGKILL)
+    for w in ids:
+        procs[w].wait()
+
+
 def blobs(path, n, d, centers, seed):
     rng = random.Random(seed)
     c = [[rng.uniform(-20, 20) for _ in range(d)] for _ in range(centers)]
@@ -362,6 +371,61 @@ def scenario_pull(a, tmp):
         if p > 1.1 * own + 150e6:
             who = "the coordinator" if i == 0 else f"worker {i}"
             fail(f"{who} peaked at {p / 1e6:.0f} MB with {own / 1e6:.0f} MB of rows of a {size / 1e6:.0f} MB file")
+
+
+def scenario_pull_text(a, tmp):
+    # --pull on CSV text: the coordinator parses the text once into a spill
+    # file it maps and gives back as it goes (it held every row as floats
+    # before: 250-400 MB here), and each worker seeks to the mark before
+    # its rows and parses its own lines alone. 1M x 64 (256 MB as float32,
+    # ~420 MB of text): a 50,000-row blob set repeated 20 times, with a
+    # header line and blank lines.
+    d, chunk_rows, copies = 64, 50000, 20
+    rng = random.Random(5)
+    centers = [[rng.uniform(-20, 20) for _ in range(d)] for _ in range(6)]
+    lines = []
+    for i in range(chunk_rows):
+        c = centers[i % 6]
+        lines.append(",".join("%.3f" % (v + rng.uniform(-1.5, 1.5)) for v in c))
+        if i % 9973 == 0:
+            lines.append("")
+    body = "\n".join(lines) + "\n"
+    data = Path(tmp) / "big.csv"
+    with open(data, "w") as f:
+        f.write(",".join(f"f{j}" for j in range(d)) + "\n")
+        for _ in range(copies):
+            f.write(body)
+    size = data.stat().st_size
+    timed = ["/usr/bin/time", "-f", "maxrss_kb %M"]
+    job = Job(a, tmp, 3, str(data), 6, 4, 20000, extra=["--pull"], worker_prefix=timed, coord_prefix=timed,
+              init="kmeans++")
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    single = Path(tmp) / "single.npy"
+    r = subprocess.run([a.accel, "kmeans", "--input", str(data), "--k", "6", "--max-iter", "4", "--tol", "0", "--init",
+                        "kmeans++", "--device", "cpu", "--output-centroids", str(single)], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(r.stderr)
+    x, y = read_npy_floats(Path(tmp) / "centroids.npy"), read_npy_floats(single)
+    worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(x, y))
+    rows_of = list(job.summary()["rows"])
+    peaks = {}
+    for i in range(0, 4):
+        if i > 0 and not any(j.get("participant") == i for j in job.logs()[i]):
+            fail(f"worker {i} took part in no round")
+        err = job.tmp / ("coordinator.err" if i == 0 else f"worker-{i}.err")
+        said = [l for l in err.read_text().splitlines() if l.startswith("maxrss_kb")]
+        peaks[i] = int(said[-1].split()[1]) * 1024
+    print(f"--pull on {size / 1e6:.0f} MB of CSV ({chunk_rows * copies} x {d}): rows {rows_of}; peak RSS "
+          + ", ".join(f"{i}: {p / 1e6:.0f} MB" for i, p in peaks.items())
+          + f"; centroids within {worst:.1e} of single-node")
+    if worst > 1e-5:
+        fail("the --pull centroids differ from the single-node run")
+    for i, p in peaks.items():
+        own = (max(rows_of) if i == 0 else rows_of[i]) * d * 4  # the coordinator may stand in for a worker's tail
+        if p > 1.1 * own + 150e6:
+            who = "the coordinator" if i == 0 else f"worker {i}"
+            fail(f"{who} peaked at {p / 1e6:.0f} MB with {own / 1e6:.0f} MB of rows of {size / 1e6:.0f} MB of text")
 
 
 def scenario_large_partials(a, tmp):
@@ -869,10 +933,7 @@ def scenario_all_lost(a, tmp):
         run.mkdir()
         job = Job(a, run, 2, data, 16, 150, 1000, extra=["--on-loss", on_loss])
         job.wait_iteration(10)
-        for w in (1, 2):
-            job.procs[w].send_signal(signal.SIGKILL)
-        for w in (1, 2):
-            job.procs[w].wait()
+        kill_together(job.procs, (1, 2))
         rc = job.finish()
         err = (run / "coordinator.err").read_text()
         if rc != want or "every worker" not in err:
@@ -930,10 +991,7 @@ def scenario_all_lost_return(a, tmp):
     job.wait_iteration(10)
     for w in (1, 2):
         wait_snapshot(job, w)
-    for w in (1, 2):
-        job.procs[w].send_signal(signal.SIGKILL)
-    for w in (1, 2):
-        job.procs[w].wait()
+    kill_together(job.procs, (1, 2))
     lost_at = job.iteration()
     time.sleep(3)  # past the keepalive interval (2 s)
     for w in (1, 2):

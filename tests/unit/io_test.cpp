@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "accel/csr.hpp"
 #include "accel/error.hpp"
@@ -200,6 +201,77 @@ TEST_F(IoTest, RowsOfATextFileAreTheWholeFilesRows) {
   std::vector<float> two(2 * 4);
   load_matrix_rows(svm, 4, 4, 1, 2, two.data());
   EXPECT_TRUE(std::equal(two.begin(), two.end(), dense.row(1)));
+}
+
+// A text input read streamed is parsed into a spill file, not held: the
+// same values as the plain read, with marks every 4096 rows; a reader of
+// some rows (a --pull worker) seeks to the mark before them, and gets the
+// same rows, its errors naming the file's true line.
+TEST_F(IoTest, StreamedTextIsSpilledAndItsRowsReadFromTheirMarks) {
+  constexpr int kRows = 10000;
+  std::string csv_text = "a,b,c\r\n", svm_text = "# comment\n";
+  for (int i = 0; i < kRows; ++i) {
+    if (i % 997 == 5) csv_text += "\n", svm_text += "\n";
+    csv_text += std::to_string(i) + "," + std::to_string(i * 0.25) + "," + std::to_string(-i) + "\r\n";
+    svm_text += "1 " + (i % 3 ? "1:" + std::to_string(i) + " " : std::string()) + "4:" + std::to_string(i * 0.5) + "\n";
+  }
+  for (const auto& [name, text, cols] : {std::tuple{"t.csv", csv_text, 3}, std::tuple{"t.svm", svm_text, 4}}) {
+    const auto p = file(name, text);
+    const Matrix all = load_matrix(p), spilled = load_matrix_streamed(p);
+    ASSERT_TRUE(spilled.streamed) << name;
+    ASSERT_EQ(spilled.rows, kRows);
+    ASSERT_EQ(spilled.cols, cols);
+    EXPECT_TRUE(std::equal(all.values(), all.values() + all.rows * all.cols, spilled.values())) << name;
+    ASSERT_EQ(spilled.marks.offset.size(), 3u);  // rows 0, 4096, 8192
+    EXPECT_EQ(spilled.marks.file_bytes, static_cast<std::int64_t>(fs::file_size(p)));
+    for (const auto& [begin, count] : {std::pair{0, 1}, {4095, 2}, {4000, 5000}, {8192, 1808}, {9999, 1}}) {
+      std::vector<float> out(static_cast<std::size_t>(count * cols));
+      load_matrix_rows(p, kRows, cols, begin, count, out.data(), &spilled.marks);
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), all.row(begin))) << name << " rows " << begin;
+    }
+    std::ofstream(p, std::ios::app) << "\n";  // one byte more than the job's
+    std::vector<float> one(static_cast<std::size_t>(cols));
+    expect_error(p, "changed since the job began", [&](const std::string& q) {
+      load_matrix_rows(q, kRows, cols, 5, 1, one.data(), &spilled.marks);
+      return Matrix{};
+    });
+  }
+  // A bad line past a mark: its true line number (1 header + 5000 rows +
+  // the blank lines before it).
+  std::string bad = csv_text;
+  const std::size_t at = bad.find("\r\n5000,");
+  bad.replace(at + 2, 4, "50x0");
+  const auto p = file("bad.csv", bad);
+  const auto line = std::count(bad.begin(), bad.begin() + static_cast<std::ptrdiff_t>(at) + 2, '\n') + 1;
+  expect_error(p, "bad.csv:" + std::to_string(line) + ": not a number", load_matrix_streamed);
+  const Matrix good = load_matrix_streamed(file("good.csv", csv_text));
+  std::ofstream(p, std::ios::trunc) << bad.substr(0, static_cast<std::size_t>(good.marks.file_bytes));
+  std::vector<float> out(3 * 10);
+  expect_error(p, "bad.csv:" + std::to_string(line) + ": not a number", [&](const std::string& q) {
+    load_matrix_rows(q, kRows, 3, 4995, 10, out.data(), &good.marks);
+    return Matrix{};
+  });
+}
+
+// A float64 .npy read streamed is converted into a spill file a block at
+// a time (it was read whole into memory).
+TEST_F(IoTest, StreamedFloat64NpyIsSpilled) {
+  std::vector<double> v(3 * 300000);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.5 * static_cast<double>(i % 1000) - 7;
+  const auto p = file("d.npy", f64_npy(300000, 3, v.data()));
+  const Matrix all = load_matrix(p), streamed = load_matrix_streamed(p);
+  EXPECT_TRUE(streamed.streamed);
+  EXPECT_TRUE(all.view == nullptr);  // the plain read converts into memory
+  ASSERT_EQ(streamed.rows, 300000);
+  EXPECT_TRUE(std::equal(all.values(), all.values() + all.rows * all.cols, streamed.values()));
+}
+
+TEST_F(IoTest, SpillFileThatCannotBeMadeIsOneError) {
+  const auto p = file("s.csv", "1,2\n3,4\n");
+  ::setenv("ACCEL_SPILL_DIR", (dir_ / "missing").c_str(), 1);
+  expect_error(p, "spill file in", load_matrix_streamed);
+  ::unsetenv("ACCEL_SPILL_DIR");
+  EXPECT_EQ(load_matrix_streamed(p).rows, 2);
 }
 
 TEST_F(IoTest, NpyOneDimensionalIsRejected) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <span>
 #include <string>
 #include <utility>
@@ -55,6 +56,11 @@ LabeledCsr read_libsvm_rows(const std::string& path, const std::function<bool(st
 // order: the support vectors' rows, without parsing the file again.
 LabeledCsr read_libsvm_lines(const std::string& path, const std::vector<std::int64_t>& offsets,
                              const std::vector<std::int64_t>& lines);
+// Up to max_rows data rows from `in`, which stands at a line start after
+// line `line` of `path` (for errors): a block of a file read from a mark
+// (io.hpp's TextMarks). The stream then stands right after the last row's
+// line.
+LabeledCsr read_libsvm_block(std::istream& in, const std::string& path, std::int64_t line, std::int64_t max_rows);
 // LIBSVM text already in memory (a file's bytes pushed to a worker); errors
 // name `source`.
 LabeledCsr parse_libsvm_csr(std::span<const std::byte> text, const std::string& source);

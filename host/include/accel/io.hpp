@@ -14,6 +14,19 @@
 
 namespace accel {
 
+// Where a text input's data rows start, so that a reader of some of them
+// seeks to the mark before them instead of reading the file from its start
+// (as Hadoop's input splits do: a reader owns whole lines). The mark of
+// every kStride-th data row: its line's byte offset and the number of the
+// line before it. With the file's size, which a reader checks (a file
+// changed since the marks were taken is refused).
+struct TextMarks {
+  static constexpr std::int64_t kStride = 4096;
+  std::int64_t file_bytes = 0;
+  std::vector<std::int64_t> offset, line;
+  bool empty() const { return offset.empty(); }
+};
+
 // Dense float32 matrix, row-major. Its values are `data`, or, when `view`
 // is set, a read-only view that another owner keeps alive (a memory-mapped
 // .npy: map_npy). Read them through values() or row().
@@ -24,6 +37,8 @@ struct Matrix {
   // A mapped view whose pages the passes over it give back as they go
   // (release_rows): the process holds the rows it reads now, not the file.
   bool streamed = false;
+  // A text file read streamed: where its rows start (empty otherwise).
+  TextMarks marks;
   const float* values() const { return view ? view.get() : data.data(); }
   const float* row(std::int64_t i) const { return values() + i * cols; }
 };
@@ -36,7 +51,10 @@ Matrix load_matrix(const std::string& path);
 // The same, streamed where the file is mapped (Matrix::streamed): the
 // checks and the k-means seeding read it a block at a time and give each
 // block's pages back, so a process that computes on few of the rows (a
-// cluster coordinator) never holds the file. Other formats are in memory.
+// cluster coordinator) never holds the file. CSV and LIBSVM text is parsed
+// once into a float32 spill file (unlinked at once, in ACCEL_SPILL_DIR,
+// TMPDIR or /var/tmp) mapped the same way, with its rows' marks; a float64
+// .npy is converted into one a block at a time. IDX is in memory.
 Matrix load_matrix_streamed(const std::string& path);
 // Gives back the pages of rows [begin, end) of a streamed matrix (the
 // whole pages inside them); they are read again from the page cache or the
@@ -71,10 +89,12 @@ void write_npy(const std::string& path, const std::int64_t* data, const std::vec
 void read_npy_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
                    std::int64_t count, float* out);
 // The same for any format load_matrix reads: .npy reads only the rows'
-// bytes; other formats are read whole and the rows copied out. Rejects
-// NaN and Inf in those rows, naming the file's row.
+// bytes; text with the marks of a streamed read of it (Matrix::marks) only
+// the lines from the mark before them; other formats are read whole and
+// the rows copied out. Rejects NaN and Inf in those rows, naming the
+// file's row.
 void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                      std::int64_t count, float* out);
+                      std::int64_t count, float* out, const TextMarks* marks = nullptr);
 
 // A 1-D float32 .npy (or a 2-D one, flattened), e.g. a gradient tensor.
 std::vector<float> read_npy_vector(const std::string& path);

@@ -24,6 +24,9 @@ struct Params {
   // --output-labels: the shared file each member writes its rows' labels
   // into, in one more round after the last (empty: none).
   std::string labels;
+  // A text input: where its rows start, so that a --pull member reads its
+  // own lines alone (empty: .npy, or whole).
+  TextMarks marks;
 };
 
 // Bounds on a job's shape as read from the network.
@@ -38,6 +41,9 @@ Bytes encode_params(const Params& p) {
   o.array(p.centroids);
   o.put(p.max_iter);
   o.text(p.labels);
+  o.put(p.marks.file_bytes);
+  o.array(p.marks.offset);
+  o.array(p.marks.line);
   return std::move(o.b);
 }
 
@@ -54,6 +60,14 @@ Params decode_params(std::span<const std::byte> in) {
   p.max_iter = i.get<std::int64_t>();
   p.labels = i.text(4096);
   if (p.max_iter < 0) throw InputError("k-means task with an impossible iteration limit");
+  p.marks.file_bytes = i.get<std::int64_t>();
+  constexpr std::uint64_t kMaxMarks = (std::uint64_t{1} << 40) / TextMarks::kStride;
+  p.marks.offset = i.array<std::int64_t>(kMaxMarks);
+  p.marks.line = i.exactly<std::int64_t>(p.marks.offset.size(), "text marks");
+  for (std::size_t m = 0; m < p.marks.offset.size(); ++m)
+    if (p.marks.offset[m] < 0 || p.marks.offset[m] > p.marks.file_bytes || p.marks.line[m] < 0 ||
+        (m > 0 && (p.marks.offset[m] <= p.marks.offset[m - 1] || p.marks.line[m] <= p.marks.line[m - 1])))
+      throw InputError("k-means task with impossible text marks");
   i.end();
   return p;
 }
@@ -305,7 +319,8 @@ class KMeansWorkload final : public Workload {
     if (out.size() != static_cast<std::size_t>(task.rows * p.d) * sizeof(float))
       throw InputError("k-means partition size does not match its rows");
     // Only this partition's rows (.npy: only their bytes).
-    load_matrix_rows(task.input, task.units, p.d, task.begin, task.rows, reinterpret_cast<float*>(out.data()));
+    load_matrix_rows(task.input, task.units, p.d, task.begin, task.rows, reinterpret_cast<float*>(out.data()),
+                     &p.marks);
   }
 };
 
@@ -355,7 +370,8 @@ Job::Options KMeansJob::result_options() const {
 }
 
 Bytes KMeansJob::params() const {
-  return encode_params({x_.cols, o_.k, o_.tol, bounds_, init_, o_.max_iter, labels_ ? labels_->partial() : ""});
+  return encode_params(
+      {x_.cols, o_.k, o_.tol, bounds_, init_, o_.max_iter, labels_ ? labels_->partial() : "", x_.marks});
 }
 
 std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const {
