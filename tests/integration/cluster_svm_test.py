@@ -55,7 +55,7 @@ def single_node(a, tmp, data, params):
 
 
 def check_model(job, reference, what, failures=True):
-    """What the README says of a distributed model: every objective within
+    """What docs/cluster.md says of a distributed model: every objective within
     1e-6 relative of single-node's and the same support vectors; with
     failures, at most 0.1% of them, borderline ones, may differ. After a failure the
     moved rows' gradients are rebuilt from the multipliers (Alg. 6), a sum
@@ -460,7 +460,7 @@ def scenario_svm_coordinator_restart(a, tmp, lose_worker=False):
     # the workers wait for it (--coordinator-timeout) and rejoin; the
     # problems solved before the checkpoint are taken from it and the one in
     # progress starts again from its multipliers. That warm start converges
-    # to the same optimum within the solver's tolerance (-e): the README
+    # to the same optimum within the solver's tolerance (-e): docs/cluster.md
     # says within 1e-7 relative (measured 8e-10 to 2.6e-8 in 10 runs) and
     # every training-set prediction the same, and so does this test. lose_worker:
     # worker 2 dies too while the coordinator is down; the resumed
@@ -599,7 +599,7 @@ def scenario_svm_netns(a, tmp):
     got, (probs, svs) = s["problems"], ref
     worst = max(abs(g["obj"] - p["obj"]) / abs(p["obj"]) for g, p in zip(got, probs))
     differ = len(set(support_vectors(model)) ^ set(svs))
-    if worst > 1e-6 or differ > 0:  # no failures: the README's claim, the same support vectors
+    if worst > 1e-6 or differ > 0:  # no failures: the claim of docs/cluster.md, the same support vectors
         fail(f"the model across namespaces differs: objective {worst:.2e}, {differ} support vectors")
     if any(j.get("evicted") for j in jsonl(Path(tmp) / "run" / "coordinator.jsonl")):
         fail("evictions across namespaces without failures")

@@ -222,7 +222,7 @@ class Job:
 
 
 def job_token(port):
-    """The token the coordinator drew for the job on `port` (README: Joining a job)."""
+    """The token the coordinator drew for the job on `port` (docs/cluster.md: Joining a job)."""
     return int((Path.home() / ".accel" / f"job-{port}.token").read_text(), 0)
 
 
@@ -924,7 +924,7 @@ def wait_snapshot(job, w):
 def scenario_all_lost(a, tmp):
     # Both workers killed for good. With --on-loss move the coordinator
     # computes their rows: exit 0, the failure-free centroids, and a message.
-    # With --on-loss drop their rows are not in the result: exit 4 (README
+    # With --on-loss drop their rows are not in the result: exit 4 (docs/cluster.md,
     # "Exit codes") and a message, never a silent 0.
     data = str(Path(tmp) / "x.npy")
     blobs(data, 300000, 8, 16, 13)
@@ -1493,7 +1493,7 @@ def scenario_front_door(a, tmp):
     reopened when dropped, held against the front door from before the
     workers join; worker 2 killed and restarted mid-job must rejoin through
     it. The job completes with the quiet run's result, in at most 1.5x its
-    time (README: Joining a job)."""
+    time (docs/cluster.md: Joining a job)."""
     data = str(Path(tmp) / "x.npy")
     blobs(data, 400000, 8, 8, 12)
 

@@ -68,7 +68,7 @@ double young_interval(double cost_s, double mtbf_s, double floor_s = 0);
 // refused rather than mixed: crc32 of every byte up to 256 MiB (about 0.1 s
 // a GiB here); past that, of 4096 blocks of 64 KiB spread evenly, the first
 // and the last MiB, and the size. A change confined to the bytes between
-// those blocks of an input over 256 MiB goes unseen (README).
+// those blocks of an input over 256 MiB goes unseen (docs/cluster.md).
 std::uint64_t checkpoint_fingerprint(std::span<const std::byte> data);
 
 }  // namespace accel::cluster

@@ -8,7 +8,7 @@
 
 namespace accel::cluster {
 
-// Process exit codes of coordinator and worker (README "Exit codes").
+// Process exit codes of coordinator and worker (docs/cluster.md, "Exit codes").
 enum ExitCode : int {
   kExitOk = 0,
   kExitBadInput = 2,      // bad options, input, or a peer's bad bytes

@@ -53,7 +53,7 @@ struct SparseGroupOptions {
   int size = 1;  // members rank 0 waits for before the first step
   int max_size = 0;  // rank 0's: members the group may grow to by joiners (0: size)
   std::string coordinator = "127.0.0.1:13340";  // rank 0 listens here; the others connect
-  std::uint64_t job = 0;                        // job token (0: drawn by rank 0, found by the others; README)
+  std::uint64_t job = 0;                        // job token (0: drawn by rank 0, found by the others; docs/cluster.md)
   int timeout_ms = 30000;  // a step waits this long for a silent member before evicting it
   // UCX keepalive; above the longest compute between two steps (a member
   // answers keepalives only while it is inside allreduce()).
