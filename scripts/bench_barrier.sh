@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# Barrier costs of the distributed job on loopback (the metrics of the "Distributed k-Means Clustering" study (The
-# Antimatroid)):
+# Barrier costs of the distributed job on loopback (the metrics of [Antimatroid]):
 #  - failure-free synchronization time per iteration, 4 workers, tiny
 #    partitions so the barrier (not the compute) is what is timed;
 #  - reintegration of a returning worker (killed at iteration 10, restarted
 #    at 20): from its hello to its resynchronization, as the coordinator logs it.
-# Prints medians next to the seed's numbers (16 ms sync, 225 ms reintegration).
+# Prints medians next to [Antimatroid]'s numbers (16 ms sync, 225 ms reintegration).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-python3}"

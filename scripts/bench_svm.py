@@ -4,7 +4,7 @@ SVC (the Python estimator) against scikit-learn-intelex (oneDAL) SVC, LIBSVM
 svm-train and scikit-learn SVC.
 
 Cases:
-  fmnist-N  the seed's MNIST setup (Narasimhan et al. 2014 Table 2) on Fashion-MNIST:
+  fmnist-N  [Narasimhan14]'s MNIST setup (Narasimhan et al. 2014 Table 2) on Fashion-MNIST:
             even classes (-1) against odd (+1), pixels scaled to [0, 1], RBF,
             C = 10, gamma = 0.02, eps = 1e-3, trained on the first N training
             images, tested on the 10,000 test images;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Distributed SVM training against single-node accel svm-train, side by side
-in one run (issue 13's target): the seed's MNIST setup on Fashion-MNIST
+in one run (issue 13's target): [Narasimhan14]'s MNIST setup on Fashion-MNIST
 even/odd (bench_svm.py's fmnist-N case: RBF, C = 10, gamma = 0.02,
 eps = 1e-3), trained
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Top-k threshold benchmark: the seed's Fig. 5 setting, side by side.
+"""Top-k threshold benchmark: [Chen21]'s Fig. 5 setting, side by side.
 
 Laplacian data (mean 5e-4, std 5e-3), ratio 0.1%, sizes from 64 KB to
 256 MB. Every accel method (exact, ldte-bs, ldte-hist, nth_element, sample)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The figures of the "Distributed k-Means Clustering" study (The Antimatroid) for accel's distributed job, as PNG.
+"""The figures of [Antimatroid] for accel's distributed job, as PNG.
 
   Fig. 3: transfer rate vs block size for a fixed payload (128 MiB)
   Fig. 4: transfer rate vs payload for 64 MiB blocks

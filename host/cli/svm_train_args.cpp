@@ -87,7 +87,7 @@ std::optional<int> parse_svm_train(const std::vector<std::string>& args_in, cons
                                       "when the cache holds n/8 full rows, else multi2; see scripts/bench_svm.py)")
       ("wss", po::value(&wss)->default_value(1), "working-set selection: 1 first order (Keerthi), 2 second order (LIBSVM)")
       ("solver", po::value(&solver)->default_value("batch"),
-       "batch: working sets of --ws-size samples per round (ThunderSVM's); pair: one pair per step (the seed's SMO)")
+       "batch: working sets of --ws-size samples per round (ThunderSVM's); pair: one pair per step ([Narasimhan14]'s SMO)")
       ("ws-size", po::value(&p.ws_size)->default_value(0), "batch working-set size q (0: chosen from n and -m)")
       ("device", po::value(&device)->default_value("cpu"), "cpu | fpga-emu | cuda | opencl[:N] | fpga | <name> | all | auto")
       ("json", "print the summary as one JSON object")

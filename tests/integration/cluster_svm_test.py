@@ -376,8 +376,7 @@ def scenario_svm_rebalance(a, tmp):
     # Two workers, one thread each (the coordinator, which holds no rows,
     # shares core 0 with worker 2; worker 1 has core 1); from its Rows round
     # 40 (counted from 0) worker 1 computes its kernel rows at half speed
-    # (ACCEL_FAULT_SLOW_ROWS). It must lose rows (Algorithm 1 of the USTC
-    # system-information management framework paper on the measured rates,
+    # (ACCEL_FAULT_SLOW_ROWS). It must lose rows (Algorithm 1 of [SysInfo] on the measured rates,
     # DriftPolicy, SwingDamper) and the rounds must get faster again; the
     # model stays single-node's. (A busy process on core 1 slowed these 4 ms
     # rounds by chance: the scheduler lets a process that sleeps between

@@ -494,7 +494,7 @@ def scenario_nothing_lost(a, tmp, on_loss="move"):
     # Worker 2 killed and restarted: its rows are the coordinator's from the
     # next iteration until it counts again, so the job ends at the
     # failure-free centroids (within 1e-6); with --on-loss drop they are left
-    # out meanwhile (the "Distributed k-Means Clustering" study (The Antimatroid)).
+    # out meanwhile ([Antimatroid]).
     data = str(Path(tmp) / "x.npy")
     blobs(data, 1000000, 8, 16, 8)
     job = Job(a, tmp, 3, data, 16, 200, 1000, extra=["--on-loss", on_loss])
@@ -1084,7 +1084,7 @@ def scenario_rebalance(a, tmp):
     # Coordinator on core 0, one worker on core 1, one thread each; from round 20 the worker computes
     # at a third of its speed (ACCEL_FAULT_SLOW_ROUNDS; at half, the re-split came once only after
     # 88 rounds). It must lose rows to the coordinator (Algorithm 1 of
-    # the USTC system-information management framework paper on the measured rates) and the
+    # [SysInfo] on the measured rates) and the
     # iterations must get faster again. Printed: how close the iterations come to the ideal split's,
     # estimated from each side's measured rate (rows / computing seconds) before and after.
     # (A busy process on core 1 slowed the worker by chance: with the faster cpu loops of issue 18

@@ -154,7 +154,7 @@ class SvmVsLibsvmData : public SvmVsLibsvm {
     variants.push_back("--wss 2 --shrink multi5pc");
     variants.push_back("-h 0 -m 0");
     // The batched solver (the default) at other working-set sizes, and the
-    // pair solver (the seed's SMO) it replaced as the default.
+    // pair solver ([Narasimhan14]'s SMO) it replaced as the default.
     for (const char* v : {"--ws-size 2", "--ws-size 16 --wss 2", "--ws-size 600 --shrink multi2", "--solver pair",
                           "--solver pair --shrink single2", "--solver pair --wss 2 --shrink multi5pc",
                           "--solver pair -h 0 -m 0"})

@@ -136,8 +136,7 @@ TEST(PerfModel, AveragesMeasurements) {
 }
 
 TEST(Rebalance, MovesLoadTowardCapability) {
-  // Twice the speed gets twice the rows (Algorithm 1 of the USTC system-information management
-  // framework paper).
+  // Twice the speed gets twice the rows (Algorithm 1 of [SysInfo]).
   auto out = rebalance({500, 500, 500}, {2.0, 1.0, 1.0}, 0.0);
   EXPECT_EQ(std::accumulate(out.begin(), out.end(), std::int64_t{0}), 1500);
   EXPECT_EQ(out, (std::vector<std::int64_t>{750, 375, 375}));

@@ -1,4 +1,4 @@
-// Bulk transfers: RDMA put into memory the receiver registered (the seed's
+// Bulk transfers: RDMA put into memory the receiver registered ([Antimatroid]'s
 // protocol), or rendezvous active messages the receiver pulls into place.
 #include <algorithm>
 #include <cstring>

@@ -18,8 +18,7 @@
 //    (solve_batch);
 //  - the members of a cluster job (member_source.cpp), each holding a range
 //    of rows, asked round by round (svm_parallel::solve_distributed): the
-//    parallel SMO of Narasimhan et al., "Fast Support Vector Machines Using
-//    Parallel Adaptive Shrinking on Distributed Systems", 2014.
+//    parallel SMO of [Narasimhan14].
 // A source's operations are tasks: the local ones never wait, so the loop
 // runs straight through; the members' wait for a round of the engine.
 #pragma once

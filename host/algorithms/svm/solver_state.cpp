@@ -1,6 +1,6 @@
 // The dual state, shrinking and reconstruction shared by both SMO solvers.
 //
-// Stopping: beta_low - beta_up <= eps, which is the seed's
+// Stopping: beta_low - beta_up <= eps, which is [Narasimhan14]'s
 // beta_up + 2*epsilon >= beta_low with LIBSVM's -e as 2*epsilon, so the same
 // -e means the same accuracy as svm-train.
 //
@@ -8,7 +8,7 @@
 // (seed eq. 10). When the shrunk problem looks solved the gradient of every
 // removed sample is rebuilt from the support vectors (Algorithm 6) and
 // optimality is tested on all samples, so shrinking never changes the answer
-// beyond eps. The first such test happens at 10*eps (the seed's 20*epsilon),
+// beyond eps. The first such test happens at 10*eps ([Narasimhan14]'s 20*epsilon),
 // later ones at eps.
 #include "solver_state.hpp"
 

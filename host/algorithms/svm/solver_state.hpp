@@ -138,7 +138,7 @@ std::int64_t solve_subproblem(State& ls, const std::vector<float>& Kws, const st
 class Control {
  public:
   // loose_first: the first optimality test of a shrinking run is at 10*eps
-  // (the seed's 20*epsilon), as the pair solver does it; the batched solver
+  // ([Narasimhan14]'s 20*epsilon), as the pair solver does it; the batched solver
   // tests at eps directly (one reconstruction fewer, the same answer).
   // Shrinking is off for the nu forms (their rule is per sign of y).
   Control(const SvmParams& params, std::int64_t n, bool loose_first, bool nu);

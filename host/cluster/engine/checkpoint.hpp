@@ -1,6 +1,6 @@
 // The coordinator's checkpoint, so that a coordinator killed mid-job is
 // restarted with `accel coordinator --resume DIR` and the job goes on
-// (Low et al., "Distributed GraphLab", VLDB 2012, checkpoints the whole
+// ([GraphLab12] checkpoints the whole
 // state of a distributed job so a failure costs the work since the last one).
 //
 // What the coordinator alone knows: the job token, the round it completed,

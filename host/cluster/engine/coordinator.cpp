@@ -1,5 +1,4 @@
-// The coordinator: joins the workers, partitions the rows by measured speed (Algorithm 1 of the
-// USTC system-information management framework paper), distributes tasks and data, runs the rounds
+// The coordinator: joins the workers, partitions the rows by measured speed (Algorithm 1 of [SysInfo]), distributes tasks and data, runs the rounds
 // with its own partition as a member, and ends the job. One method per phase.
 #include <algorithm>
 #include <filesystem>
@@ -9,7 +8,7 @@
 
 #include "accel/error.hpp"
 #include "accel/log.hpp"
-// rebalance(): Algorithm 1 of the USTC system-information management framework paper
+// rebalance(): Algorithm 1 of [SysInfo]
 #include "accel/perf_model.hpp"
 #include "checkpoint.hpp"
 #include "job_token.hpp"
@@ -304,8 +303,7 @@ void Coordinator::on_join_message(const Received& r) {
   }
 }
 
-// Partition sizes follow measured capability (Algorithm 1 of the USTC system-information management
-// framework paper, starting from the uniform split the seed uses).
+// Partition sizes follow measured capability (Algorithm 1 of [SysInfo], starting from the uniform split [Antimatroid] uses).
 void Coordinator::partition() {
   params_ = job_.params();
   const std::int64_t n = job_.units();
@@ -765,7 +763,7 @@ void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::in
   log_.write({{"event", "resplit"}, {"iteration", t + 1}, {"kept", kept_}});
 }
 
-// the USTC system-information management framework paper: each member's measured rate (rows per
+// [SysInfo]: each member's measured rate (rows per
 // second of its work this round); when the slowest runs 20% over the mean for 3 rounds
 // (DriftPolicy), Algorithm 1 on the rates gives the new split. Rows move only between a worker and
 // the coordinator, which holds every row: a worker keeps up to its partition, the coordinator
@@ -997,7 +995,7 @@ RoundOutcome Coordinator::central_round(std::int64_t t, const Membership& view, 
   return out;
 }
 
-// A returning worker (recovery as in the "Distributed k-Means Clustering" study (The Antimatroid)), told the
+// A returning worker (recovery as in [Antimatroid]), told the
 // current round right
 // away: it asks everyone for their contributions of it (all-to-all) or
 // follows the decisions (central), resynchronizes, and becomes active from

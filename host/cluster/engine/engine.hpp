@@ -38,7 +38,7 @@ struct CoordinatorOptions : Common {
   bool print_summary = true;  // the summary (or its JSON) on stdout at the end; off for a library's job
   // All-to-all workloads: a lost member's rows are computed by the
   // coordinator from the next round (move) or left out until it returns
-  // (drop: the behaviour of the "Distributed k-Means Clustering" study (The Antimatroid)).
+  // (drop: the behaviour of [Antimatroid]).
   bool move_lost_rows = true;
   // Coordinator checkpoints (checkpoint.hpp): written to checkpoint_dir at
   // Young's interval for mtbf_s; resume_dir continues the job from the

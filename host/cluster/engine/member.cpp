@@ -290,7 +290,7 @@ void Incarnation::start_snapshot() {
   });
 }
 
-// recovery as in the "Distributed k-Means Clustering" study (The Antimatroid): wait to be told the current round
+// recovery as in [Antimatroid]: wait to be told the current round
 // and the shared state.
 void Incarnation::resume_round() {
   const Received cr = expect_msg(node_, kCurrent, join_, "the coordinator's current iteration", [&](const Received& r) {

@@ -2,7 +2,7 @@
 // (--pull all-to-all jobs): the rows of members that are lost, returning
 // or leaving go to the active workers, and so do the tails of those over
 // their share when a worker joins. Shares follow measured rates (Algorithm
-// 1 of the USTC system-information management framework paper: targets
+// 1 of [SysInfo]: targets
 // proportional to capability). Pure functions of the membership: the
 // coordinator plans, announces the plan in its contribution, and every
 // side applies it from the next round (coordinator.cpp, member.cpp).

@@ -1,19 +1,19 @@
 // One participant of a distributed job: the transport, its peers, and the
-// barrier of the "Distributed k-Means Clustering" study (The Antimatroid; Rosa and Ludwig-style notification
+// barrier of [Antimatroid] (Rosa and Ludwig-style notification
 // phase, waiting phase
 // with a liveness-checked timeout, active / inactive / recovering lists,
 // solicited and unsolicited results), for any workload.
 //
-// Beyond the seed: the coordinator's notification carries its membership
+// Beyond [Antimatroid]: the coordinator's notification carries its membership
 // view for the round, and every participant combines exactly the
 // contributions of that view's active members -- so a worker that returns,
 // or one lost half-way through a broadcast, cannot make participants
-// disagree on the next state (the seed aggregates unsolicited results too).
+// disagree on the next state ([Antimatroid] aggregates unsolicited results too).
 // Incarnation numbers fence a stopped-and-resumed process: a message
 // carrying an incarnation below the highest one seen from that id is
 // dropped.
 //
-// Two exchanges (Exchange in workload.hpp): sync() is the seed's all-to-all
+// Two exchanges (Exchange in workload.hpp): sync() is [Antimatroid]'s all-to-all
 // barrier; gather() / await_decision() are its star form, for workloads
 // whose next state the coordinator alone can compute.
 #pragma once
@@ -159,7 +159,7 @@ class Node {
   bool fenced(const transport::Received& r);
   // This node's recent notifications by iteration: a returning worker that
   // runs an iteration or two behind gets the answer it asks for even after
-  // this node has moved on (the "Distributed k-Means Clustering" study (The Antimatroid): "wait for them to
+  // this node has moved on ([Antimatroid]: "wait for them to
   // respond").
   std::map<std::int64_t, std::vector<std::byte>> sent_;
 };

@@ -1,4 +1,4 @@
-// The engine's messages (the job protocol of the "Distributed k-Means Clustering" study (The Antimatroid), for any
+// The engine's messages (the job protocol of [Antimatroid], for any
 // workload):
 // application types on top of accel::transport's validated control frames.
 // What a workload puts in a task, a contribution, a decision or a returning
@@ -101,8 +101,7 @@ struct Contribution {
   // Set by the coordinator (all-to-all): the contributions it computes for
   // lost members from their rows, counted in their place.
   std::vector<std::pair<std::uint32_t, Bytes>> stand_ins;
-  // Every member: the rows it computed this round and how long that took (the measured speed of the
-  // USTC system-information management framework paper, collected by the coordinator).
+  // Every member: the rows it computed this round and how long that took (the measured speed of [SysInfo], collected by the coordinator).
   std::int64_t work_rows = 0;
   double work_seconds = 0;
   // Set by the coordinator (all-to-all): members that keep only the first

@@ -1,8 +1,7 @@
-// Measured speed of the members and when to re-split the rows (the USTC system-information
-// management framework paper: collectors and processors of node information kept apart from the
+// Measured speed of the members and when to re-split the rows ([SysInfo]: collectors and processors of node information kept apart from the
 // scheduler's policy). The collector turns each member's reported work (rows, seconds) into a
 // smoothed rate; the policy says when the split no longer fits those rates; rebalance() (Algorithm
-// 1 of the USTC system-information management framework paper, in accel/perf_model.hpp) computes
+// 1 of [SysInfo], in accel/perf_model.hpp) computes
 // the new split.
 #pragma once
 

@@ -1,6 +1,5 @@
-// A member's task on disk, so a restarted worker resumes (the "Distributed k-Means Clustering" study (The
-// Antimatroid);
-// Low et al., "Distributed GraphLab", VLDB 2012). Written to a temporary file, fsynced, renamed: a crash leaves
+// A member's task on disk, so a restarted worker resumes ([Antimatroid];
+// [GraphLab12]). Written to a temporary file, fsynced, renamed: a crash leaves
 // the old snapshot or the new one. Layout: magic, job, id, incarnation, task,
 // data length (0: the data is not in the file), crc32 of everything before
 // it and crc32 of the data, zeros up to a multiple of 4096 bytes, the data.

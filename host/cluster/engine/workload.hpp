@@ -1,6 +1,5 @@
 // What a workload tells the engine. The engine (this folder) owns
-// membership, incarnations and fencing, the barrier of the "Distributed k-Means Clustering" study (The
-// Antimatroid), pushing and
+// membership, incarnations and fencing, the barrier of [Antimatroid], pushing and
 // moving partitions, snapshots and coordinator loss; it knows no workload by
 // name. A workload is two halves:
 //
@@ -35,7 +34,7 @@
 namespace accel::cluster {
 
 enum class Exchange : std::uint8_t {
-  AllToAll,  // the "Distributed k-Means Clustering" study (The Antimatroid): every member's contribution reaches every participant
+  AllToAll,  // [Antimatroid]: every member's contribution reaches every participant
   Central,   // contributions to the coordinator; its decision to every member
 };
 
@@ -45,7 +44,7 @@ struct RoundOutcome {
 };
 
 // A node's devices for a job: the spec (--device), the process's registry, and the per-device rates
-// measured so far (the processor of the USTC system-information management framework paper of
+// measured so far (the processor of [SysInfo] of
 // measured speed), shared between the probe and the partition it sizes.
 struct Local {
   const Registry& registry;
@@ -107,8 +106,7 @@ class AllToAllPartition : public Partition {
   // reads the rows a block at a time and calls release on each block once
   // computed, so that the coordinator holds a block of them, not the
   // member's share (Job::release). take_over returns false where the
-  // workload cannot (the rows are then left out, as the "Distributed
-  // k-Means Clustering" study (The Antimatroid) does).
+  // workload cannot (the rows are then left out, as [Antimatroid] does).
   using Release = std::function<void(std::int64_t begin, std::int64_t end)>;
   virtual bool take_over(std::uint32_t member, std::int64_t begin, std::int64_t rows, std::span<const std::byte> data,
                          const Release& release) {

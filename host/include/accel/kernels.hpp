@@ -30,7 +30,7 @@ struct KMeansAssignArgs {
   // Optional: the device's private state for launches over these rows,
   // made by Device::create_state() for this shape and kept by the caller
   // between launches, in a layout only the device knows. The cpu keeps
-  // Yinyang bounds there (Ding et al., "Yinyang K-Means", ICML 2015): its
+  // Yinyang bounds there ([Yinyang15]): its
   // first launch assigns every row and records them; later launches with
   // new centroids skip every row whose bounds prove its nearest centroid
   // unchanged. The outputs are those of a full launch (up to float ties).

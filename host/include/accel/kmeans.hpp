@@ -1,7 +1,6 @@
 // Lloyd's k-means over any set of devices. Each iteration launches
 // kmeans_assign on every device's share of the rows and sums the partial
-// (sums, counts) on the host: c_k = sum_k / count_k (the update of the "Distributed k-Means Clustering" study (The
-// Antimatroid)).
+// (sums, counts) on the host: c_k = sum_k / count_k (the update of [Antimatroid]).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +55,7 @@ struct KMeansResult {
 };
 
 // One node's half of a Lloyd iteration: its rows split across its devices in proportion to measured
-// throughput (Algorithm 1 of the USTC system-information management framework paper when the
+// throughput (Algorithm 1 of [SysInfo] when the
 // measurements drift), partial sums added on the host. kmeans() runs one; a distributed job runs
 // one per node and sums the nodes' partials.
 struct PartialStep {
@@ -101,7 +100,7 @@ double update_centroids(const std::vector<double>& sums, std::vector<std::int64_
 Matrix kmeans_init(const Matrix& x, const KMeansOptions& opts);
 
 // Runs Lloyd iterations on `devices`, splitting rows in proportion to the throughput `model`
-// measures (Algorithm 1 of the USTC system-information management framework paper when it drifts).
+// measures (Algorithm 1 of [SysInfo] when it drifts).
 // on_iteration, when set, sees every iteration as it ends.
 KMeansResult kmeans(const Matrix& x, const Matrix& initial, const KMeansOptions& opts,
                     const std::vector<Device*>& devices, PerfModel& model,

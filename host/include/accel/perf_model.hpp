@@ -1,5 +1,5 @@
 // Measured throughput per (device, kernel, problem shape), kept apart from the policy that uses it
-// (StarPU's history model; the collectors of the USTC system-information management framework paper
+// (StarPU's history model; the collectors of [SysInfo]
 // and processors).
 #pragma once
 
@@ -34,7 +34,7 @@ class PerfModel {
   std::map<ShapeKey, double> rate_;
 };
 
-// Algorithm 1 of the USTC system-information management framework paper: from the current loads and
+// Algorithm 1 of [SysInfo]: from the current loads and
 // each unit's measured capability, compute target loads proportional to capability, split units
 // into over-loaded H, under-loaded L and balanced E (within `tolerance` of target, as a fraction),
 // and move min(excess, deficit) from one H to one L until H or L is empty. Returns the new loads;

@@ -1,9 +1,8 @@
 // Sparse allreduce across processes: each member contributes the (index,
 // value) pairs of its sparsified gradient, and every member gets their sum:
 // the exchange of residual gradient compression in data-parallel training
-// (Chen et al., "Gradient sparsification compression approach to reducing
-// communication in distributed training", 2021, whose top-k threshold
-// selection is accel::TopKSelector).
+// ([Chen21] in docs/references.md, whose top-k threshold selection is
+// accel::TopKSelector).
 //
 // It is a workload of the cluster engine: every step is one round of the
 // engine's fault-tolerant all-to-all barrier, so membership, incarnations,

@@ -1,9 +1,9 @@
-// C-SVC training by SMO with adaptive shrinking (Narasimhan, Vishnu, Holder,
-// Hoisie, "Fast Support Vector Machines Using Parallel Adaptive Shrinking on
-// Distributed Systems", 2014) and
+// C-SVC training by SMO with adaptive shrinking ([Narasimhan14]: Narasimhan,
+// Vishnu, Holder, Hoisie, "Fast Support Vector Machines Using Parallel
+// Adaptive Shrinking on Distributed Systems", 2014; docs/references.md) and
 // LIBSVM-compatible models. Conventions are LIBSVM's: the dual is
 //   min f(a) = 1/2 a'Qa - e'a,  0 <= a_i <= C,  y'a = 0,  Q_ij = y_i y_j K_ij,
-// G = Qa - e its gradient, and the seed's gamma_i = y_i G_i. The decision
+// G = Qa - e its gradient, and [Narasimhan14]'s gamma_i = y_i G_i. The decision
 // function is sum_j coef_j K(x_j, x) - rho with coef_j = y_j a_j.
 #pragma once
 
@@ -46,7 +46,7 @@ enum class WorkingSet { FirstOrder, SecondOrder };
 
 // Batch: working sets of ws_size samples per round, their kernel rows in one
 // launch (Wen et al., "ThunderSVM: A Fast SVM Library on GPUs and CPUs",
-// JMLR 2018). Pair: one pair per iteration, the seed's SMO, kept as the
+// JMLR 2018). Pair: one pair per iteration, [Narasimhan14]'s SMO, kept as the
 // reference.
 enum class Solver { Batch, Pair };
 
@@ -72,7 +72,7 @@ struct SvmParams {
   double p = 0.1;   // epsilon of epsilon-SVR's loss
   std::vector<std::pair<int, double>> weights;  // C-SVC: class label -> factor of C (LIBSVM's -wi)
   bool probability = false;  // LIBSVM's -b 1: fit probability estimates (classification, regression)
-  double eps = 1e-3;  // LIBSVM's -e: stop when beta_low - beta_up <= eps (the seed's 2*epsilon)
+  double eps = 1e-3;  // LIBSVM's -e: stop when beta_low - beta_up <= eps ([Narasimhan14]'s 2*epsilon)
   double cache_mb = 100;
   ShrinkHeuristic shrink;
   WorkingSet wss = WorkingSet::FirstOrder;

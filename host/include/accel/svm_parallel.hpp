@@ -1,7 +1,6 @@
-// Parallel SMO across processes (Narasimhan et al., "Fast Support Vector
-// Machines Using Parallel Adaptive Shrinking on Distributed Systems", 2014,
-// Algorithms 3-6) with the batched working set of Wen et al., "ThunderSVM",
-// JMLR 2018: the algorithm, without the transport.
+// Parallel SMO across processes ([Narasimhan14], Algorithms 3-6) with the
+// batched working set of [ThunderSVM18]: the algorithm, without the
+// transport. Keys: docs/references.md.
 //
 // Every member holds the training set and owns a range of its rows: it keeps
 // the gradient of the variables on those rows, shrinks them, reconstructs
@@ -17,7 +16,7 @@
 // coordinator computes no kernel values and the block is the very values
 // the gradients are updated with, as in single-node solve_batch.
 //
-// Beyond the seed, which broadcasts the two working samples' rows every
+// Beyond [Narasimhan14], which broadcasts the two working samples' rows every
 // iteration: members hold the whole set (one bulk copy at the start), so a
 // round carries q indices and q multipliers instead of q rows, and moving
 // rows to another member (a lost or returning member, a rebalance) costs a

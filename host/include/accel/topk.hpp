@@ -127,7 +127,7 @@ class Sparsifier {
 
 // The Sparsifier over one gradient bucket of many layers (a PyTorch DDP
 // bucket): one accumulation pass over the whole bucket, then a selection
-// per layer (the seed selects per layer). Layers below `host_below` values
+// per layer ([Chen21] selects per layer). Layers below `host_below` values
 // are selected together in one parallel pass on the host, exactly (the k
 // largest and their ties, whatever the method: within every method's
 // k <= |S| bound), instead of one device launch each, whose fixed cost (a

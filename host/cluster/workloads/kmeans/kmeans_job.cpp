@@ -259,8 +259,7 @@ class KMeansWorkload final : public Workload {
  public:
   Exchange exchange() const override { return Exchange::AllToAll; }
 
-  // Rows per second of this node's devices for the job's shape (the USTC system-information
-  // management framework paper's processor of measured speed): one assignment step on synthetic
+  // Rows per second of this node's devices for the job's shape ([SysInfo]'s processor of measured speed): one assignment step on synthetic
   // rows, on each device alone, summed. Measuring them together would split the probe evenly and
   // let the slowest device set the node's rate (an fpga-emu beside the cpu made a worker look 20x
   // slower than it is). The per-device rates land in local.model, so the job's first split among

@@ -1,4 +1,4 @@
-// Distributed k-means on the cluster engine (the "Distributed k-Means Clustering" study (The Antimatroid)): every
+// Distributed k-means on the cluster engine ([Antimatroid]): every
 // member
 // assigns its rows to the nearest centroids and contributes per-cluster
 // sums and counts; the all-to-all exchange gives every participant the same

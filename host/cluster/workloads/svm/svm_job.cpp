@@ -378,8 +378,7 @@ bool SvmJob::computes(std::uint32_t id) const {
   return std::any_of(owners_.begin(), owners_.end(), [](const Range& g) { return g.member == 0 && g.end > g.begin; });
 }
 
-// Each member's kernel-rows time of a Rows round feeds its rate (the USTC system-information
-// management framework paper's collector); a drift of the split against them (DriftPolicy)
+// Each member's kernel-rows time of a Rows round feeds its rate ([SysInfo]'s collector); a drift of the split against them (DriftPolicy)
 // schedules a re-split, made after the next step.
 void SvmJob::measure(const Reports& reports) {
   std::map<std::uint32_t, double> seconds;
@@ -395,7 +394,7 @@ void SvmJob::measure(const Reports& reports) {
   if (!seconds.empty() && drift_.drifted(seconds)) resplit_due_ = true;  // only rounds that computed rows count
 }
 
-// Algorithm 1 of the USTC system-information management framework paper over the reporting members'
+// Algorithm 1 of [SysInfo] over the reporting members'
 // measured rates; the new split is every member's home from now on, in contiguous ranges by id.
 void SvmJob::resplit(const Reports& reports) {
   resplit_due_ = false;

@@ -61,7 +61,7 @@ struct Options {
   std::uint32_t max_control_payload = kDefaultMaxControlPayload;
   std::size_t max_queued_messages = 4096;   // received, not yet taken; more are dropped
   std::size_t max_endpoints = 1024;         // further connection requests are rejected
-  // Bulk push: block size (the seed's 64 MiB); blocks in flight at once are
+  // Bulk push: block size ([Antimatroid]'s 64 MiB); blocks in flight at once are
   // bounded by both a count and bytes (small blocks need a deeper pipeline:
   // measured 0.37x of ucx_perftest at 1 MiB blocks with only 4 in flight).
   std::size_t block_bytes = 64u << 20;
