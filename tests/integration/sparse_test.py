@@ -253,7 +253,7 @@ def scenario_join(a, tmp):
                            "--ratio", "0.01", "--steps", "5", "--job", str(job_token(g.addr))],
                           capture_output=True, text=True, timeout=60 * SCALE)
     refused = full.stderr.strip().splitlines()
-    if full.returncode != 2 or len(refused) != 1 or "max-workers" not in refused[0]:
+    if full.returncode != 2 or len(refused) != 1 or "max size" not in refused[0]:
         fail(f"a fifth member: exit {full.returncode}, stderr {full.stderr!r}")
     rcs = g.wait(["j1", "j2", 0, 1])
     if any(rcs.values()):

@@ -126,6 +126,7 @@ class SparseGroup {
  private:
   struct Engine;
   int rank_, size_;
+  std::string coordinator_;
   bool closed_ = false;
   std::unique_ptr<Engine> engine_;
 };

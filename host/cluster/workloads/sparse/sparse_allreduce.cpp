@@ -317,7 +317,7 @@ struct SparseGroup::Engine {
   }
 };
 
-SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.size) {
+SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.size), coordinator_(o.coordinator) {
   if (o.size < 1) throw InputError("sparse group: size " + std::to_string(o.size) + " is not positive");
   if (o.rank < kJoin || o.rank >= o.size)
     throw InputError("sparse group: rank " + std::to_string(o.rank) + " is not in 0.." + std::to_string(o.size - 1) +
@@ -357,7 +357,17 @@ SparseGroup::SparseGroup(const SparseGroupOptions& o) : rank_(o.rank), size_(o.s
 // any step, so that the partition the engine opens knows who it is.
 int SparseGroup::join() {
   if (rank_ == kJoin) {
-    rank_ = static_cast<int>(engine_->worker->id());
+    try {
+      rank_ = static_cast<int>(engine_->worker->id());
+    } catch (const InputError& e) {
+      // The door's refusal names the engine's --max-workers; a group's
+      // room is rank 0's max_size.
+      const std::string why = e.what();
+      if (why.find("refused") == std::string::npos) throw;
+      throw InputError("sparse group: the coordinator at " + coordinator_ +
+                       " refused this joiner: a different job token, or a group at its max size (rank 0's "
+                       "--max-size / max_size)");
+    }
     engine_->steps.rank = static_cast<std::uint32_t>(rank_);
   }
   return rank_;
