@@ -40,6 +40,12 @@ bool is_idx(const std::string& h) {
   return (type == 0x08 || type == 0x09 || (type >= 0x0B && type <= 0x0E)) && ndim >= 1 && ndim <= 4;
 }
 
+// Text is CSV when its name ends in .csv or its first line has a comma.
+bool is_csv(const std::string& path, const std::string& head) {
+  return ends_with(std::filesystem::path(path).filename().string(), ".csv") ||
+         head.substr(0, head.find('\n')).find(',') != std::string::npos;
+}
+
 }  // namespace
 
 // The format from the file's first bytes (.npy's magic, IDX's header, plain
@@ -49,10 +55,9 @@ namespace {
 
 Matrix load_any(const std::string& path, bool streamed) {
   io::require_file(path);
-  const std::string name = std::filesystem::path(path).filename().string();
   const std::string head = head_bytes(path, 256);
   Matrix m;
-  const bool csv = ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos;
+  const bool csv = is_csv(path, head);
   if (head.rfind("\x93NUMPY", 0) == 0) m = streamed ? io::stream_npy(path) : map_npy(path);
   else if (is_idx(head)) m = read_idx(path);
   else if (streamed) m = io::spill_text(path, csv);
@@ -81,18 +86,15 @@ void release_rows(const Matrix& m, std::int64_t begin, std::int64_t end) {
 void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
                       std::int64_t count, float* out, const TextMarks* marks) {
   io::require_file(path);
-  if (head_bytes(path, 8).rfind("\x93NUMPY", 0) == 0) {
+  const std::string head = head_bytes(path, 256);
+  if (head.rfind("\x93NUMPY", 0) == 0) {
     read_npy_rows(path, rows, cols, begin, count, out);
   } else if (marks && !marks->empty()) {
-    const std::string head = head_bytes(path, 256);
-    const std::string name = std::filesystem::path(path).filename().string();
-    const bool csv = ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos;
     io::require_rows(path, rows, cols, rows, cols, begin, count);  // the range within the job's shape
-    io::read_text_rows(path, csv, *marks, begin, count, cols, out);
+    io::read_text_rows(path, is_csv(path, head), *marks, begin, count, cols, out);
   } else {
     // Text: only these rows kept (and checked finite below); the file's
     // rows counted, its shape checked against the job's.
-    const std::string head = head_bytes(path, 256);
     if (is_idx(head)) {
       const Matrix all = load_matrix(path);  // checked whole, finite
       io::require_rows(path, all.rows, all.cols, rows, cols, begin, count);
@@ -100,9 +102,7 @@ void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t c
       return;
     }
     std::int64_t total = 0;
-    const std::string name = std::filesystem::path(path).filename().string();
-    const bool csv = ends_with(name, ".csv") || head.substr(0, head.find('\n')).find(',') != std::string::npos;
-    const Matrix some = csv ? read_csv_rows(path, begin, count, &total) : read_libsvm_dense_rows(path, begin, count, &total);
+    const Matrix some = is_csv(path, head) ? read_csv_rows(path, begin, count, &total) : read_libsvm_dense_rows(path, begin, count, &total);
     io::require_rows(path, total, some.cols, rows, cols, begin, count);
     if (some.rows != count) throw InputError(path + ": fewer rows than the job's");
     std::copy(some.values(), some.values() + count * cols, out);

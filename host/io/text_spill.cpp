@@ -157,10 +157,10 @@ void read_text_rows(const std::string& path, bool csv, const TextMarks& marks, s
   const std::int64_t skip = begin - static_cast<std::int64_t>(k) * kStride;
   std::int64_t got = 0;
   if (csv) {
+    float* next = out;
     got = csv_rows(in, path, marks.line[k], marks.offset[k], skip, count, cols,
                    [&](const std::vector<float>& row, std::int64_t, std::int64_t) {
-                     std::copy(row.begin(), row.end(), out + got * cols);
-                     ++got;
+                     next = std::copy(row.begin(), row.end(), next);
                    });
   } else {
     std::int64_t line = marks.line[k];

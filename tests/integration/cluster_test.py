@@ -313,6 +313,21 @@ def scenario_equal(a, tmp):
         fail(f"members at the end: {s['members']}")
 
 
+def peak_rss(job, workers):
+    """Peak RSS in bytes of the coordinator (0) and each worker, as
+    /usr/bin/time printed it (maxrss_kb); every worker must have taken part
+    in a round."""
+    logs = job.logs()
+    peaks = {}
+    for i in range(0, workers + 1):
+        if i > 0 and not any(j.get("participant") == i for j in logs[i]):
+            fail(f"worker {i} took part in no round")
+        err = job.tmp / ("coordinator.err" if i == 0 else f"worker-{i}.err")
+        said = [l for l in err.read_text().splitlines() if l.startswith("maxrss_kb")]
+        peaks[i] = int(said[-1].split()[1]) * 1024
+    return peaks
+
+
 def scenario_pull(a, tmp):
     # --pull: each worker reads its own rows from the shared file, and only
     # those (a .npy range read); the coordinator streams the file through
@@ -346,13 +361,7 @@ def scenario_pull(a, tmp):
     x, y = read_npy_floats(Path(tmp) / "centroids.npy"), read_npy_floats(single)
     worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(x, y))
     logs = job.logs()
-    peaks = {}  # bytes
-    for i in range(0, 4):
-        if i > 0 and not any(j.get("participant") == i for j in logs[i]):
-            fail(f"worker {i} took part in no round")
-        err = job.tmp / ("coordinator.err" if i == 0 else f"worker-{i}.err")
-        said = [l for l in err.read_text().splitlines() if l.startswith("maxrss_kb")]
-        peaks[i] = int(said[-1].split()[1]) * 1024
+    peaks = peak_rss(job, 3)
     rows_of = list(job.summary()["rows"])
     # The coordinator also computes the tails a re-split moves to it: its
     # rows are its share plus the most it held at once.
@@ -409,13 +418,7 @@ def scenario_pull_text(a, tmp):
     x, y = read_npy_floats(Path(tmp) / "centroids.npy"), read_npy_floats(single)
     worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(x, y))
     rows_of = list(job.summary()["rows"])
-    peaks = {}
-    for i in range(0, 4):
-        if i > 0 and not any(j.get("participant") == i for j in job.logs()[i]):
-            fail(f"worker {i} took part in no round")
-        err = job.tmp / ("coordinator.err" if i == 0 else f"worker-{i}.err")
-        said = [l for l in err.read_text().splitlines() if l.startswith("maxrss_kb")]
-        peaks[i] = int(said[-1].split()[1]) * 1024
+    peaks = peak_rss(job, 3)
     print(f"--pull on {size / 1e6:.0f} MB of CSV ({chunk_rows * copies} x {d}): rows {rows_of}; peak RSS "
           + ", ".join(f"{i}: {p / 1e6:.0f} MB" for i, p in peaks.items())
           + f"; centroids within {worst:.1e} of single-node")

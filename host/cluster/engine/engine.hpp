@@ -96,7 +96,8 @@ class WorkerRun {
   int exit_code() const;
   // This worker's id. One started without (elastic membership) asks the
   // coordinator's door for one first, waiting for the job token as step()
-  // does; throws InputError when refused (the job full).
+  // does; throws TokenRefused when the door refuses it (another token, or
+  // the job full).
   std::uint32_t id();
   // A graceful leave (SIGTERM): from the next step the worker asks the
   // coordinator to let it go at a round boundary, computes until its rows

@@ -595,6 +595,15 @@ struct WorkerRun::Impl {
     o.id = boot_assign_id(ip, port, o.job, Ms(std::max(o.timeout_ms * 5, 5000)));
     log::info("accel worker") << "joining as worker " << o.id;
   }
+  // A refused token read from a file may be an earlier job's on the same
+  // port until this job's coordinator writes its own: read it again and
+  // say to retry, unless the token was given or the deadline has passed.
+  bool reread_token() {
+    if (given.job != 0 || Clock::now() >= token_deadline) return false;
+    std::this_thread::sleep_for(Ms(200));
+    o.job = find_job_token(given, token_deadline);
+    return true;
+  }
   bool waited_out() const { return Clock::now() - *lost_since >= Ms(o.coordinator_timeout_ms); }
   std::optional<int> recover();
 };
@@ -691,12 +700,8 @@ bool WorkerRun::step() {
       if (!w.o.snapshot_dir.empty()) std::filesystem::remove(snapshot_path(w.o.snapshot_dir, w.o.id));
       w.code = kExitOk;
     } catch (const TokenRefused& e) {
-      // A token read from a file may be an earlier job's on the same port
-      // until this job's coordinator writes its own: read it again.
       w.inc.reset();
-      if (w.given.job != 0 || Clock::now() >= w.token_deadline) throw InputError(e.what());
-      std::this_thread::sleep_for(Ms(200));
-      w.o.job = find_job_token(w.given, w.token_deadline);
+      if (!w.reread_token()) throw InputError(e.what());
     } catch (...) {
       w.inc.reset();
       w.code = w.recover();
@@ -715,10 +720,8 @@ std::uint32_t WorkerRun::id() {
       if (Clock::now() >= w.join_deadline)
         throw InputError("accel worker: no coordinator at " + w.o.coordinator + " (" + e.what() + ")");
       std::this_thread::sleep_for(Ms(200));
-    } catch (const TokenRefused& e) {
-      if (w.given.job != 0 || Clock::now() >= w.token_deadline) throw InputError(e.what());
-      std::this_thread::sleep_for(Ms(200));
-      w.o.job = find_job_token(w.given, w.token_deadline);
+    } catch (const TokenRefused&) {
+      if (!w.reread_token()) throw;
     }
   }
   return w.o.id;

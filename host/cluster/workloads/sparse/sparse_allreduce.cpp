@@ -17,6 +17,7 @@
 
 #include "accel/error.hpp"
 #include "engine.hpp"
+#include "errors.hpp"
 #include "reduce_scatter.hpp"
 #include "sparse_wire.hpp"
 
@@ -359,11 +360,9 @@ int SparseGroup::join() {
   if (rank_ == kJoin) {
     try {
       rank_ = static_cast<int>(engine_->worker->id());
-    } catch (const InputError& e) {
-      // The door's refusal names the engine's --max-workers; a group's
-      // room is rank 0's max_size.
-      const std::string why = e.what();
-      if (why.find("refused") == std::string::npos) throw;
+    } catch (const cluster::TokenRefused&) {
+      // The door's own refusal names the engine's --max-workers; a
+      // group's room is rank 0's max_size.
       throw InputError("sparse group: the coordinator at " + coordinator_ +
                        " refused this joiner: a different job token, or a group at its max size (rank 0's "
                        "--max-size / max_size)");
