@@ -253,7 +253,10 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
   const bool batched = q >= kBatchQueries;
   const bool gemm_ok = batched && path != CsrDotPath::Merge;
   if (path == CsrDotPath::Auto) {
-    const MatrixKey key{x.values, x.n, x.row_ptr[x.n], x.cols, batched};
+    // A matrix the runtime keeps (x.owner) is one matrix at its address
+    // even as rows behind it change (a distributed SVM member's guest rows,
+    // each round): it keeps its choice instead of timing again.
+    const MatrixKey key{x.values, x.owner ? -1 : x.n, x.owner ? -1 : x.row_ptr[x.n], x.cols, batched};
     {
       std::lock_guard lock(choice_mu);
       if (auto it = choices.find(key); it != choices.end()) path = it->second;

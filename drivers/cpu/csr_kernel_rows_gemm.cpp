@@ -47,16 +47,30 @@ constexpr std::int64_t kMaxDense = 4096;
 // storage, every row's dense columns written out once (n x F floats), so a
 // launch reads its tiles instead of scattering each target row again.
 struct Prepared {
+  std::int64_t n = 0, nnz = 0;          // the rows it covers, and their entries
   std::vector<std::int32_t> dense_pos;  // column -> position among the dense columns, or -1
   std::int64_t dense = 0;
   std::int64_t F = 1;                   // max(1, dense): the tiles' width
-  std::unique_ptr<float[]> rows;        // n x F, or null
+  std::unique_ptr<float[]> rows;        // n x F (room for rows_cap rows), or null
+  std::int64_t rows_cap = 0;
   // The rare (not dense) entries of every row, where there are any: the
   // sparse pass reads these instead of skipping each row's dense entries.
   std::vector<std::int64_t> rare_ptr;
   std::vector<std::int32_t> rare_col;
   std::vector<float> rare_val;
 };
+
+// The rare entries of rows [from, x.n), appended.
+void add_rare(const CsrView& x, Prepared& s, std::int64_t from) {
+  for (std::int64_t u = from; u < x.n; ++u) {
+    for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k)
+      if (s.dense_pos[x.col_idx[k]] < 0) {
+        s.rare_col.push_back(x.col_idx[k]);
+        s.rare_val.push_back(x.values[k]);
+      }
+    s.rare_ptr.push_back(static_cast<std::int64_t>(s.rare_col.size()));
+  }
+}
 
 std::unique_ptr<Prepared> split_columns(const CsrView& x) {
   const std::int64_t nnz = x.row_ptr[x.n];
@@ -71,19 +85,22 @@ std::unique_ptr<Prepared> split_columns(const CsrView& x) {
   const double least = std::max(1.0, kDenseFraction * double(x.n));
   for (const std::int32_t c : order) {
     if (s->dense >= kMaxDense || double(count[c]) < least) break;
-    s->dense_pos[c] = static_cast<std::int32_t>(s->dense++);
+    s->dense_pos[c] = 0;
+    ++s->dense;
   }
+  // Positions in column order, not by use: a dot product then sums its
+  // columns in one order whichever rows the matrix holds, so a member of a
+  // distributed SVM that holds some of the rows computes the values
+  // single-node computes (where the same columns are dense).
+  std::int32_t pos = 0;
+  for (auto& p : s->dense_pos)
+    if (p == 0) p = pos++;
   s->F = std::max<std::int64_t>(1, s->dense);
+  s->n = x.n;
+  s->nnz = nnz;
   if (s->dense < used) {
-    s->rare_ptr.assign(x.n + 1, 0);
-    for (std::int64_t u = 0; u < x.n; ++u) {
-      for (std::int64_t k = x.row_ptr[u]; k < x.row_ptr[u + 1]; ++k)
-        if (s->dense_pos[x.col_idx[k]] < 0) {
-          s->rare_col.push_back(x.col_idx[k]);
-          s->rare_val.push_back(x.values[k]);
-        }
-      s->rare_ptr[u + 1] = static_cast<std::int64_t>(s->rare_col.size());
-    }
+    s->rare_ptr.assign(1, 0);
+    add_rare(x, *s, 0);
   }
   return s;
 }
@@ -100,6 +117,8 @@ void scatter_dense(const CsrView& x, const Prepared& sp, const std::int32_t* idx
   }
 }
 
+void write_rows(const CsrView& x, Prepared& sp, std::int64_t from);
+
 void write_out_rows(const CsrView& x, Prepared& sp) {
   const std::int64_t nnz = x.row_ptr[x.n];
   const double bytes = 4.0 * double(x.n) * double(sp.F), csr = 8.0 * double(nnz);
@@ -107,21 +126,74 @@ void write_out_rows(const CsrView& x, Prepared& sp) {
   // Not zeroed first: each row is written whole, by the thread that will
   // touch it (first touch, without a serial memset of the whole copy).
   sp.rows.reset(new float[static_cast<std::size_t>(x.n * sp.F)]);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t u = 0; u < x.n; ++u) {
+  sp.rows_cap = x.n;
+  write_rows(x, sp, 0);
+}
+
+void write_rows(const CsrView& x, Prepared& sp, std::int64_t from) {
+#pragma omp parallel for schedule(static) if (x.n - from > 256)
+  for (std::int64_t u = from; u < x.n; ++u) {
     const std::int32_t row = static_cast<std::int32_t>(u);
     scatter_dense(x, sp, &row, 1, sp.rows.get() + u * sp.F);
   }
 }
 
+// Rows [0, keep) of s are the matrix's still (their bytes are unchanged):
+// the rows after them, which a distributed SVM member rewrites each round
+// (guest rows behind its own), are prepared with the same column split.
+// Any split gives the same values; keeping it keeps the own rows' written-
+// out copy, which is most of the work.
+void extend(const CsrView& x, Prepared& s, std::int64_t keep) {
+  const std::int64_t nnz = x.row_ptr[x.n];
+  if (!s.rare_ptr.empty()) {
+    s.rare_ptr.resize(keep + 1);
+    s.rare_col.resize(s.rare_ptr[keep]);
+    s.rare_val.resize(s.rare_ptr[keep]);
+    add_rare(x, s, keep);
+  } else {
+    bool rare = false;
+    for (std::int64_t k = x.row_ptr[keep]; k < nnz && !rare; ++k) rare = s.dense_pos[x.col_idx[k]] < 0;
+    if (rare) {
+      s.rare_ptr.assign(keep + 1, 0);
+      add_rare(x, s, keep);
+    }
+  }
+  if (s.rows) {
+    if (x.n > s.rows_cap) {  // room for half as many again: guests come and go each round
+      const std::int64_t cap = x.n + x.n / 2;
+      std::unique_ptr<float[]> bigger(new float[static_cast<std::size_t>(cap * s.F)]);
+      std::copy(s.rows.get(), s.rows.get() + keep * s.F, bigger.get());
+      s.rows = std::move(bigger);
+      s.rows_cap = cap;
+    }
+    write_rows(x, s, keep);
+  }
+  s.n = x.n;
+  s.nnz = nnz;
+}
+
 // The matrix's Prepared: kept by the buffer that holds its values (the
-// host runtime's launches), so it lives and dies with the matrix and is
-// dropped when the values are rewritten. A bare view (tests) has nothing to
-// keep it by -- a cache keyed by address could serve another matrix's
-// values -- so it gets the column split and rare entries afresh.
+// host runtime's launches), so it lives and dies with the matrix; where
+// its values changed from some row on, that row and the rest are prepared
+// again. A bare view (tests) has nothing to keep it by -- a cache keyed by
+// address could serve another matrix's values -- so it gets the column
+// split and rare entries afresh.
 std::shared_ptr<const Prepared> prepared(const CsrView& x) {
   if (!x.owner) return split_columns(x);
-  if (auto d = x.owner->derived()) return std::static_pointer_cast<const Prepared>(d);
+  const std::int64_t nnz = x.row_ptr[x.n];
+  if (auto d = std::static_pointer_cast<const Prepared>(x.owner->derived())) {
+    const std::size_t unchanged = x.owner->unchanged() / sizeof(float);
+    if (unchanged >= static_cast<std::size_t>(nnz) && d->n == x.n && d->nnz == nnz) return d;
+    // The rows wholly before the first changed value, of those it covers.
+    const std::int64_t keep = std::min<std::int64_t>(
+        d->n, std::upper_bound(x.row_ptr, x.row_ptr + x.n + 1, static_cast<std::int64_t>(unchanged)) - x.row_ptr - 1);
+    if (keep > 0 && keep >= d->n / 2) {
+      auto s = std::const_pointer_cast<Prepared>(d);  // no launch reads it now: launches on a matrix are in turn
+      extend(x, *s, keep);
+      x.owner->keep_derived(s);
+      return s;
+    }
+  }
   std::shared_ptr<Prepared> s = split_columns(x);
   write_out_rows(x, *s);
   x.owner->keep_derived(s);

@@ -77,7 +77,7 @@ int coordinator_svm_train(const std::vector<std::string>& args) {
   o.device = a.device;
   o.json = a.json;
   o.input = a.train_file;
-  cluster::SvmJob job({a.train_file, a.model_file, a.params, a.device});
+  cluster::SvmJob job({a.train_file, a.model_file, a.params, a.device, o.pull});
   const int rc = cluster::run_coordinator(o, job);
   if (!a.json && !a.quiet) print_svm_train(a, job.training_set(), job.model(), job.report(), job.device_names());
   return rc;

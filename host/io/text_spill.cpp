@@ -144,37 +144,64 @@ Matrix spill_libsvm(const std::string& path) {
 
 Matrix spill_text(const std::string& path, bool csv) { return csv ? spill_csv(path) : spill_libsvm(path); }
 
-void read_text_rows(const std::string& path, bool csv, const TextMarks& marks, std::int64_t begin, std::int64_t count,
-                    std::int64_t cols, float* out) {
-  if (count <= 0) return;
+namespace {
+
+// The file opened at the mark before row `begin`: that mark's index.
+std::size_t open_at_mark(std::ifstream& in, const std::string& path, const TextMarks& marks, std::int64_t begin) {
   if (const std::int64_t now = file_bytes(path); now != marks.file_bytes)
     throw InputError(path + ": " + std::to_string(now) + " bytes, not the job's " + std::to_string(marks.file_bytes) +
                      " (changed since the job began)");
   const auto k = static_cast<std::size_t>(begin / kStride);
   if (begin < 0 || k >= marks.offset.size()) throw InputError(path + ": no row " + std::to_string(begin + 1));
-  auto in = open_binary(path);
+  in = open_binary(path);
   in.seekg(marks.offset[k]);
-  const std::int64_t skip = begin - static_cast<std::int64_t>(k) * kStride;
-  std::int64_t got = 0;
-  if (csv) {
-    float* next = out;
-    got = csv_rows(in, path, marks.line[k], marks.offset[k], skip, count, cols,
-                   [&](const std::vector<float>& row, std::int64_t, std::int64_t) {
-                     next = std::copy(row.begin(), row.end(), next);
-                   });
-  } else {
-    std::int64_t line = marks.line[k];
-    if (skip > 0) {
-      const LabeledCsr passed = read_libsvm_block(in, path, line, skip);
-      if (passed.x.rows == skip) line = passed.lines.back();
-    }
-    const LabeledCsr b = read_libsvm_block(in, path, line, count);
-    densify(b, cols, out, path);
-    got = b.x.rows;
-  }
+  return k;
+}
+
+void expect_rows(const std::string& path, std::int64_t begin, std::int64_t count, std::int64_t got) {
   if (got != count)
     throw InputError(path + ": fewer rows than the job's (" + std::to_string(begin + got) + ", not " +
                      std::to_string(begin + count) + ")");
 }
 
+// LIBSVM rows [begin, begin + count), from the mark before them.
+LabeledCsr libsvm_range(const std::string& path, const TextMarks& marks, std::int64_t begin, std::int64_t count) {
+  std::ifstream in;
+  const std::size_t k = open_at_mark(in, path, marks, begin);
+  const std::int64_t skip = begin - static_cast<std::int64_t>(k) * kStride;
+  std::int64_t line = marks.line[k];
+  if (skip > 0) {
+    const LabeledCsr passed = read_libsvm_block(in, path, line, skip);
+    if (passed.x.rows == skip) line = passed.lines.back();
+  }
+  LabeledCsr b = read_libsvm_block(in, path, line, count);
+  expect_rows(path, begin, count, b.x.rows);
+  return b;
+}
+
+}  // namespace
+
+void read_text_rows(const std::string& path, bool csv, const TextMarks& marks, std::int64_t begin, std::int64_t count,
+                    std::int64_t cols, float* out) {
+  if (count <= 0) return;
+  if (!csv) return densify(libsvm_range(path, marks, begin, count), cols, out, path);
+  std::ifstream in;
+  const std::size_t k = open_at_mark(in, path, marks, begin);
+  float* next = out;
+  const std::int64_t got = csv_rows(in, path, marks.line[k], marks.offset[k], begin - static_cast<std::int64_t>(k) * kStride,
+                                    count, cols, [&](const std::vector<float>& row, std::int64_t, std::int64_t) {
+                                      next = std::copy(row.begin(), row.end(), next);
+                                    });
+  expect_rows(path, begin, count, got);
+}
+
 }  // namespace accel::io
+
+namespace accel {
+
+LabeledCsr read_libsvm_range(const std::string& path, const TextMarks& marks, std::int64_t begin, std::int64_t count) {
+  if (count <= 0) return {};
+  return io::libsvm_range(path, marks, begin, count);
+}
+
+}  // namespace accel

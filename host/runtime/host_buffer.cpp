@@ -2,6 +2,7 @@
 
 #include "accel/work_queue.hpp"
 
+#include <algorithm>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -27,7 +28,7 @@ static void check_range(std::size_t bytes, std::size_t offset, std::size_t size)
 
 void HostBuffer::write(const void* src, std::size_t bytes, std::size_t offset) {
   check_range(bytes, offset, bytes_);
-  keep_derived(nullptr);
+  changed_from(offset);
   if (bytes) std::memcpy(static_cast<char*>(data_) + offset, src, bytes);
 }
 
@@ -36,9 +37,20 @@ std::shared_ptr<const void> HostBuffer::derived() const {
   return derived_;
 }
 
+std::size_t HostBuffer::unchanged() const {
+  std::lock_guard lock(derived_mu_);
+  return unchanged_;
+}
+
 void HostBuffer::keep_derived(std::shared_ptr<const void> d) {
   std::lock_guard lock(derived_mu_);
   derived_ = std::move(d);
+  unchanged_ = SIZE_MAX;
+}
+
+void HostBuffer::changed_from(std::size_t offset) {
+  std::lock_guard lock(derived_mu_);
+  unchanged_ = std::min(unchanged_, offset);
 }
 
 void HostBuffer::read(void* dst, std::size_t bytes, std::size_t offset) const {

@@ -198,6 +198,34 @@ def scenario_svm_equal(a, tmp):
             fail(f"unexpected membership or moves without failures: {s['members']} {s['rows_moved']}")
 
 
+def scenario_svm_pull(a, tmp):
+    # --pull: every member reads the training file, so each reads only the
+    # rows it owns; the working set's rows and the support vectors' for a
+    # reconstruction travel through the coordinator. Without failures the
+    # model is single-node's; then worker 2 is killed -9 and not restarted:
+    # a survivor reads its rows from the file and rebuilds their gradients
+    # from the support vectors' rows, fetched from their owners.
+    three = str(Path(tmp) / "three.train")
+    libsvm(three, 3000, 20, 3, 2)
+    params = PARAMS + ["-h", "1", "--shrink", "multi2"]
+    job = SvmJob(a, Path(tmp) / "equal", 3, three, params, extra=["--pull"])
+    job.finish()
+    check_model(job, single_node(a, tmp, three, params), "3 workers, --pull", failures=False)
+    if job.summary()["rows_moved"] != 0:
+        fail("rows moved without failures")
+    data = long_data(tmp)
+    params = PARAMS + ["--shrink", "multi2"]
+    ref = single_node(a, tmp, data, params)
+    job = SvmJob(a, Path(tmp) / "kill", 3, data, params, extra=["--pull"])
+    job.wait_round(200)
+    job.kill(2)
+    print(f"killed worker 2 at round {job.round()}")
+    job.finish()
+    if job.summary()["rows_moved"] < 1:
+        fail("worker 2's rows did not move")
+    check_model(job, ref, "3 workers, --pull, worker 2 killed")
+
+
 def scenario_svm_kill_restart(a, tmp):
     data = long_data(tmp)
     ref = single_node(a, tmp, data, PARAMS)

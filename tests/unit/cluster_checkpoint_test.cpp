@@ -222,6 +222,51 @@ TEST(CheckpointFingerprint, PastItsWholeSizeSamplesBlocks) {
 
 }  // namespace
 
+// Sharded SVM rounds carry rows: a decision's and a report's come back
+// exactly, and rows that are not CSR as the solver keeps it (columns out
+// of order or past the width, offsets that do not add up, a value that is
+// not finite) are refused.
+TEST(SvmWireRows, RoundTripAndRefusal) {
+  accel::svm_parallel::Op op;
+  op.kind = accel::svm_parallel::Op::Supply;
+  op.want = {4, 9};
+  op.rows.vars = {2, 7};
+  op.rows.x.add_row({{0, 1.5f}, {3, -2.0f}});
+  op.rows.x.add_row({{1, 0.25f}});
+  op.rows.x.cols = 5;
+  const auto d = svm_wire::decode_decision(svm_wire::encode_decision({false, {op}}), 10);
+  ASSERT_EQ(d.ops.size(), 1u);
+  EXPECT_EQ(d.ops[0].want, op.want);
+  EXPECT_EQ(d.ops[0].rows.vars, op.rows.vars);
+  EXPECT_EQ(d.ops[0].rows.x.row_ptr, op.rows.x.row_ptr);
+  EXPECT_EQ(d.ops[0].rows.x.col_idx, op.rows.x.col_idx);
+  EXPECT_EQ(d.ops[0].rows.x.values, op.rows.x.values);
+  accel::svm_parallel::Report r;
+  r.rows = op.rows;
+  r.need = {3};
+  const auto back = svm_wire::decode_report(svm_wire::encode_report(r), 10);
+  EXPECT_EQ(back.need, r.need);
+  EXPECT_EQ(back.rows.x.values, r.rows.x.values);
+  const auto refused = [](accel::svm_parallel::Op bad) {
+    return svm_wire::decode_decision(svm_wire::encode_decision({false, {bad}}), 10);
+  };
+  auto bad = op;
+  std::swap(bad.rows.x.col_idx[0], bad.rows.x.col_idx[1]);
+  EXPECT_THROW(refused(bad), accel::InputError) << "columns out of order";
+  bad = op;
+  bad.rows.x.cols = 2;
+  EXPECT_THROW(refused(bad), accel::InputError) << "a column past the width";
+  bad = op;
+  bad.rows.x.row_ptr[1] = 3;
+  EXPECT_THROW(refused(bad), accel::InputError) << "offsets that do not add up";
+  bad = op;
+  bad.rows.x.values[2] = std::nanf("");
+  EXPECT_THROW(refused(bad), accel::InputError) << "a value that is not finite";
+  bad = op;
+  bad.rows.vars[1] = 10;
+  EXPECT_THROW(refused(bad), accel::InputError) << "a variable past the problem";
+}
+
 // The distributed SVM's part of a checkpoint: every solved problem's
 // multipliers and statistics come back exactly; bytes that are not a
 // solution list are refused.

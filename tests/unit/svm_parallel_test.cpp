@@ -56,22 +56,57 @@ const std::vector<Device*>& cpu() {
   return devs;
 }
 
+// A member's storage when members hold only their own rows: it serves any
+// range, as a shared file does, and counts the rows it was asked for.
+class ShardRows final : public svm_parallel::RowSource {
+ public:
+  explicit ShardRows(const CsrMatrix& x) : x_(x) {}
+  std::int64_t rows() const override { return x_.rows; }
+  std::int64_t cols() const override { return x_.cols; }
+  void read(std::int64_t begin, std::int64_t end, CsrMatrix& out) override {
+    for (std::int64_t r = begin; r < end; ++r) out.add_row_from(x_, r);
+    read_ += end - begin;
+  }
+  std::int64_t rows_read() const { return read_; }
+
+ private:
+  const CsrMatrix& x_;
+  std::int64_t read_ = 0;
+};
+
 // Members 0..k-1 in this process, whose rounds never wait; `lose` (member
 // id, after how many rounds) drops one after it applied a decision and
 // before it reports, and hands its rows to member 0 as the engine's SVM job
-// does.
+// does. Sharded, each member reads only its own rows (ShardRows), and
+// rounds end with the rows members wait for supplied (settle), as the
+// engine's SVM job does.
 class LocalMembers final : public Members {
  public:
-  LocalMembers(const LabeledCsr& data, const SvmParams& params, int members, std::pair<int, int> lose = {-1, 0})
-      : lose_(lose) {
+  LocalMembers(const LabeledCsr& data, const SvmParams& params, int members, std::pair<int, int> lose = {-1, 0},
+               bool sharded = false)
+      : lose_(lose), sharded_(sharded) {
     const std::int64_t n = data.x.rows;
     for (int m = 0; m < members; ++m) {
-      members_[m] = std::make_unique<Member>(data, params, cpu(), m);
+      if (sharded) {
+        storage_[m] = std::make_unique<ShardRows>(data.x);
+        members_[m] = std::make_unique<Member>(*storage_[m], params, cpu(), m);
+      } else {
+        members_[m] = std::make_unique<Member>(data, params, cpu(), m);
+      }
       owners_.push_back({static_cast<std::uint32_t>(m), n * m / members, n * (m + 1) / members});
     }
   }
   std::vector<Range> owners() const override { return owners_; }
-  Task<std::map<std::uint32_t, Report>> round(Op op) override { co_return apply(op); }
+  bool sharded() const override { return sharded_; }
+  Task<std::map<std::uint32_t, Report>> round(Op op) override {
+    auto reports = apply(op);
+    if (sharded_)
+      reports = co_await svm_parallel::settle(std::move(reports), [this](Op next) -> Task<std::map<std::uint32_t, Report>> {
+        co_return apply(next);
+      });
+    co_return reports;
+  }
+  std::int64_t rows_read(int member) const { return storage_.at(member)->rows_read(); }
   std::map<std::uint32_t, Report> apply(const Op& op) {
     const std::vector<Op> ops{op};
     ++rounds_;
@@ -99,9 +134,11 @@ class LocalMembers final : public Members {
   int rounds() const { return rounds_; }
 
  private:
+  std::map<int, std::unique_ptr<ShardRows>> storage_;  // before the members, which read from it
   std::map<std::uint32_t, std::unique_ptr<Member>> members_;
   std::vector<Range> owners_;
   std::pair<int, int> lose_;
+  bool sharded_ = false;
   int rounds_ = 0, moves_ = 0;
 };
 
@@ -130,12 +167,14 @@ Trained train_single(const LabeledCsr& data, const SvmParams& p) {
 }
 
 Trained train_parallel(const LabeledCsr& data, SvmParams p, int members, std::pair<int, int> lose = {-1, 0},
-                       int* moves = nullptr) {
-  LocalMembers group(data, p, members, lose);
+                       int* moves = nullptr, bool sharded = false, std::vector<std::int64_t>* rows_read = nullptr) {
+  LocalMembers group(data, p, members, lose, sharded);
   svm_parallel::Trainer across(group);
   Trained t;
   t.model = svm_train(data, p, cpu(), &t.report, &across);
   if (moves) *moves = group.moves();
+  if (rows_read)
+    for (int m = 0; m < members; ++m) rows_read->push_back(group.rows_read(m));
   return t;
 }
 
@@ -300,6 +339,52 @@ TEST(SvmParallelMove, AssignWithGradientsMatchesRebuilding) {
   // moved gradients being taken, not rebuilt, is the bitwise check below.
   for (const auto& [k, g] : sent) EXPECT_NEAR(g, rebuilt.at(k), 1e-6 * (1 + std::abs(g))) << "variable " << k;
   for (std::int32_t k = 120; k < 200; ++k) EXPECT_EQ(sent.at(k), exact.at(k));
+}
+
+// Sharded: each member reads only its own rows; the working set's rows
+// and the support vectors' for a reconstruction travel with the ops. The
+// model is single-node's for every type (epsilon-SVR: two variables a
+// row), with shrinking and reconstruction, and when a member is lost and
+// its rows are read again by their new owner.
+class SvmSharded : public ::testing::TestWithParam<int> {};
+
+TEST_P(SvmSharded, EveryTypeEqualsSingleNodeAndEachMemberReadsItsOwnRows) {
+  const int members = GetParam();
+  const LabeledCsr cls = make_data(600, 7), reg = make_data(600, 8, true);
+  for (const SvmType t : {SvmType::CSvc, SvmType::NuSvc, SvmType::OneClass, SvmType::EpsilonSvr, SvmType::NuSvr}) {
+    const LabeledCsr& data = (t == SvmType::EpsilonSvr || t == SvmType::NuSvr) ? reg : cls;
+    std::vector<std::int64_t> read;
+    expect_same_model(train_parallel(data, base(t, "multi2"), members, {-1, 0}, nullptr, true, &read),
+                      train_single(data, base(t, "multi2")));
+    for (int m = 0; m < members; ++m)
+      EXPECT_EQ(read[m], data.x.rows * (m + 1) / members - data.x.rows * m / members)
+          << "member " << m << " reads its own rows once, and no other";
+  }
+}
+
+TEST_P(SvmSharded, ShrinkingAndReconstructionStreamTheSupportVectors) {
+  const LabeledCsr data = make_data(900, 6);
+  const SvmParams p = base(SvmType::CSvc, "multi2");
+  const Trained m = train_parallel(data, p, GetParam(), {-1, 0}, nullptr, true);
+  expect_same_model(m, train_single(data, p));
+  int reconstructions = 0;
+  for (const auto& b : m.report.problems) reconstructions += b.reconstructions;
+  EXPECT_GT(reconstructions, 0) << "the test should exercise Algorithm 6";
+}
+
+INSTANTIATE_TEST_SUITE_P(Members, SvmSharded, ::testing::Values(1, 2, 3));
+
+TEST(SvmShardedLoss, ALostMembersRowsAreReadAgainByTheirNewOwner) {
+  const LabeledCsr data = make_data(900, 9);
+  const SvmParams p = base(SvmType::CSvc, "multi2");
+  for (const int when : {7, -1}) {  // mid-solve; while every gradient is collected
+    int moves = 0;
+    std::vector<std::int64_t> read;
+    const Trained m = train_parallel(data, p, 3, {2, when}, &moves, true, &read);
+    EXPECT_EQ(moves, 1);
+    expect_same_model(m, train_single(data, p));
+    EXPECT_EQ(read[0], 600) << "member 0 reads its rows and member 2's";
+  }
 }
 
 TEST(SvmParallelMember, RefusesDecisionsOutsideTheSet) {

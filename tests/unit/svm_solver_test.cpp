@@ -334,6 +334,66 @@ TEST(KernelRows, RequestsOfSeveralLaunchesOnEveryDevice) {
   }
 }
 
+// A distributed SVM member's matrix: its own rows, then guest rows that
+// change round by round behind them (rows_changed, remap). Every row asked
+// for must be the reference's on every device: the cpu keeps what it
+// derived from the own rows (their dense copy) and extends it to the
+// guests, and devices that copy get the changed tail. Guests more than
+// the room reserved move the matrix, which is wrapped or copied again.
+TEST(KernelRows, GuestRowsChangingBehindTheOwnRows) {
+  static const Registry reg = Registry::discover_all();
+  const Problem p = make_problem(700, 4);
+  const SvmParams prm = params("none", WorkingSet::FirstOrder, 0);
+  for (const std::string spec : {"cpu", "fpga-emu", "opencl"}) {
+    std::vector<Device*> devs;
+    try {
+      devs = reg.select(spec, KernelId::CsrKernelRows);
+    } catch (const InputError&) {
+      continue;  // no OpenCL platform, or the backend not built: the others still run
+    }
+    if (devs.empty()) continue;
+    SCOPED_TRACE(spec);
+    // Own: rows [200, 500); variable v is row v.
+    CsrMatrix sub;
+    for (std::int32_t r = 200; r < 500; ++r) sub.add_row_from(p.x, r);
+    sub.cols = p.x.cols;
+    sub.row_ptr.reserve(sub.rows + 41);
+    sub.col_idx.reserve(sub.nnz() + 40 * 8);
+    sub.values.reserve(sub.nnz() + 40 * 8);
+    std::vector<std::int32_t> row_of(700, -1);
+    for (std::int32_t r = 200; r < 500; ++r) row_of[r] = r - 200;
+    KernelRows kr(sub, prm, devs, row_of);
+    std::vector<std::int32_t> own;
+    for (std::int32_t r = 200; r < 500; r += 2) own.push_back(r);
+    kr.set_active(own);
+    std::vector<std::int32_t> guests;
+    for (int round = 0; round < 4; ++round) {
+      for (const std::int32_t g : guests) kr.remap(g, -1);
+      guests.clear();
+      // 20, 30, 40, then 60 guests (past the room reserved).
+      for (std::int32_t g = 0; static_cast<int>(guests.size()) < (round < 3 ? 20 + 10 * round : 60); ++g)
+        guests.push_back((g * 7 + round * 13) % 200 + (g % 2 ? 500 : 0));
+      std::sort(guests.begin(), guests.end());
+      guests.erase(std::unique(guests.begin(), guests.end()), guests.end());
+      sub.rows = 300;
+      sub.row_ptr.resize(301);
+      sub.col_idx.resize(sub.row_ptr[300]);
+      sub.values.resize(sub.row_ptr[300]);
+      for (const std::int32_t g : guests) sub.add_row_from(p.x, g);
+      kr.rows_changed(300);
+      for (std::size_t i = 0; i < guests.size(); ++i) kr.remap(guests[i], 300 + static_cast<std::int32_t>(i));
+      std::vector<std::int32_t> queries = guests;
+      queries.insert(queries.end(), {201, 333});
+      std::vector<float> got(queries.size() * own.size());
+      kr.compute(queries, own, got.data());
+      const auto want = ref::csr_kernel_rows(p.x, queries, own, prm.kernel, prm.gamma, prm.coef0, prm.degree);
+      for (std::size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], 1e-5) << "round " << round << " value " << k;
+      for (std::size_t i = 0; i < guests.size(); ++i)
+        EXPECT_NEAR(kr.diag(guests[i]), 1.0, 1e-12);  // RBF: K(x, x) = 1, from the guest's row
+    }
+  }
+}
+
 TEST(SvmShrink, NamesAndPeriods) {
   EXPECT_EQ(shrink_heuristic_names().size(), 13u);  // Narasimhan et al. 2014 Table 3 rows 1-13
   EXPECT_EQ(parse_shrink("multi5pc").period(10000), 500);

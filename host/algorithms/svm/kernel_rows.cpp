@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 #include "accel/error.hpp"
@@ -55,10 +56,13 @@ struct Uninit : std::allocator<T> {
 };
 using RowValues = std::vector<float, Uninit<float>>;
 
+// A vector on a device: wrapped where the device shares host memory (its
+// capacity, so that rows appended within it need no new wrap), copied
+// otherwise.
 template <class T>
 std::unique_ptr<Buffer> to_device(Device& dev, const std::vector<T>& v) {
+  if (auto b = dev.wrap_host(const_cast<T*>(v.data()), std::max<std::size_t>(1, v.capacity() * sizeof(T)))) return b;
   const std::size_t bytes = std::max<std::size_t>(1, v.size() * sizeof(T));
-  if (auto b = dev.wrap_host(const_cast<T*>(v.data()), bytes)) return b;
   auto b = dev.allocate(bytes);
   b->write(v.data(), v.size() * sizeof(T));
   return b;
@@ -98,6 +102,8 @@ struct KernelRows::Impl {
     Device* dev;
     bool host = false;  // shares host memory: wrap_host instead of copies
     std::unique_ptr<Buffer> row_ptr, col_idx, values, norms;
+    const void* wrapped[4] = {};  // host: the memory wrapped, and its capacity
+    std::size_t wrapped_cap[4] = {};
     Slot slots[2];
     double rate = 0;  // target rows x queries per second, smoothed
   };
@@ -151,16 +157,14 @@ struct KernelRows::Impl {
   Impl(const CsrMatrix& m, const SvmParams& params, const std::vector<Device*>& devices, std::vector<std::int32_t> rows)
       : x(m), p(params), row_of(std::move(rows)), norms(m.sq_norms()) {
     if (devices.empty()) throw InputError("svm: no device to compute kernel rows on");
+    norms.reserve(x.row_ptr.capacity());  // as much room as the rows (rows_changed)
     for (Device* d : devices) {
       if (!d->supports(KernelId::CsrKernelRows))
         throw InputError("svm: device " + d->info().name + " does not run csr_kernel_rows");
       Dev s;
       s.dev = d;
       s.host = d->wrap_host(norms.data(), 8) != nullptr;
-      s.row_ptr = to_device(*d, x.row_ptr);
-      s.col_idx = to_device(*d, x.col_idx);
-      s.values = to_device(*d, x.values);
-      s.norms = to_device(*d, norms);
+      upload(s);
       devs.push_back(std::move(s));
     }
     budget = static_cast<std::int64_t>(std::max(0.0, p.cache_mb) * 1048576.0);
@@ -169,6 +173,73 @@ struct KernelRows::Impl {
     auto all = std::make_shared<std::vector<std::int32_t>>(vars);
     std::iota(all->begin(), all->end(), 0);
     active = std::move(all);
+  }
+
+  // The matrix and its norms on device s: wrapped where it shares host
+  // memory, copied otherwise.
+  void upload(Dev& s) {
+    s.row_ptr = to_device(*s.dev, x.row_ptr);
+    s.col_idx = to_device(*s.dev, x.col_idx);
+    s.values = to_device(*s.dev, x.values);
+    s.norms = to_device(*s.dev, norms);
+    for (int b = 0; b < 4; ++b) std::tie(s.wrapped[b], s.wrapped_cap[b]) = memory(b);
+  }
+
+  // Buffer b's host memory (row_ptr, col_idx, values, norms): where, and
+  // how much is there.
+  std::pair<const void*, std::size_t> memory(int b) const {
+    switch (b) {
+      case 0: return {x.row_ptr.data(), x.row_ptr.capacity()};
+      case 1: return {x.col_idx.data(), x.col_idx.capacity()};
+      case 2: return {x.values.data(), x.values.capacity()};
+      default: return {norms.data(), norms.capacity()};
+    }
+  }
+
+  // Rows from `first` on changed: their norms, and the devices' copies (a
+  // device that copies gets only the changed tail while its buffers are
+  // large enough; wrapped host memory may have moved, so it is wrapped
+  // again).
+  void rows_changed(std::int64_t first) {
+    if (norms.capacity() < x.row_ptr.capacity()) norms.reserve(x.row_ptr.capacity());
+    norms.resize(x.rows);
+    for (std::int64_t i = first; i < x.rows; ++i) {
+      double sum = 0;  // CsrMatrix::sq_norms' arithmetic
+      for (std::int64_t k = x.row_ptr[i]; k < x.row_ptr[i + 1]; ++k) sum += double(x.values[k]) * double(x.values[k]);
+      norms[i] = sum;
+    }
+    const std::size_t at = static_cast<std::size_t>(x.row_ptr[first]);
+    for (Dev& s : devs) {
+      if (s.host) {
+        // The same memory (the vectors grew within their capacity): the
+        // wraps stay, told where their contents changed, so the device
+        // keeps what it derived from the rows before (the cpu's copy of
+        // the own rows' dense columns).
+        bool same = true;
+        for (int b = 0; b < 4; ++b) same = same && memory(b) == std::make_pair(s.wrapped[b], s.wrapped_cap[b]);
+        if (!same) {
+          upload(s);
+          continue;
+        }
+        s.row_ptr->changed_from((first + 1) * 8);
+        s.col_idx->changed_from(at * 4);
+        s.values->changed_from(at * 4);
+        s.norms->changed_from(first * 8);
+        continue;
+      }
+      const auto fits = [](const std::unique_ptr<Buffer>& b, std::size_t bytes) { return b && b->size() >= bytes; };
+      if (!fits(s.row_ptr, x.row_ptr.size() * 8) || !fits(s.col_idx, x.col_idx.size() * 4) ||
+          !fits(s.values, x.values.size() * 4) || !fits(s.norms, norms.size() * 8)) {
+        upload(s);
+        continue;
+      }
+      s.row_ptr->write(x.row_ptr.data() + first, (x.row_ptr.size() - first) * 8, first * 8);
+      if (x.col_idx.size() > at) {
+        s.col_idx->write(x.col_idx.data() + at, (x.col_idx.size() - at) * 4, at * 4);
+        s.values->write(x.values.data() + at, (x.values.size() - at) * 4, at * 4);
+      }
+      if (x.rows > first) s.norms->write(norms.data() + first, (x.rows - first) * 8, first * 8);
+    }
   }
 
   // Splits [0, m) among the devices by measured rate (equal until measured).
@@ -502,9 +573,24 @@ KernelRows::KernelRows(const CsrMatrix& x, const SvmParams& params, const std::v
   const auto& map = impl_->row_of;
   diag_.resize(map.empty() ? x.rows : map.size());
   for (std::size_t i = 0; i < diag_.size(); ++i) {
+    if (!map.empty() && map[i] < 0) continue;  // a variable whose row this process does not hold
     const double nr = impl_->norms[map.empty() ? i : map[i]];
     diag_[i] = kernel_of_dot(params, nr, nr, nr);
   }
+}
+
+void KernelRows::rows_changed(std::int64_t first) {
+  if (first < 0 || first > impl_->x.rows) throw std::logic_error("svm: rows changed from outside the matrix");
+  impl_->rows_changed(first);
+}
+
+void KernelRows::remap(std::int32_t v, std::int32_t row) {
+  Impl& s = *impl_;
+  if (s.row_of.empty() || v < 0 || static_cast<std::size_t>(v) >= s.row_of.size() || row >= s.x.rows)
+    throw std::logic_error("svm: a variable remapped outside the kernel's matrix");
+  s.row_of[v] = row;
+  const double nr = row < 0 ? 0.0 : s.norms[row];
+  diag_[v] = row < 0 ? 0.0 : kernel_of_dot(s.p, nr, nr, nr);
 }
 
 KernelRows::~KernelRows() = default;

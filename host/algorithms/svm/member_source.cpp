@@ -3,6 +3,7 @@
 // members as its source: the O(n) work (gradients, candidates, shrinking,
 // reconstruction) is done by the members on their own rows, and each of
 // the source's operations is a round of decisions and reports.
+#include <algorithm>
 #include <unordered_map>
 
 #include "accel/error.hpp"
@@ -129,13 +130,16 @@ class MemberSource final : public BatchSource {
   }
 
   // Column by column from the members that own the set's variables (asked
-  // again if a member was lost on the way).
+  // again if a member was lost on the way). Sharded, the set's rows go
+  // with the op: those of the last set are here, the new ones are fetched
+  // from their owners first.
   Task<void> block(const std::vector<std::int32_t>& ws, std::vector<float>& Kws) override {
     const std::size_t w = ws.size();
     Kws.assign(w * w, 0.0f);
     Op op;
     op.kind = Op::Rows;
     op.ws = ws;
+    if (members_.sharded()) op.rows = co_await set_rows(ws);
     std::unordered_map<std::int32_t, std::size_t> col;
     for (std::size_t b = 0; b < w; ++b) col[ws[b]] = b;
     for (int attempt = 0; attempt < 8; ++attempt) {
@@ -153,6 +157,44 @@ class MemberSource final : public BatchSource {
     op.alpha = alpha;
     for (std::size_t a = 0; a < ws.size(); ++a) s_->alpha[ws[a]] = alpha[a];
     reports_ = co_await members_.round(op);
+  }
+
+  // The working set's rows: those of the last set, those the owners sent
+  // with their reports (the candidates likeliest to be taken), and the
+  // others wanted from their owners (asked again if an owner was lost).
+  Task<RowBlock> set_rows(const std::vector<std::int32_t>& ws) {
+    std::unordered_map<std::int32_t, std::int64_t> at;
+    for (std::size_t i = 0; i < last_rows_.vars.size(); ++i) at[last_rows_.vars[i]] = static_cast<std::int64_t>(i);
+    RowBlock fetched;
+    const auto take = [&](const Reports& reports) {
+      for (const auto& [id, r] : reports)
+        for (std::size_t i = 0; i < r.rows.vars.size(); ++i)
+          if (!at.count(r.rows.vars[i])) {
+            at[r.rows.vars[i]] = -1 - fetched.x.rows;  // negative: in `fetched`
+            fetched.vars.push_back(r.rows.vars[i]);
+            fetched.x.add_row_from(r.rows.x, static_cast<std::int64_t>(i));
+          }
+    };
+    take(reports_);
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      Op fetch;
+      fetch.kind = Op::Supply;
+      for (const std::int32_t v : ws)
+        if (!at.count(v)) fetch.want.push_back(v);
+      if (fetch.want.empty()) break;
+      take(co_await members_.round(fetch));
+    }
+    RowBlock out;
+    for (const std::int32_t v : ws) {
+      const auto it = at.find(v);
+      if (it == at.end()) throw std::runtime_error("svm: no member sent the row of variable " + std::to_string(v));
+      out.vars.push_back(v);
+      if (it->second >= 0) out.x.add_row_from(last_rows_.x, it->second);
+      else out.x.add_row_from(fetched.x, -1 - it->second);
+    }
+    out.x.cols = std::max(last_rows_.x.cols, fetched.x.cols);
+    last_rows_ = out;
+    co_return out;
   }
 
   // Every member's exact gradients.
@@ -199,9 +241,50 @@ class MemberSource final : public BatchSource {
   std::unordered_map<std::int32_t, double> v_of_;
   std::unordered_map<std::int32_t, char> kept_;
   std::unordered_map<std::int32_t, double> diag_;  // of the last block's variables
+  RowBlock last_rows_;  // sharded: the last working set's rows
 };
 
+// The variables any member waits for, ascending.
+std::vector<std::int32_t> needed(const Reports& reports) {
+  std::vector<std::int32_t> out;
+  for (const auto& [id, r] : reports) out.insert(out.end(), r.need.begin(), r.need.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace
+
+// Each round sends the rows fetched by the last and wants the next chunk:
+// one round a chunk. Rows an owner lost on the way did not send are
+// wanted again from their new owner.
+Task<Reports> settle(Reports reports, std::function<Task<Reports>(Op)> round) {
+  RowBlock carry;
+  int idle = 0;
+  for (;;) {
+    std::vector<std::int32_t> need = needed(reports);
+    std::vector<std::int32_t> sent = carry.vars;
+    std::sort(sent.begin(), sent.end());
+    std::vector<std::int32_t> rest;
+    std::set_difference(need.begin(), need.end(), sent.begin(), sent.end(), std::back_inserter(rest));
+    if (carry.empty() && need.empty()) co_return reports;
+    if (carry.empty() && ++idle > 8) throw std::runtime_error("svm: the rows members wait for did not come");
+    if (!carry.empty()) idle = 0;
+    Op op;
+    op.kind = Op::Supply;
+    op.rows = std::move(carry);
+    op.want.assign(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(std::min(rest.size(), kSupplyRows)));
+    const std::vector<std::int32_t> want = op.want;
+    reports = co_await round(std::move(op));
+    carry = RowBlock{};
+    for (const auto& [id, r] : reports)
+      for (std::size_t i = 0; i < r.rows.vars.size(); ++i)
+        if (std::binary_search(want.begin(), want.end(), r.rows.vars[i])) {
+          carry.vars.push_back(r.rows.vars[i]);
+          carry.x.add_row_from(r.rows.x, static_cast<std::int64_t>(i));
+        }
+  }
+}
 
 // kr: unused, the members compute every kernel value (the coordinator may
 // hold no rows).

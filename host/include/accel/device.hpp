@@ -89,6 +89,10 @@ class Buffer {
   // of one round trip a piece. The default reads piece by piece.
   virtual void read_strided(void* dst, std::size_t width, std::size_t offset, std::size_t pitch,
                             std::size_t rows) const;
+  // The bytes from `offset` on changed in place: wrapped host memory that
+  // its owner rewrote (wrap_host) between launches. What a driver derived
+  // from the bytes before them stays valid; the rest is derived again.
+  virtual void changed_from(std::size_t offset) { (void)offset; }
 };
 
 class Device {

@@ -2,6 +2,7 @@
 // the backing store of emulated devices (which hide it behind write/read).
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -32,15 +33,20 @@ class HostBuffer final : public Buffer {
   void* data() { return data_; }
 
   // What a driver derives from the contents once and keeps while the buffer
-  // lives (the cpu's dense copy of a CSR matrix's frequent columns); write()
-  // drops it. Borrowed memory is not watched: like any buffer in use by a
-  // launch, it must not change while launches read it.
+  // lives (the cpu's dense copy of a CSR matrix's frequent columns), and
+  // how many bytes from the start have not changed since it was kept:
+  // write() and changed_from() lower that, and a driver derives again what
+  // depends on the rest. Borrowed memory is not watched otherwise: like any
+  // buffer in use by a launch, it must not change while launches read it.
   std::shared_ptr<const void> derived() const;
+  std::size_t unchanged() const;
   void keep_derived(std::shared_ptr<const void> d);
+  void changed_from(std::size_t offset) override;
 
  private:
   mutable std::mutex derived_mu_;
   std::shared_ptr<const void> derived_;
+  std::size_t unchanged_ = SIZE_MAX;
   struct Free { void operator()(void* p) const { std::free(p); } };
   std::unique_ptr<void, Free> owned_;
   void* data_ = nullptr;

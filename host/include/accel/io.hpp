@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "accel/csr.hpp"
+
 namespace accel {
 
 // Where a text input's data rows start, so that a reader of some of them
@@ -95,6 +97,11 @@ void read_npy_rows(const std::string& path, std::int64_t rows, std::int64_t cols
 // file's row.
 void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
                       std::int64_t count, float* out, const TextMarks* marks = nullptr);
+
+// Rows [begin, begin + count) of a LIBSVM text file whose marks are
+// `marks`, as CSR, read from the mark before them alone; InputError when
+// the file's size is not the marks' or it ends before them.
+LabeledCsr read_libsvm_range(const std::string& path, const TextMarks& marks, std::int64_t begin, std::int64_t count);
 
 // A 1-D float32 .npy (or a 2-D one, flattened), e.g. a gradient tensor.
 std::vector<float> read_npy_vector(const std::string& path);

@@ -208,6 +208,16 @@ class KernelRows {
   // K(x_i, x_i)
   double diag(std::int64_t i) const { return diag_[i]; }
 
+  // A member of a distributed solve holds its own rows and, behind them,
+  // guest rows of other members' variables that it was sent (the working
+  // set's, the support vectors' for a reconstruction), which change round
+  // by round. x's rows from `first` on changed (rows may have been added
+  // or dropped at its end): their norms and the devices' copies follow.
+  // Cached rows stay: they are kept by variable, whatever row holds it.
+  void rows_changed(std::int64_t first);
+  // Variable v's row of x is now `row` (-1: none; it is not asked for).
+  void remap(std::int32_t v, std::int32_t row);
+
   std::int64_t hits() const { return hits_; }
   std::int64_t misses() const { return misses_; }
   std::int64_t prefetched() const { return prefetched_; }        // rows computed ahead

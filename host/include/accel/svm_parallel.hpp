@@ -16,16 +16,28 @@
 // coordinator computes no kernel values and the block is the very values
 // the gradients are updated with, as in single-node solve_batch.
 //
-// Beyond [Narasimhan14], which broadcasts the two working samples' rows every
-// iteration: members hold the whole set (one bulk copy at the start), so a
-// round carries q indices and q multipliers instead of q rows, and moving
-// rows to another member (a lost or returning member, a rebalance) costs a
-// reconstruction and no data. The coordinator needs no rows at all: the
-// block's diagonal comes with its columns (Report::block_diag).
+// Where the rows live, two ways (RowSource):
+//  - every member holds the whole set (pushed: one bulk copy at the start),
+//    so a round carries q indices and q multipliers instead of q rows, and
+//    moving rows to another member (a lost or returning member, a
+//    rebalance) costs a reconstruction and no data;
+//  - sharded (shared storage): each member reads only the rows it owns,
+//    and the rows of other members' variables travel as [Narasimhan14]
+//    has them travel. The working set's rows are fetched from their owners
+//    (Op::want, Report::rows) and sent with the Rows op; a reconstruction
+//    (Alg. 6) or a gradient rebuilt from the multipliers streams the
+//    support vectors' rows the same way, a chunk a round (Op::Supply),
+//    until no member waits for one (Report::need). A member holds its own
+//    rows and these guests, never the set; lost rows are read from storage
+//    by their new owner.
+// Either way the coordinator needs no rows at all: the block's diagonal
+// comes with its columns (Report::block_diag), and rows it forwards are a
+// round's, not kept.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,6 +55,42 @@ struct Range {
   bool operator==(const Range&) const = default;
 };
 
+// Rows of the training set for variables of the problem (guests on the
+// member that gets them): vars[i]'s row is x's row i.
+struct RowBlock {
+  std::vector<std::int32_t> vars;
+  CsrMatrix x;
+  bool empty() const { return vars.empty(); }
+};
+
+// Where a member's rows come from.
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  virtual std::int64_t rows() const = 0;  // of the whole set
+  virtual std::int64_t cols() const = 0;
+  // Every row in memory (pushed): the member computes over the whole set
+  // and never waits for rows. Otherwise it reads the ranges it owns.
+  virtual const CsrMatrix* all() const { return nullptr; }
+  // Rows [begin, end) appended to out (sharded: read from storage).
+  virtual void read(std::int64_t begin, std::int64_t end, CsrMatrix& out) = 0;
+};
+
+// The whole set in memory.
+class HeldRows final : public RowSource {
+ public:
+  explicit HeldRows(const CsrMatrix& x) : x_(x) {}
+  std::int64_t rows() const override { return x_.rows; }
+  std::int64_t cols() const override { return x_.cols; }
+  const CsrMatrix* all() const override { return &x_; }
+  void read(std::int64_t begin, std::int64_t end, CsrMatrix& out) override {
+    for (std::int64_t r = begin; r < end; ++r) out.add_row_from(x_, r);
+  }
+
+ private:
+  const CsrMatrix& x_;
+};
+
 // One step of the coordinator's decision; a decision is a list of them,
 // applied in order.
 struct Op {
@@ -53,7 +101,8 @@ struct Op {
     Reconstruct = 4,  // Alg. 6 for every shrunk own variable; all active again
     Assign = 5,       // new owners (a member lost, back, or rebalanced)
     Report = 6,       // the next report carries the gradient of every own variable
-    Rows = 7,         // compute the kernel rows of ws; report the q x q block's own columns
+    Rows = 7,         // compute the kernel rows of ws (rows: theirs, sharded); report the block's own columns
+    Supply = 8,       // sharded: rows a member waits for (Report::need); want: rows to report
   };
   Kind kind = Step;
   DualProblem problem;               // Start
@@ -66,6 +115,11 @@ struct Op {
   // coordinator has them (a re-split: their old owners reported them), so
   // that the new owner need not rebuild them from the multipliers.
   std::vector<std::pair<std::int32_t, double>> gradients;
+  // Sharded: rows of other members' variables (Rows: the working set's;
+  // Supply: what members wait for), and variables whose rows their owners
+  // attach to the next report (Supply).
+  RowBlock rows;
+  std::vector<std::int32_t> want;
 };
 
 // Extremes of -gamma over a member's active variables, per sign of y.
@@ -88,11 +142,20 @@ struct Report {
   std::vector<float> block;  // block_vars.size() columns of q values
   std::vector<double> block_diag;  // K(x_k, x_k) of each block variable: the subproblem's diagonal
   double seconds = 0;        // after a Rows op: the time its kernel rows took (the member's measured speed)
+  // Sharded: the own rows of the variables the last op wanted, and the
+  // other members' variables whose rows this member waits for (a
+  // reconstruction or a rebuild in progress: the solver goes on once none
+  // does).
+  RowBlock rows;
+  std::vector<std::int32_t> need;
 };
 
-// One member's share: the training set, this member's devices.
+// One member's share: its rows (the source outlives it), this member's
+// devices.
 class Member {
  public:
+  Member(RowSource& rows, SvmParams params, std::vector<Device*> devices, std::uint32_t id);
+  // Over the whole set in memory (HeldRows).
   Member(const LabeledCsr& data, SvmParams params, std::vector<Device*> devices, std::uint32_t id);
   ~Member();
   Member(const Member&) = delete;
@@ -118,7 +181,22 @@ class Members {
   virtual Task<std::map<std::uint32_t, Report>> round(Op op) = 0;
   // The current owners, for a Start.
   virtual std::vector<Range> owners() const = 0;
+  // Whether members hold only their own rows (RowSource::all() is null):
+  // then the working set's rows travel with the Rows op.
+  virtual bool sharded() const { return false; }
 };
+
+// Rows a Supply sends at most: a few MB of a dense set's rows, so that
+// neither the coordinator nor a member holds more than a chunk of them.
+constexpr std::size_t kSupplyRows = 1024;
+
+// Rounds of Supply until no member waits for rows: the variables members
+// need, a chunk at a time, fetched from their owners (want) and sent to
+// every member (rows). `round` sends one op and returns the reports of the
+// state after it, following membership as Members::round does. Returns
+// the last reports (those of `reports` when nobody waited).
+Task<std::map<std::uint32_t, Report>> settle(std::map<std::uint32_t, Report> reports,
+                                             std::function<Task<std::map<std::uint32_t, Report>>(Op)> round);
 
 // svm_train's dual problems solved across the members: the observer the
 // cluster's SVM job trains with (svm_train_steps). It keeps every

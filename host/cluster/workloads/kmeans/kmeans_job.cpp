@@ -9,6 +9,7 @@
 #include "accel/error.hpp"
 #include "accel/kmeans.hpp"
 #include "labels_file.hpp"
+#include "marks_wire.hpp"
 #include "session.hpp"
 
 namespace accel::cluster {
@@ -41,9 +42,7 @@ Bytes encode_params(const Params& p) {
   o.array(p.centroids);
   o.put(p.max_iter);
   o.text(p.labels);
-  o.put(p.marks.file_bytes);
-  o.array(p.marks.offset);
-  o.array(p.marks.line);
+  put_marks(o, p.marks);
   return std::move(o.b);
 }
 
@@ -60,14 +59,7 @@ Params decode_params(std::span<const std::byte> in) {
   p.max_iter = i.get<std::int64_t>();
   p.labels = i.text(4096);
   if (p.max_iter < 0) throw InputError("k-means task with an impossible iteration limit");
-  p.marks.file_bytes = i.get<std::int64_t>();
-  constexpr std::uint64_t kMaxMarks = (std::uint64_t{1} << 40) / TextMarks::kStride;
-  p.marks.offset = i.array<std::int64_t>(kMaxMarks);
-  p.marks.line = i.exactly<std::int64_t>(p.marks.offset.size(), "text marks");
-  for (std::size_t m = 0; m < p.marks.offset.size(); ++m)
-    if (p.marks.offset[m] < 0 || p.marks.offset[m] > p.marks.file_bytes || p.marks.line[m] < 0 ||
-        (m > 0 && (p.marks.offset[m] <= p.marks.offset[m - 1] || p.marks.line[m] <= p.marks.line[m - 1])))
-      throw InputError("k-means task with impossible text marks");
+  p.marks = get_marks(i, "k-means task");
   i.end();
   return p;
 }

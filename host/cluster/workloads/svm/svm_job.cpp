@@ -1,6 +1,7 @@
 #include "svm_job.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -26,22 +27,45 @@ std::vector<Device*> svm_devices(const Local& local) {
   return local.registry.select(local.devices, KernelId::CsrKernelRows);
 }
 
-// A member's share: the parallel solver's Member over the training set,
-// and the shared state a returning member needs (the problem, owners
-// current, and every multiplier), kept from the decisions it applies.
+// A member's own rows read from the shared training file (sharded,
+// --pull): the lines of each range alone, from the mark before it.
+class FileRows final : public svm_parallel::RowSource {
+ public:
+  FileRows(std::string path, TextMarks marks, std::int64_t rows, std::int64_t cols)
+      : path_(std::move(path)), marks_(std::move(marks)), rows_(rows), cols_(cols) {}
+  std::int64_t rows() const override { return rows_; }
+  std::int64_t cols() const override { return cols_; }
+  void read(std::int64_t begin, std::int64_t end, CsrMatrix& out) override {
+    if (begin < 0 || end > rows_) throw InputError(path_ + ": no rows [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+    const LabeledCsr got = read_libsvm_range(path_, marks_, begin, end - begin);
+    if (got.x.cols > cols_) throw InputError(path_ + ": wider than the job's training set (changed since the job began)");
+    for (std::int64_t r = 0; r < got.x.rows; ++r) out.add_row_from(got.x, r);
+  }
+
+ private:
+  std::string path_;
+  TextMarks marks_;
+  std::int64_t rows_, cols_;
+};
+
+// A member's share: the parallel solver's Member over its rows (the whole
+// set pushed to it, or its own ranges read from the shared file), and the
+// shared state a returning member needs (the problem, owners current, and
+// every multiplier), kept from the decisions it applies.
 //
 // The coordinator's partition starts over the set without rows (it owns
 // none); given rows (every worker lost), it takes every row from
 // `every_row` and restarts the problem in progress from the multipliers,
-// as a returning member does.
+// as a returning member does. Sharded, it reads the ranges it is given
+// as any member does.
 class SvmPartition final : public StarPartition {
  public:
   using EveryRow = std::function<const LabeledCsr&()>;
-  SvmPartition(std::unique_ptr<LabeledCsr> owned, const LabeledCsr& set, const SvmParams& params,
-               std::vector<Device*> devices, std::uint32_t id, EveryRow every_row = {})
-      : owned_(std::move(owned)), set_(&set), params_(params), devices_(std::move(devices)), id_(id),
-        max_vars_(2 * std::max<std::int64_t>(1, set.x.rows)), every_row_(std::move(every_row)),
-        member_(std::make_unique<svm_parallel::Member>(set, params, devices_, id)) {}
+  SvmPartition(std::unique_ptr<LabeledCsr> owned, std::unique_ptr<svm_parallel::RowSource> rows,
+               const SvmParams& params, std::vector<Device*> devices, std::uint32_t id, EveryRow every_row = {})
+      : owned_(std::move(owned)), rows_(std::move(rows)), params_(params), devices_(std::move(devices)), id_(id),
+        max_vars_(2 * std::max<std::int64_t>(1, rows_->rows())), every_row_(std::move(every_row)),
+        member_(std::make_unique<svm_parallel::Member>(*rows_, params, devices_, id)) {}
 
   Bytes contribute(std::int64_t) override { return svm_wire::encode_report(member_->report()); }
   Bytes idle() const override { return svm_wire::encode_report(Report{}); }
@@ -88,9 +112,10 @@ class SvmPartition final : public StarPartition {
   // progress started again from its multipliers (a Start about to be
   // applied starts it anyway). Once: from then on it holds every row.
   void take_every_row(const Op& op) {
-    set_ = &every_row_();
+    auto all = std::make_unique<svm_parallel::HeldRows>(every_row_().x);
     every_row_ = {};
-    member_ = std::make_unique<svm_parallel::Member>(*set_, params_, devices_, id_);
+    member_ = std::make_unique<svm_parallel::Member>(*all, params_, devices_, id_);
+    rows_ = std::move(all);
     if (op.kind == Op::Start || !shared_.start) return;
     Op start = *shared_.start;  // its owners already the op's (track)
     start.problem.alpha0 = shared_.alpha;
@@ -109,7 +134,7 @@ class SvmPartition final : public StarPartition {
   }
 
   std::unique_ptr<LabeledCsr> owned_;
-  const LabeledCsr* set_;
+  std::unique_ptr<svm_parallel::RowSource> rows_;
   SvmParams params_;
   std::vector<Device*> devices_;
   std::uint32_t id_;
@@ -165,15 +190,30 @@ class SvmWorkload final : public Workload {
   }
 
   std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const override {
-    const SvmParams params = svm_wire::decode_params(task.params);
+    const svm_wire::TaskParams t = svm_wire::decode_params(task.params);
+    if (t.sharded)
+      return std::make_unique<SvmPartition>(nullptr, std::make_unique<FileRows>(task.input, t.marks, task.units, t.cols),
+                                            t.params, svm_devices(local), task.self);
     auto set = std::make_unique<LabeledCsr>(parse_libsvm_csr(data, task.input.empty() ? "the training set" : task.input));
     if (set->x.rows != task.units) throw InputError("svm training set of " + std::to_string(set->x.rows) + " rows");
-    const LabeledCsr& ref = *set;
-    return std::make_unique<SvmPartition>(std::move(set), ref, params, svm_devices(local), task.self);
+    auto rows = std::make_unique<svm_parallel::HeldRows>(set->x);
+    return std::make_unique<SvmPartition>(std::move(set), std::move(rows), t.params, svm_devices(local), task.self);
   }
 
-  // The training file's bytes, as the coordinator pushes them.
+  // The training file's bytes, as the coordinator pushes them (--pull);
+  // sharded, nothing: the member reads its own rows when it is given them,
+  // and here only checks that the file is the job's.
   void read(const Task& task, std::span<std::byte> out) const override {
+    const svm_wire::TaskParams t = svm_wire::decode_params(task.params);
+    if (t.sharded) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(task.input, ec);
+      if (ec) throw InputError(task.input + ": cannot read it: " + ec.message());
+      if (static_cast<std::int64_t>(size) != t.marks.file_bytes)
+        throw InputError(task.input + ": " + std::to_string(size) + " bytes, not the job's " +
+                         std::to_string(t.marks.file_bytes) + " (another file, or changed since the job began)");
+      return;
+    }
     const MappedFile f(task.input);
     if (f.bytes().size() != out.size()) throw InputError(task.input + ": not the coordinator's training set (another size)");
     std::copy(f.bytes().begin(), f.bytes().end(), out.begin());
@@ -191,6 +231,14 @@ SvmJob::SvmJob(const SvmJobOptions& o) : o_(o), registry_(Registry::discover_all
                 : read_libsvm_rows(o.train_file, [](std::int64_t) { return false; }, &nonzeros_, &offsets_);
   if (full_) nonzeros_ = data_.x.nnz();
   file_ = std::make_unique<MappedFile>(o.train_file);
+  // Sharded (shared storage, and no -b 1 holding every row here): members
+  // read their own rows from the marks.
+  sharded_ = o.shared_storage && !full_;
+  marks_.file_bytes = static_cast<std::int64_t>(file_->bytes().size());
+  for (std::size_t r = 0; r < offsets_.size(); r += TextMarks::kStride) {
+    marks_.offset.push_back(offsets_[r]);
+    marks_.line.push_back(data_.lines[r] - 1);
+  }
   // svm_train's default gamma, resolved here: members compute kernel rows
   // with the same one.
   if (o_.params.gamma == 0) o_.params.gamma = data_.x.cols > 0 ? 1.0 / double(data_.x.cols) : 1.0;
@@ -203,8 +251,13 @@ SvmJob::SvmJob(const SvmJobOptions& o) : o_(o), registry_(Registry::discover_all
 // unless -b 1), not a copy decoded from the bytes it pushes to members; it
 // asks for every row if rows move to it.
 std::unique_ptr<Partition> SvmJob::open_own(const Task& task, Local& local) {
-  return std::make_unique<SvmPartition>(nullptr, data_, svm_wire::decode_params(task.params), svm_devices(local),
-                                        task.self, full_ ? SvmPartition::EveryRow{} : [this]() -> const LabeledCsr& {
+  const SvmParams params = svm_wire::decode_params(task.params).params;
+  if (sharded_)
+    return std::make_unique<SvmPartition>(nullptr, std::make_unique<FileRows>(o_.train_file, marks_, data_.x.rows, data_.x.cols),
+                                          params, svm_devices(local), task.self);
+  return std::make_unique<SvmPartition>(nullptr, std::make_unique<svm_parallel::HeldRows>(data_.x), params,
+                                        svm_devices(local), task.self,
+                                        full_ ? SvmPartition::EveryRow{} : [this]() -> const LabeledCsr& {
                                           return every_row();
                                         });
 }
@@ -252,7 +305,9 @@ Job::Options SvmJob::result_options() const {
           {"--ws-size", std::to_string(p.ws_size)}};
 }
 
-Bytes SvmJob::params() const { return svm_wire::encode_params(o_.params); }
+Bytes SvmJob::params() const {
+  return svm_wire::encode_params({o_.params, sharded_, sharded_ ? marks_ : TextMarks{}, data_.x.cols});
+}
 
 void SvmJob::partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) {
   home_.clear();
@@ -510,7 +565,7 @@ accel::Task<SvmJob::Reports> SvmJob::move_rows(std::vector<Range> before) {
   const auto t0 = Clock::now();
   Op report;
   report.kind = Op::Report;
-  const Reports exact = co_await exchange(report);
+  const Reports exact = co_await settled(co_await exchange(report));
   Op assign;
   assign.kind = Op::Assign;
   assign.owners = owners_;
@@ -535,6 +590,17 @@ accel::Task<SvmJob::Reports> SvmJob::follow_membership(Reports reports) {
   co_return reports;
 }
 
+// Sharded: rounds of Supply until no member waits for rows (a
+// reconstruction, gradients rebuilt for rows a member gained); each
+// follows membership, and what a lost member leaves is wanted again.
+accel::Task<SvmJob::Reports> SvmJob::settled(Reports reports) {
+  if (!sharded_) co_return reports;
+  co_return co_await svm_parallel::settle(std::move(reports), [this](Op op) -> accel::Task<Reports> {
+    Reports r = co_await exchange(std::move(op));
+    co_return co_await follow_membership(std::move(r));
+  });
+}
+
 accel::Task<SvmJob::Reports> SvmJob::round(Op op) {
   const bool step = op.kind == Op::Step;
   Reports reports = co_await exchange(std::move(op));
@@ -552,7 +618,7 @@ accel::Task<SvmJob::Reports> SvmJob::round(Op op) {
     resplit(reports);
     if (owners_ != before) reports = co_await move_rows(before);
   }
-  co_return reports;
+  co_return co_await settled(std::move(reports));
 }
 
 std::string SvmJob::finish(std::span<const std::byte>, nlohmann::json& summary) {

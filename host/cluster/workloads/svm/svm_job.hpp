@@ -23,6 +23,9 @@ struct SvmJobOptions {
   std::string train_file, model_file;
   SvmParams params;
   std::string device = "cpu";  // the coordinator's devices
+  // Every member reads the training file (--pull): members read only the
+  // rows they own, and other rows travel as a round needs them.
+  bool shared_storage = false;
 };
 
 class SvmJob final : public Job, private svm_parallel::Members {
@@ -38,8 +41,13 @@ class SvmJob final : public Job, private svm_parallel::Members {
   std::string input_name() const override { return o_.train_file; }
   // Every member gets the training file's bytes (and parses them): the
   // coordinator maps the file and gives its pages back once pushed.
-  std::uint64_t data_bytes(std::int64_t, std::int64_t) const override { return file_->bytes().size(); }
-  std::span<const std::byte> data(std::int64_t, std::int64_t) override { return file_->bytes(); }
+  // Sharded, none: members read the rows they own.
+  std::uint64_t data_bytes(std::int64_t, std::int64_t) const override {
+    return sharded_ ? 0 : file_->bytes().size();
+  }
+  std::span<const std::byte> data(std::int64_t, std::int64_t) override {
+    return sharded_ ? std::span<const std::byte>{} : file_->bytes();
+  }
   void release(std::int64_t, std::int64_t) override { file_->release(); }
   void pushed(std::span<const std::byte> bytes) override { file_->release(bytes); }
   // Two blocks of the default 64 MiB: the coordinator's peak stays a few
@@ -67,11 +75,13 @@ class SvmJob final : public Job, private svm_parallel::Members {
   // and re-split rounds it leads to.
   accel::Task<Reports> round(svm_parallel::Op op) override;
   std::vector<svm_parallel::Range> owners() const override { return owners_; }
+  bool sharded() const override { return sharded_; }
   accel::Task<Reports> exchange(svm_parallel::Op op);
   bool reassign(const Reports& reports);
   std::uint32_t survivor(const Reports& reports) const;
   bool computes(std::uint32_t id) const;
   accel::Task<Reports> follow_membership(Reports reports);
+  accel::Task<Reports> settled(Reports reports);
   void measure(const Reports& reports);
   void resplit(const Reports& reports);
   bool worth_moving(const std::vector<std::uint32_t>& ids, const std::vector<std::int64_t>& active,
@@ -88,6 +98,8 @@ class SvmJob final : public Job, private svm_parallel::Members {
   // every worker is lost and it computes their rows (every_row()).
   LabeledCsr data_;
   bool full_ = false;
+  bool sharded_ = false;
+  TextMarks marks_;  // of every 4096th row, for members that read their own (sharded)
   std::int64_t nonzeros_ = 0;
   std::vector<std::int64_t> offsets_;  // each row's line in the training file (the support vectors' read back)
   std::unique_ptr<MappedFile> file_;

@@ -3,6 +3,8 @@
 #include <climits>
 #include <cmath>
 
+#include "marks_wire.hpp"
+
 namespace accel::cluster::svm_wire {
 namespace {
 
@@ -54,6 +56,41 @@ std::vector<svm_parallel::Range> get_owners(In& i) {
   return out;
 }
 
+void put_rows(Out& o, const svm_parallel::RowBlock& b) {
+  o.array(b.vars);
+  o.put(b.x.cols);
+  o.array(b.x.row_ptr);
+  o.array(b.x.col_idx);
+  o.array(b.x.values);
+}
+
+// Rows as CsrMatrix keeps them: offsets from 0 to the values' count,
+// columns strictly increasing within a row and below cols, values finite.
+svm_parallel::RowBlock get_rows(In& i, std::int64_t max_vars) {
+  svm_parallel::RowBlock b;
+  const auto m = static_cast<std::uint64_t>(max_vars);
+  b.vars = i.array<std::int32_t>(m);
+  b.x.cols = i.get<std::int64_t>();
+  if (b.x.cols < 0 || b.x.cols > INT32_MAX) throw InputError("svm rows with an impossible width");
+  b.x.row_ptr = i.exactly<std::int64_t>(b.vars.size() + 1, "row offsets");
+  b.x.col_idx = i.array<std::int32_t>(std::uint64_t{1} << 32);
+  b.x.values = i.exactly<float>(b.x.col_idx.size(), "row values");
+  b.x.rows = static_cast<std::int64_t>(b.vars.size());
+  const auto nnz = static_cast<std::int64_t>(b.x.values.size());
+  if (b.x.row_ptr.front() != 0 || b.x.row_ptr.back() != nnz) throw InputError("svm rows with impossible offsets");
+  for (std::int64_t r = 0; r < b.x.rows; ++r) {
+    const std::int64_t lo = b.x.row_ptr[r], hi = b.x.row_ptr[r + 1];
+    if (hi < lo || hi > nnz) throw InputError("svm rows with impossible offsets");
+    for (std::int64_t k = lo; k < hi; ++k)
+      if (b.x.col_idx[k] < 0 || b.x.col_idx[k] >= b.x.cols || (k > lo && b.x.col_idx[k] <= b.x.col_idx[k - 1]) ||
+          !std::isfinite(b.x.values[k]))
+        throw InputError("svm rows with a bad entry");
+  }
+  for (const auto v : b.vars)
+    if (v < 0 || v >= max_vars) throw InputError("svm rows name a bad variable");
+  return b;
+}
+
 void put_op(Out& o, const Op& op) {
   o.put<std::uint8_t>(op.kind);
   switch (op.kind) {
@@ -66,7 +103,14 @@ void put_op(Out& o, const Op& op) {
       o.array(op.ws);
       o.array(op.alpha);
       break;
-    case Op::Rows: o.array(op.ws); break;
+    case Op::Rows:
+      o.array(op.ws);
+      put_rows(o, op.rows);
+      break;
+    case Op::Supply:
+      put_rows(o, op.rows);
+      o.array(op.want);
+      break;
     case Op::Shrink:
       o.put(op.gmax);
       o.put(op.gmin);
@@ -91,7 +135,7 @@ void put_op(Out& o, const Op& op) {
 Op get_op(In& i, std::int64_t max_vars) {
   Op op;
   const auto kind = i.get<std::uint8_t>();
-  if (kind < Op::Start || kind > Op::Rows) throw InputError("svm decision with an unknown step");
+  if (kind < Op::Start || kind > Op::Supply) throw InputError("svm decision with an unknown step");
   op.kind = static_cast<Op::Kind>(kind);
   const auto m = static_cast<std::uint64_t>(max_vars);
   switch (op.kind) {
@@ -104,7 +148,14 @@ Op get_op(In& i, std::int64_t max_vars) {
       op.ws = i.array<std::int32_t>(m);
       op.alpha = i.exactly<double>(op.ws.size(), "multipliers");
       break;
-    case Op::Rows: op.ws = i.array<std::int32_t>(m); break;
+    case Op::Rows:
+      op.ws = i.array<std::int32_t>(m);
+      op.rows = get_rows(i, max_vars);
+      break;
+    case Op::Supply:
+      op.rows = get_rows(i, max_vars);
+      op.want = i.array<std::int32_t>(m);
+      break;
     case Op::Shrink:
       op.gmax = i.get<double>();
       op.gmin = i.get<double>();
@@ -145,19 +196,24 @@ std::vector<std::pair<A, B>> get_pairs(In& i, std::uint64_t max) {
 
 }  // namespace
 
-Bytes encode_params(const SvmParams& p) {
+Bytes encode_params(const TaskParams& t) {
   Out o;
+  const SvmParams& p = t.params;
   o.put<std::uint8_t>(static_cast<std::uint8_t>(p.kernel));
   o.put(p.degree);
   o.put(p.gamma);
   o.put(p.coef0);
   o.put(p.cache_mb);
+  o.put<std::uint8_t>(t.sharded);
+  put_marks(o, t.marks);
+  o.put(t.cols);
   return std::move(o.b);
 }
 
-SvmParams decode_params(std::span<const std::byte> in) {
+TaskParams decode_params(std::span<const std::byte> in) {
   In i(in);
-  SvmParams p;
+  TaskParams t;
+  SvmParams& p = t.params;
   const auto kernel = i.get<std::uint8_t>();
   if (kernel > 3) throw InputError("svm task with an unknown kernel");
   p.kernel = static_cast<KernelType>(kernel);
@@ -165,9 +221,14 @@ SvmParams decode_params(std::span<const std::byte> in) {
   p.gamma = i.get<double>();
   p.coef0 = i.get<double>();
   p.cache_mb = i.get<double>();
+  t.sharded = i.get<std::uint8_t>() != 0;
+  t.marks = get_marks(i, "svm task");
+  t.cols = i.get<std::int64_t>();
   i.end();
   if (!(p.cache_mb >= 0) || p.degree < 0 || p.degree > 64) throw InputError("svm task with bad kernel parameters");
-  return p;
+  if (t.cols < 0 || t.cols > INT32_MAX || (t.sharded && t.marks.empty()))
+    throw InputError("svm task with an impossible training set");
+  return t;
 }
 
 Bytes encode_decision(const Decision& d) {
@@ -207,6 +268,8 @@ Bytes encode_report(const Report& r) {
   o.array(r.block);
   o.array(r.block_diag);
   o.put(r.seconds);
+  put_rows(o, r.rows);
+  o.array(r.need);
   return std::move(o.b);
 }
 
@@ -239,6 +302,10 @@ Report decode_report(std::span<const std::byte> in, std::int64_t max_vars) {
     if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");
   r.seconds = i.get<double>();
   if (!(r.seconds >= 0) || r.seconds > 1e9) throw InputError("svm report with an impossible time");
+  r.rows = get_rows(i, max_vars);
+  r.need = i.array<std::int32_t>(m);
+  for (const auto k : r.need)
+    if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");
   for (const auto& v : {&r.up, &r.low})
     for (const auto& [g, k] : *v)
       if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");

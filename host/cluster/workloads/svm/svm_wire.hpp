@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "accel/io.hpp"
 #include "accel/svm_parallel.hpp"
 #include "codec.hpp"
 
@@ -16,9 +17,17 @@ namespace accel::cluster::svm_wire {
 using svm_parallel::Op;
 using svm_parallel::Report;
 
-// What a member's kernel rows need: the kernel and the cache budget.
-Bytes encode_params(const SvmParams& p);
-SvmParams decode_params(std::span<const std::byte> in);
+// What a member needs: the kernel and the cache budget for its kernel
+// rows; sharded (--pull), the training file's marks and width, from which
+// it reads the rows it owns.
+struct TaskParams {
+  SvmParams params;
+  bool sharded = false;
+  TextMarks marks;
+  std::int64_t cols = 0;
+};
+Bytes encode_params(const TaskParams& p);
+TaskParams decode_params(std::span<const std::byte> in);
 
 // A decision: the ops, or the end of training.
 struct Decision {
