@@ -226,10 +226,10 @@ def scenario_svm_pull(a, tmp):
     check_model(job, ref, "3 workers, --pull, worker 2 killed")
 
 
-def scenario_svm_kill_restart(a, tmp):
+def scenario_svm_kill_restart(a, tmp, pull=()):
     data = long_data(tmp)
     ref = single_node(a, tmp, data, PARAMS)
-    job = SvmJob(a, Path(tmp) / "run", 3, data, PARAMS)
+    job = SvmJob(a, Path(tmp) / "run", 3, data, PARAMS, extra=pull)
     job.wait_round(200)
     job.wait_event(2, "snapshot", 30)
     job.kill(2)
@@ -274,15 +274,16 @@ def scenario_svm_sigterm_leave(a, tmp):
     check_model(job, ref, "worker 2 left")
 
 
-def scenario_svm_elastic(a, tmp):
+def scenario_svm_elastic(a, tmp, pull=()):
     # A job of 2 workers (--max-workers 3) that a third joins mid-job without
     # an id: it gets id 3, and a re-split gives it rows within 10 rounds of
-    # its first report (every worker holds the training set, so the rows
-    # move as an assignment). Then worker 1 is sent SIGTERM and leaves
+    # its first report (pushed, every worker holds the training set, so the
+    # rows move as an assignment; with --pull it reads them). Then worker 1
+    # is sent SIGTERM and leaves
     # without an eviction. The model is single-node's.
     data = long_data(tmp)
     ref = single_node(a, tmp, data, PARAMS)
-    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS, extra=["--max-workers", "3"])
+    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS, extra=["--max-workers", "3", *pull])
     job.wait_round(200)
     job.start_worker(3, with_id=False)
     job.wait_event(0, "resynchronized", 60, worker=3)
@@ -482,7 +483,7 @@ def scenario_svm_coordinator_kill(a, tmp):
             fail(f"worker {i}: exit {rc} without the documented code 3 and message: {err}")
 
 
-def scenario_svm_coordinator_restart(a, tmp, lose_worker=False):
+def scenario_svm_coordinator_restart(a, tmp, lose_worker=False, pull=()):
     # kill -9 the coordinator mid-training and restart it with --resume:
     # the workers wait for it (--coordinator-timeout) and rejoin; the
     # problems solved before the checkpoint are taken from it and the one in
@@ -496,7 +497,7 @@ def scenario_svm_coordinator_restart(a, tmp, lose_worker=False):
     libsvm(data, 6000, 20, 3, 2)
     ref = single_node(a, tmp, data, PARAMS)
     ckpt = Path(tmp) / "checkpoint"
-    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS, extra=["--checkpoint-dir", str(ckpt), "--mtbf", "0.05"],
+    job = SvmJob(a, Path(tmp) / "run", 2, data, PARAMS, extra=["--checkpoint-dir", str(ckpt), "--mtbf", "0.05", *pull],
                  worker_extra=["--coordinator-timeout", str(int(60000 * ct.SCALE))])
     # Into the second of the three problems, past a checkpoint in it.
     job.wait_for(lambda: sum(1 for j in jsonl(job.coord_log) if j.get("ops", "").startswith("1")) >= 2, 120,
@@ -553,6 +554,23 @@ def scenario_svm_coordinator_restart(a, tmp, lose_worker=False):
 
 def scenario_svm_coordinator_restart_worker_lost(a, tmp):
     scenario_svm_coordinator_restart(a, tmp, lose_worker=True)
+
+
+# The same with --pull: members hold only their own rows, so a worker that
+# returns reads its rows again, a joiner reads those a re-split gives it,
+# the rows of one that leaves or is lost are read by their new owner, and
+# every rebuilt gradient streams the support vectors' rows from their
+# owners; a resumed coordinator's members rebuild every gradient so.
+def scenario_svm_pull_kill_restart(a, tmp):
+    scenario_svm_kill_restart(a, tmp, pull=["--pull"])
+
+
+def scenario_svm_pull_elastic(a, tmp):
+    scenario_svm_elastic(a, tmp, pull=["--pull"])
+
+
+def scenario_svm_pull_coordinator_restart(a, tmp):
+    scenario_svm_coordinator_restart(a, tmp, lose_worker=True, pull=["--pull"])
 
 
 def predictions_agree(a, tmp, data, model):

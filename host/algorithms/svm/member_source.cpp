@@ -139,7 +139,7 @@ class MemberSource final : public BatchSource {
     Op op;
     op.kind = Op::Rows;
     op.ws = ws;
-    if (members_.sharded()) op.rows = co_await set_rows(ws);
+    if (members_.sharded() && owning_members() > 1) op.rows = co_await set_rows(ws);
     std::unordered_map<std::int32_t, std::size_t> col;
     for (std::size_t b = 0; b < w; ++b) col[ws[b]] = b;
     for (int attempt = 0; attempt < 8; ++attempt) {
@@ -157,6 +157,15 @@ class MemberSource final : public BatchSource {
     op.alpha = alpha;
     for (std::size_t a = 0; a < ws.size(); ++a) s_->alpha[ws[a]] = alpha[a];
     reports_ = co_await members_.round(op);
+  }
+
+  // Members that own rows: where one owns all, nobody needs another's.
+  std::size_t owning_members() const {
+    std::vector<std::uint32_t> ids;
+    for (const Range& r : members_.owners())
+      if (r.end > r.begin) ids.push_back(r.member);
+    std::sort(ids.begin(), ids.end());
+    return static_cast<std::size_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
   }
 
   // The working set's rows: those of the last set, those the owners sent

@@ -557,7 +557,7 @@ struct Member::Impl {
     r.block_diag = block_diag;
     r.seconds = rows_seconds;
     r.rows = rows_out;
-    if (sharded() && !settle.on) likely_rows(r);
+    if (sharded() && !settle.on && static_cast<std::int64_t>(mine.size()) < n()) likely_rows(r);
     r.need = settle.need;
     return r;
   }
@@ -601,6 +601,10 @@ Member::Member(const LabeledCsr& data, SvmParams params, std::vector<Device*> de
 }
 
 Member::~Member() = default;
+
+void Member::hold(const std::vector<Range>& owners) {
+  if (impl_->sharded()) impl_->hold(owners);
+}
 
 void Member::check(const std::vector<Op>& ops) const {
   const std::int64_t rows = impl_->src.rows(), cols = impl_->src.cols();

@@ -142,7 +142,8 @@ struct Report {
   std::vector<float> block;  // block_vars.size() columns of q values
   std::vector<double> block_diag;  // K(x_k, x_k) of each block variable: the subproblem's diagonal
   double seconds = 0;        // after a Rows op: the time its kernel rows took (the member's measured speed)
-  // Sharded: the own rows of the variables the last op wanted, and the
+  // Sharded: the own rows of the variables the last op wanted (and of the
+  // likeliest candidates, where other members own rows), and the
   // other members' variables whose rows this member waits for (a
   // reconstruction or a rebuild in progress: the solver goes on once none
   // does).
@@ -162,6 +163,9 @@ class Member {
   Member& operator=(const Member&) = delete;
   void apply(const std::vector<Op>& ops);
   Report report() const;
+  // Sharded: reads its rows of `owners` now, before a problem starts
+  // (members read theirs side by side while the job loads).
+  void hold(const std::vector<Range>& owners);
   // Throws InputError when an op names variables or rows outside the set.
   void check(const std::vector<Op>& ops) const;
 

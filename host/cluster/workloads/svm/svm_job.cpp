@@ -90,6 +90,8 @@ class SvmPartition final : public StarPartition {
 
   Bytes shared_state() const override { return svm_wire::encode_shared(shared_); }
 
+  void hold(const std::vector<Range>& owners) { member_->hold(owners); }
+
   // Alg. 6 from zero: the problem started again at the current multipliers
   // computes every own gradient from them.
   void adopt(std::span<const std::byte> state) override {
@@ -191,9 +193,12 @@ class SvmWorkload final : public Workload {
 
   std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const override {
     const svm_wire::TaskParams t = svm_wire::decode_params(task.params);
-    if (t.sharded)
-      return std::make_unique<SvmPartition>(nullptr, std::make_unique<FileRows>(task.input, t.marks, task.units, t.cols),
-                                            t.params, svm_devices(local), task.self);
+    if (t.sharded) {
+      auto part = std::make_unique<SvmPartition>(nullptr, std::make_unique<FileRows>(task.input, t.marks, task.units, t.cols),
+                                                 t.params, svm_devices(local), task.self);
+      part->hold({{task.self, task.begin, task.begin + task.rows}});  // the rows the first problem gives it
+      return part;
+    }
     auto set = std::make_unique<LabeledCsr>(parse_libsvm_csr(data, task.input.empty() ? "the training set" : task.input));
     if (set->x.rows != task.units) throw InputError("svm training set of " + std::to_string(set->x.rows) + " rows");
     auto rows = std::make_unique<svm_parallel::HeldRows>(set->x);
