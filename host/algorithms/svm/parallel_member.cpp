@@ -74,6 +74,7 @@ struct Member::Impl {
     CsrMatrix x;
   };
   std::vector<Held> held;
+  std::unordered_map<std::int64_t, std::int32_t> own_at;  // own training-set row -> row of sub
   std::vector<std::int32_t> row_in_sub;  // per variable: its row of sub, or -1
   std::int64_t own_in_sub = 0;           // sub's rows that are own
   RowBlock ws_guests, supply_guests;
@@ -151,13 +152,12 @@ struct Member::Impl {
       Held h{r.begin, r.end, {}};
       h.x.cols = src.cols();
       for (std::int64_t at = r.begin; at < r.end;) {
-        const Held* from = held_at(at);
-        if (from) {
-          const std::int64_t to = std::min(r.end, from->end);
-          for (; at < to; ++at) h.x.add_row_from(from->x, at - from->begin);
+        if (const auto [x, i] = own_row(at); x) {
+          h.x.add_row_from(*x, i);
+          ++at;
         } else {
           std::int64_t to = at + 1;
-          while (to < r.end && !held_at(to)) ++to;
+          while (to < r.end && !own_row(to).first) ++to;
           const std::int64_t before = h.x.rows;
           src.read(at, to, h.x);
           if (h.x.rows != before + (to - at)) throw InputError("svm: rows [" + std::to_string(at) + ", " +
@@ -176,15 +176,23 @@ struct Member::Impl {
     return nullptr;
   }
 
+  // Where own training-set row r is: its held range, or the kernel's
+  // matrix (held rows are dropped where it has every one: build_sub).
+  std::pair<const CsrMatrix*, std::int64_t> own_row(std::int64_t r) const {
+    if (const Held* h = held_at(r)) return {&h->x, r - h->begin};
+    if (const auto it = own_at.find(r); it != own_at.end()) return {&sub, it->second};
+    return {nullptr, 0};
+  }
+
   // Sharded: sub = the own variables' rows (each row once, in variable
   // order), then the guests; every variable mapped to its row or to none.
   void build_sub(bool fresh) {
     truncate(sub, 0);
     sub.cols = src.cols();
     std::vector<std::int32_t> row_of(n(), -1);
-    std::unordered_map<std::int64_t, std::int32_t> at;  // training-set row -> row of sub
+    own_at.clear();
     for (const std::int32_t v : mine) {
-      const auto [it, added] = at.emplace(row(v), static_cast<std::int32_t>(sub.rows));
+      const auto [it, added] = own_at.emplace(row(v), static_cast<std::int32_t>(sub.rows));
       if (added) {
         const Held* h = held_at(row(v));
         if (!h) throw std::logic_error("svm: an own variable's row is not held");
@@ -193,6 +201,11 @@ struct Member::Impl {
       row_of[v] = it->second;
     }
     own_in_sub = sub.rows;
+    // Every held row in the problem's matrix (two classes, one-class, SVR;
+    // not a pair of classes): one copy of the rows is enough.
+    std::int64_t held_rows = 0;
+    for (const Held& h : held) held_rows += h.end - h.begin;
+    if (held_rows == static_cast<std::int64_t>(own_at.size())) held.clear();
     // Room for a round's guests (the working set's, a chunk supplied), so
     // that they come and go without moving the matrix: the device keeps
     // what it derived from the own rows (KernelRows::rows_changed).
@@ -365,10 +378,10 @@ struct Member::Impl {
     rows_out.x.cols = src.cols();
     for (const std::int32_t v : want) {
       if (!sharded() || !owns(v)) continue;
-      const Held* h = held_at(row(v));
-      if (!h) continue;
+      const auto [x, i] = own_row(row(v));
+      if (!x) continue;
       rows_out.vars.push_back(v);
-      rows_out.x.add_row_from(h->x, row(v) - h->begin);
+      rows_out.x.add_row_from(*x, i);
     }
   }
 
@@ -582,10 +595,10 @@ struct Member::Impl {
     for (const std::int32_t v : r.rows.vars) last.insert(std::upper_bound(last.begin(), last.end(), v), v);
     for (const std::int32_t v : vars) {
       if (!owns(v) || std::binary_search(last.begin(), last.end(), v)) continue;
-      const Held* h = held_at(row(v));
-      if (!h) continue;
+      const auto [x, i] = own_row(row(v));
+      if (!x) continue;
       r.rows.vars.push_back(v);
-      r.rows.x.add_row_from(h->x, row(v) - h->begin);
+      r.rows.x.add_row_from(*x, i);
     }
     r.rows.x.cols = src.cols();
   }
