@@ -81,7 +81,7 @@ def check_model(job, reference, what, failures=True):
 
 class SvmJob:
     def __init__(self, a, tmp, workers, data, params, timeout_ms=1000, worker_extra=(), pin=False, extra=(),
-                 worker_env=None, worker_env_of=None):
+                 worker_env=None, worker_env_of=None, prefix_of=None):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.tmp.mkdir(parents=True, exist_ok=True)
         timeout_ms = int(timeout_ms * ct.SCALE)
@@ -89,6 +89,7 @@ class SvmJob:
         self.worker_extra = list(worker_extra)
         self.worker_env = worker_env  # environment added for the workers
         self.worker_env_of = worker_env_of or {}  # ... and for one of them
+        self.prefix_of = prefix_of or {}  # a command a worker runs under (a namespace)
         self.model = str(self.tmp / "dist.model")
         self.coord_log = self.tmp / "coordinator.jsonl"
         self.procs = {}
@@ -112,7 +113,7 @@ class SvmJob:
 
     def start_worker(self, i, with_id=True):
         # with_id=False: a worker that joins without --id; `i` names its files.
-        cmd = (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", *(["--id", str(i)] if with_id else []), "--device", "cpu",
+        cmd = self.prefix_of.get(i, []) + (["taskset", "-c", str(i % os.cpu_count())] if self.pin else []) + [self.a.accel, "worker", "--coordinator", f"127.0.0.1:{self.port}", *(["--id", str(i)] if with_id else []), "--device", "cpu",
                "--timeout-ms", str(self.timeout_ms), "--keepalive-ms", str(int(2000 * ct.SCALE)), "--snapshot-dir",
                str(self.tmp / "snapshots"), "--log-json", str(self.tmp / f"worker-{i}.jsonl"), *self.worker_extra]
         extra_env = {**(self.worker_env or {}), **self.worker_env_of.get(i, {})}
@@ -224,6 +225,43 @@ def scenario_svm_pull(a, tmp):
     if job.summary()["rows_moved"] < 1:
         fail("worker 2's rows did not move")
     check_model(job, ref, "3 workers, --pull, worker 2 killed")
+
+
+def scenario_svm_pull_other_file(a, tmp):
+    # --pull, and worker 2 sees another file at the training file's path
+    # (its own mount namespace puts a shorter copy there): it computes
+    # nothing on those bytes, exits 2 with one line naming itself and the
+    # file, and the coordinator ends the job the same way, writing no model.
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        ct.skip("needs root and unshare for a mount namespace")
+    data_dir = Path(tmp) / "data"
+    data_dir.mkdir()
+    data = str(data_dir / "long.train")
+    libsvm(data, 4000, 30, 2, 1)
+    other = Path(tmp) / "other"
+    other.mkdir()
+    lines = Path(data).read_text().splitlines(keepends=True)
+    (other / "long.train").write_text("".join(lines[:3000]))
+    hide = ["unshare", "--mount", "sh", "-c", f'mount --bind "{other}" "{data_dir}" && exec "$0" "$@"']
+    if subprocess.run([*hide, "true"], capture_output=True).returncode != 0:
+        ct.skip("no mount namespace here (unshare --mount and mount need CAP_SYS_ADMIN)")
+    job = SvmJob(a, Path(tmp) / "run", 3, data, PARAMS, extra=["--pull"], prefix_of={2: hide})
+    code = job.procs[2].wait(timeout=60 * ct.SCALE)
+    said = [l for l in (job.tmp / "worker-2.err").read_text().splitlines() if l.strip()]
+    if code != 2 or not said or "worker 2" not in said[-1] or "long.train" not in said[-1]:
+        fail(f"worker 2 with another file: exit {code}, {said[-3:]}")
+    try:
+        rc = job.coord.wait(timeout=60 * ct.SCALE)
+    except subprocess.TimeoutExpired:
+        job.kill_all()
+        fail("the coordinator did not end the job")
+    err = [l for l in (job.tmp / "coordinator.err").read_text().splitlines()
+           if l.strip() and "listening" not in l and "token" not in l]
+    if rc != 2 or len(err) != 1 or "worker 2" not in err[0] or "long.train" not in err[0]:
+        fail(f"the coordinator: exit {rc}, {err}")
+    if Path(job.model).exists():
+        fail("the coordinator wrote a model of a job that did not run")
+    print(f"worker 2: {said[-1]} (exit 2); the coordinator: {err[0]} (exit 2)")
 
 
 def scenario_svm_kill_restart(a, tmp, pull=()):
