@@ -106,8 +106,8 @@ int coordinator_main(const std::vector<std::string>& args) {
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
       ("algorithm", po::value(&ko.algorithm)->default_value("auto"), "lloyd | yinyang | auto (yinyang for d >= 16), on every participant")
       ("on-loss", po::value(&on_loss)->default_value("move"),
-       "a lost worker's rows: move (the coordinator computes them from the iteration it was lost in; with --pull the surviving "
-       "workers do two iterations later) | drop (left out until it returns, as in the Distributed k-Means Clustering study)")
+       "a lost worker's rows: move (the coordinator computes them from the iteration it was lost in, until the surviving "
+       "workers take them over: with --pull they read them, otherwise the coordinator pushes them) | drop (left out until it returns, as in the Distributed k-Means Clustering study)")
       ("output-centroids", po::value(&ko.output_centroids), "write the centroids (.npy)")
       ("output-labels", po::value(&ko.output_labels),
        "write every row's label (n int32 .npy); each member writes its own rows into FILE.partial, so the path must "

@@ -608,8 +608,8 @@ def round_times(rounds):
 
 def scenario_sigterm_leave(a, tmp, pull=True):
     # SIGTERM: worker 2 asks to leave and computes until its rows are handed
-    # on at a round boundary (--pull: to workers 1 and 3; push: to the
-    # coordinator), then exits 0. Nobody waits out a timeout: no member is
+    # on at a round boundary to workers 1 and 3 (--pull: they read them;
+    # push: the coordinator pushes them), then exits 0. Nobody waits out a timeout: no member is
     # evicted, and no round around the leave takes over twice the median.
     data = str(Path(tmp) / "x.npy")
     blobs(data, 1000000, 8, 16, 8)
@@ -640,28 +640,31 @@ def scenario_sigterm_leave(a, tmp, pull=True):
     if 2 in last["active"]:
         fail(f"worker 2 still counts after leaving: {last}")
     moved = [j for j in logs[0] if j.get("event") == "rows_moved"]
-    if pull and (not moved or 2 not in {m["home"] for m in moved[0]["moves"]}):
+    if not moved or 2 not in {m["home"] for m in moved[0]["moves"]}:
         fail(f"worker 2's rows were not moved to the workers: {moved}")
-    if not pull and not any(j.get("event") == "rows_taken_over" for j in logs[0]):
-        fail("the coordinator did not take worker 2's rows over")
+    pushed = {j["worker"] for j in logs[0] if j.get("event") == "rows_pushed" and j["home"] == 2}
+    if not pull and not pushed:
+        fail("the coordinator pushed none of worker 2's rows")
     worst = failure_free_difference(a, tmp, data, 16, 60)
     print(f"worker 2 asked to leave at iteration {asked[0]['iteration']}, left at {left[0]['iteration']} and exited "
           f"{gone:.2f} s after SIGTERM "
-          f"({'rows to workers 1 and 3' if pull else 'rows to the coordinator'}); rounds around it "
+          f"(rows to workers 1 and 3, {'read' if pull else 'pushed to ' + str(sorted(pushed))}); rounds around it "
           f"{max(around) * 1e3:.1f} ms at most, median {median * 1e3:.1f} ms; centroids within {worst:.1e} of the "
           f"failure-free run")
     if worst > 1e-6:
         fail("the centroids differ from the failure-free run")
 
 
-def scenario_elastic(a, tmp):
+def scenario_elastic(a, tmp, pull=True):
     # A job started with 2 workers (--max-workers 4, --pull); 2 more started
     # mid-job without --id get ids 3 and 4 and hold rows within 10 rounds of
     # counting; then worker 1 is sent SIGTERM and leaves without a timeout.
-    # The centroids are the failure-free ones.
+    # The centroids are the failure-free ones. Without --pull the same: the
+    # coordinator pushes the joiners their rows, and worker 1's to the
+    # others, from its mapping.
     data = str(Path(tmp) / "x.npy")
     blobs(data, 1000000, 8, 16, 8)
-    job = Job(a, tmp, 2, data, 16, 150, 3000, extra=["--pull", "--max-workers", "4"])
+    job = Job(a, tmp, 2, data, 16, 150, 3000, extra=[*(["--pull"] if pull else []), "--max-workers", "4"])
     job.n = 4  # the logs of the workers that join, too
     job.wait_iteration(10)
     # Together: neither is in the other's view when it announces itself, so
@@ -709,6 +712,10 @@ def scenario_elastic(a, tmp):
           f"within {worst:.1e} of the failure-free run")
     if worst > 1e-6:
         fail("the centroids differ from the failure-free run")
+
+
+def scenario_elastic_push(a, tmp):
+    scenario_elastic(a, tmp, pull=False)
 
 
 def scenario_elastic_full(a, tmp):
@@ -1110,7 +1117,10 @@ def scenario_rebalance(a, tmp):
     # Re-splits after the slowdown (one before it follows noise: CI's
     # machine re-split at iteration 16 of a quiet run, and the test then
     # compared the wrong iterations).
-    splits = [j for j in coord if j.get("event") == "resplit" and j["iteration"] > slowed_at]
+    # Judged by the re-splits with rounds after them to measure (a late one,
+    # noise on a loaded machine near round 120, left none: an IndexError in
+    # CI under ctest -j2).
+    splits = [j for j in coord if j.get("event") == "resplit" and slowed_at < j["iteration"] <= 120 - 12]
     if not splits:
         fail("the slowed worker kept its rows: no re-split after the slowdown")
     med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731

@@ -80,6 +80,7 @@ class Coordinator {
   void on_message(const Received& r);
   void on_hello(const Received& r);
   void on_ticket(const Received& r);
+  void on_move_ticket(const Received& r);
   void on_resync(const Received& r);
   void on_need(const Received& r);
   void on_leave(const Received& r);
@@ -463,8 +464,8 @@ bool Coordinator::step() {
 // stops standing in for them.
 void Coordinator::welcome_back(std::int64_t t) {
   apply_moves(t);
-  // Leaving members go once workers compute their rows (--pull), or at
-  // once where the coordinator stands in.
+  // Leaving members go once workers compute their rows, or at once where
+  // the coordinator stands in.
   for (const auto w : std::set<std::uint32_t>(leaving_))
     if (!survivors_take() || ranges_of(w).empty()) depart(w, t);
   for (auto it = resynced_.begin(); it != resynced_.end();) {
@@ -647,6 +648,7 @@ void Coordinator::on_message(const Received& r) {
   switch (r.message.header.type) {
     case kHello: return on_hello(r);
     case kTicket: return on_ticket(r);
+    case kMoveTicket: return on_move_ticket(r);
     case kResync: return on_resync(r);
     case kNeed: return on_need(r);
     case kLeave: return on_leave(r);
@@ -845,12 +847,14 @@ bool Coordinator::moved(std::uint32_t w) const {
   return in(moves_) || (announced_ && in(*announced_));
 }
 
-// --pull: the rows of lost, returning and leaving members, and the ends of
-// the rows of workers above their rate target, to the active workers
-// (moves.hpp; the coordinator computes no more than its share). Each
-// worker reads its pieces from the input itself.
+// The rows of leaving (--pull: also lost and returning) members, and the
+// ends of the rows of workers above their rate target (a joiner's share),
+// to the active workers (moves.hpp; the coordinator computes no more than
+// its share). Each worker reads its pieces from the input itself
+// (--pull), or asks the coordinator to push them from its mapping
+// (on_move_ticket).
 std::vector<Move> Coordinator::plan_moves() const {
-  if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return {};
+  if (!o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return {};
   MovePlanInput in;
   in.begin = begin_;
   in.kept = kept_;
@@ -869,12 +873,17 @@ std::vector<Move> Coordinator::plan_moves() const {
                          : capability_.count(w) ? capability_.at(w)
                                                 : 1.0);
     }
-  // Lost: the inactive members, the leaving ones, and the returning ones
-  // until they are back in step (resynchronized), when they count from the
-  // round the plan without them is in effect.
-  in.lost.assign(inactive_.begin(), inactive_.end());
-  for (auto q : recovering_)
-    if (!resynced_.count(q)) in.lost.push_back(q);
+  // Lost: the leaving members; with --pull also the inactive ones, and
+  // the returning ones until they are back in step (resynchronized), when
+  // they count from the round the plan without them is in effect. Pushed,
+  // a lost member's rows stay with the coordinator, which computes them
+  // from its mapping until the member returns (take_over, hand_back): a
+  // push of them to a survivor would be undone by the return.
+  if (o_.pull) {
+    in.lost.assign(inactive_.begin(), inactive_.end());
+    for (auto q : recovering_)
+      if (!resynced_.count(q)) in.lost.push_back(q);
+  }
   in.lost.insert(in.lost.end(), leaving_.begin(), leaving_.end());
   std::sort(in.lost.begin(), in.lost.end());
   auto plan = accel::cluster::plan_moves(in, [this](std::int64_t b, std::int64_t e) { return job_.data_bytes(b, e); });
@@ -1049,6 +1058,39 @@ void Coordinator::on_ticket(const Received& r) {
   }
 }
 
+// Push mode: a worker asks for a piece the announced plan gives it; the
+// rows go from the coordinator's mapping, a block at a time, beside the
+// rounds (their pages given back as sent). A piece no plan gives it is
+// refused: the worker then never says it is ready, and the plan waits
+// for it as for any reader (lost: stood in for).
+void Coordinator::on_move_ticket(const Received& r) {
+  const auto w = r.message.header.sender;
+  Move m;
+  Bytes ticket;
+  try {
+    In in(r.message.payload);
+    m.home = in.get<std::uint32_t>();
+    m.begin = in.get<std::int64_t>();
+    m.rows = in.get<std::int64_t>();
+    ticket = in.bytes(4096);
+    in.end();
+  } catch (const InputError& e) {
+    log::warn("accel coordinator") << "dropped a move ticket from " << w << ": " << e.what();
+    return;
+  }
+  const bool planned = announced_ && std::any_of(announced_->begin(), announced_->end(), [&](const Move& p) {
+                         return p.by == w && p.home == m.home && p.begin == m.begin && p.rows == m.rows;
+                       });
+  if (!planned || o_.pull || !active_.count(w)) return;
+  try {
+    push(w, ticket, job_.data(m.begin, m.begin + m.rows));
+    log_.write({{"event", "rows_pushed"}, {"worker", w}, {"home", m.home}, {"begin", m.begin}, {"rows", m.rows},
+                {"iteration", current_t_}});
+  } catch (const std::exception& e) {
+    log::warn("accel coordinator") << "could not push rows to worker " << w << ": " << e.what();
+  }
+}
+
 // A member asks to leave (SIGTERM): its rows are handed on at a round
 // boundary, as for a lost member, but nobody waits out a timeout for it.
 void Coordinator::on_leave(const Received& r) {
@@ -1060,9 +1102,9 @@ void Coordinator::on_leave(const Received& r) {
 }
 
 // Whether workers, not the coordinator, compute the rows of a member that
-// goes (--pull, and a worker that stays).
+// leaves (a worker that stays; --pull: of a lost one too).
 bool Coordinator::survivors_take() const {
-  if (!o_.pull || !o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return false;
+  if (!o_.move_lost_rows || workload_.exchange() != Exchange::AllToAll) return false;
   return std::any_of(active_.begin(), active_.end(), [&](std::uint32_t v) { return v != 0 && !leaving_.count(v); });
 }
 

@@ -117,6 +117,10 @@ class Incarnation {
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
   double computed_since(Clock::time_point t0, std::int64_t t) const;
   void prepare_moves(const std::vector<Move>& moves, std::uint64_t id);
+  struct Pending;
+  void ask_push(Pending& p, const Move& m);
+  bool pushes_done(Pending& p);
+  void forget_transfers();
   void say_ready();
   // Computes the first rows of its partition that both a re-split and the
   // moves leave it; returns how many.
@@ -186,7 +190,10 @@ class Incarnation {
     bool ready_said = false;
     std::set<std::uint32_t> same;        // homes whose piece here stays as it is
     std::map<std::uint32_t, Move> fresh;  // new pieces, by home
-    std::future<std::map<std::uint32_t, Bytes>> data;  // theirs, read one after another
+    std::future<std::map<std::uint32_t, Bytes>> data;  // theirs, read one after another (--pull)
+    // Pushed by the coordinator instead: each piece's buffer and transfer.
+    std::map<std::uint32_t, Bytes> pushed;
+    std::vector<std::pair<std::uint32_t, transport::BulkReceiveHandle>> transfers;
   };
   std::optional<Pending> pending_;
   std::unique_ptr<Partition> part_;
@@ -410,8 +417,11 @@ void Incarnation::prepare_moves(const std::vector<Move>& moves, std::uint64_t id
       p.same.insert(m.home);
       continue;
     }
-    if (!snap_->task.pull) throw InputError("the coordinator moved rows to a worker without --pull");
     p.fresh.emplace(m.home, m);
+    if (!snap_->task.pull) {
+      ask_push(p, m);
+      continue;
+    }
     Task task = snap_->task;
     task.self = m.home;  // which piece (the reader's own id is not needed)
     task.begin = m.begin;
@@ -433,13 +443,59 @@ void Incarnation::prepare_moves(const std::vector<Move>& moves, std::uint64_t id
       }
       return out;
     });
+  forget_transfers();
   pending_ = std::move(p);
+}
+
+// Push mode: a buffer for the piece, and its ticket to the coordinator,
+// which pushes the rows from its mapping beside the rounds.
+void Incarnation::ask_push(Pending& p, const Move& m) {
+  Bytes& buf = p.pushed[m.home];
+  buf.resize(m.bytes);
+  auto h = node_.net().expect(buf.data(), buf.size(), transport::MemoryType::Host, node_.endpoint(0));
+  Out o;
+  o.put(m.home);
+  o.put(m.begin);
+  o.put(m.rows);
+  o.put<std::uint64_t>(h.ticket.size());
+  o.b.insert(o.b.end(), h.ticket.begin(), h.ticket.end());
+  node_.send(0, kMoveTicket, t_, o.b);
+  p.transfers.emplace_back(m.home, std::move(h));
+}
+
+// Whether every piece pushed to this worker is in place (and checked
+// against the coordinator's digest).
+bool Incarnation::pushes_done(Pending& p) {
+  for (const auto& [home, h] : p.transfers) {
+    if (!h.completion->done) return false;
+    if (!h.completion->ok()) throw InputError("receiving moved rows failed: " + h.completion->error);
+  }
+  for (const auto& [home, h] : p.transfers) {
+    const Move& m = p.fresh.at(home);
+    Task piece = snap_->task;
+    piece.begin = m.begin;
+    piece.rows = m.rows;
+    piece.digest = m.digest;
+    check_digest(piece, p.pushed.at(home));
+  }
+  p.transfers.clear();
+  return true;
+}
+
+// Transfers into a pending plan's buffers that have not finished are
+// dropped before the buffers go (a new plan, or the incarnation's end).
+void Incarnation::forget_transfers() {
+  if (!pending_) return;
+  for (const auto& [home, h] : pending_->transfers)
+    if (!h.completion->done) node_.net().forget(h.transfer_id);
+  pending_->transfers.clear();
 }
 
 // Once the pending plan's reads are done, the coordinator hears so (once).
 void Incarnation::say_ready() {
   if (!pending_ || pending_->ready_said) return;
   if (pending_->data.valid() && pending_->data.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  if (!pushes_done(*pending_)) return;
   Out o;
   o.put(pending_->id);
   node_.send(0, kMovesReady, t_, o.b);
@@ -466,7 +522,7 @@ void Incarnation::apply_moves(std::int64_t t, nlohmann::json& log) {
     all_to_all(*part_).drop_extra(it->first);
     it = pieces_.erase(it);
   }
-  std::map<std::uint32_t, Bytes> data;
+  std::map<std::uint32_t, Bytes> data = std::move(p.pushed);
   try {
     if (p.data.valid()) data = p.data.get();
   } catch (const InputError& e) {

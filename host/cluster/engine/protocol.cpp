@@ -61,6 +61,7 @@ const char* type_name(std::uint16_t t) {
     case kCapability: return "capability";
     case kTask: return "task";
     case kTicket: return "ticket";
+    case kMoveTicket: return "move ticket";
     case kReady: return "ready";
     case kStart: return "start";
     case kContribution: return "contribution";

@@ -37,6 +37,7 @@ enum Type : std::uint16_t {
   kLeave = 17,        // member -> coordinator: it leaves at a round boundary (SIGTERM); answered by kDone
   kMovesReady = 18,   // member -> coordinator: {plan id}: the rows a plan of moves gives it are read
   kFailed = 19,       // member -> coordinator: {text}: it cannot read its rows; the job ends before round 1
+  kMoveTicket = 20,   // member -> coordinator (push mode): {home, begin, rows, bulk ticket}: push a piece a plan gives it
 };
 const char* type_name(std::uint16_t t);
 
@@ -108,9 +109,10 @@ struct Contribution {
   // `rows` of their partition from the next round on (the coordinator
   // computes the rest), when the measured speeds call for a new split.
   std::vector<std::pair<std::uint32_t, std::int64_t>> trims;
-  // Set by the coordinator (all-to-all, --pull), in two steps. A plan
-  // (has_moves: every move, and the plan's id): the workers read the rows
-  // it gives them beside the rounds and say so (kMovesReady). Its commit
+  // Set by the coordinator (all-to-all), in two steps. A plan (has_moves:
+  // every move, and the plan's id): the workers read the rows it gives
+  // them beside the rounds (--pull: from the input; pushed: the
+  // coordinator pushes them, kMoveTicket) and say so (kMovesReady). Its commit
   // (commit_moves: the id), once they all have: in effect from round
   // `moves_from` on every side. A worker then computes the rows of the
   // moves `by` it besides its own, and no longer those it had before that
