@@ -139,10 +139,13 @@ class MemberSource final : public BatchSource {
     Op op;
     op.kind = Op::Rows;
     op.ws = ws;
-    if (members_.sharded() && owning_members() > 1) op.rows = co_await set_rows(ws);
     std::unordered_map<std::int32_t, std::size_t> col;
     for (std::size_t b = 0; b < w; ++b) col[ws[b]] = b;
     for (int attempt = 0; attempt < 8; ++attempt) {
+      // Each attempt as the owners are now: a member that returned since
+      // the last owns rows the others need.
+      op.rows = RowBlock{};
+      if (members_.sharded() && owning_members() > 1) op.rows = co_await set_rows(ws);
       const Reports reports = co_await members_.round(op);
       diag_.clear();
       if (columns(reports, col, w, Kws, diag_) == w) co_return;
