@@ -85,16 +85,8 @@ std::unique_ptr<Prepared> split_columns(const CsrView& x) {
   const double least = std::max(1.0, kDenseFraction * double(x.n));
   for (const std::int32_t c : order) {
     if (s->dense >= kMaxDense || double(count[c]) < least) break;
-    s->dense_pos[c] = 0;
-    ++s->dense;
+    s->dense_pos[c] = static_cast<std::int32_t>(s->dense++);
   }
-  // Positions in column order, not by use: a dot product then sums its
-  // columns in one order whichever rows the matrix holds, so a member of a
-  // distributed SVM that holds some of the rows computes the values
-  // single-node computes (where the same columns are dense).
-  std::int32_t pos = 0;
-  for (auto& p : s->dense_pos)
-    if (p == 0) p = pos++;
   s->F = std::max<std::int64_t>(1, s->dense);
   s->n = x.n;
   s->nnz = nnz;
@@ -131,7 +123,7 @@ void write_out_rows(const CsrView& x, Prepared& sp) {
 }
 
 void write_rows(const CsrView& x, Prepared& sp, std::int64_t from) {
-#pragma omp parallel for schedule(static) if (x.n - from > 256)
+#pragma omp parallel for schedule(static)
   for (std::int64_t u = from; u < x.n; ++u) {
     const std::int32_t row = static_cast<std::int32_t>(u);
     scatter_dense(x, sp, &row, 1, sp.rows.get() + u * sp.F);

