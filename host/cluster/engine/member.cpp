@@ -170,19 +170,9 @@ class Incarnation {
   const bool& leaving_;    // asked to leave (WorkerRun::leave)
   bool leave_said_ = false;  // kLeave sent
   Local local_;
-  Node node_;
-  Ms join_{0};
-  std::int64_t t_ = 1;
-  Membership view_;
-  // Other members' rows this worker computes (--pull: moves), by their
-  // home, with their bytes; declared before the partition, which reads them.
-  std::map<std::uint32_t, std::pair<Move, Bytes>> pieces_;
-  // The first rows of its partition this worker computes: as a re-split by
-  // speed left them (trims), and before the first it gave away (moves).
-  std::int64_t trim_keep_ = std::numeric_limits<std::int64_t>::max();
-  std::int64_t move_keep_ = std::numeric_limits<std::int64_t>::max();
   // Moves announced and not yet in effect, with the reads of their new
-  // pieces running beside the rounds.
+  // pieces running beside the rounds. Declared before the node: buffers
+  // the coordinator may still be pushing into go after its transport.
   struct Pending {
     std::vector<Move> moves;
     std::uint64_t id = 0;
@@ -196,6 +186,17 @@ class Incarnation {
     std::vector<std::pair<std::uint32_t, transport::BulkReceiveHandle>> transfers;
   };
   std::optional<Pending> pending_;
+  Node node_;
+  Ms join_{0};
+  std::int64_t t_ = 1;
+  Membership view_;
+  // Other members' rows this worker computes (--pull: moves), by their
+  // home, with their bytes; declared before the partition, which reads them.
+  std::map<std::uint32_t, std::pair<Move, Bytes>> pieces_;
+  // The first rows of its partition this worker computes: as a re-split by
+  // speed left them (trims), and before the first it gave away (moves).
+  std::int64_t trim_keep_ = std::numeric_limits<std::int64_t>::max();
+  std::int64_t move_keep_ = std::numeric_limits<std::int64_t>::max();
   std::unique_ptr<Partition> part_;
   bool recovering_ = false, done_ = false, over_ = false;
   // Declared after what it uses: joined first when the incarnation ends.
