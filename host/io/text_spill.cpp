@@ -148,9 +148,7 @@ namespace {
 
 // The file opened at the mark before row `begin`: that mark's index.
 std::size_t open_at_mark(std::ifstream& in, const std::string& path, const TextMarks& marks, std::int64_t begin) {
-  if (const std::int64_t now = file_bytes(path); now != marks.file_bytes)
-    throw InputError(path + ": " + std::to_string(now) + " bytes, not the job's " + std::to_string(marks.file_bytes) +
-                     " (changed since the job began)");
+  check_marked_file(path, marks);
   const auto k = static_cast<std::size_t>(begin / kStride);
   if (begin < 0 || k >= marks.offset.size()) throw InputError(path + ": no row " + std::to_string(begin + 1));
   in = open_binary(path);
@@ -198,6 +196,12 @@ void read_text_rows(const std::string& path, bool csv, const TextMarks& marks, s
 }  // namespace accel::io
 
 namespace accel {
+
+void check_marked_file(const std::string& path, const TextMarks& marks) {
+  if (const std::int64_t now = io::file_bytes(path); now != marks.file_bytes)
+    throw InputError(path + ": " + std::to_string(now) + " bytes, not the job's " + std::to_string(marks.file_bytes) +
+                     " (another file, or changed since the job began)");
+}
 
 LabeledCsr read_libsvm_range(const std::string& path, const TextMarks& marks, std::int64_t begin, std::int64_t count) {
   if (count <= 0) return {};

@@ -98,6 +98,9 @@ void read_npy_rows(const std::string& path, std::int64_t rows, std::int64_t cols
 void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
                       std::int64_t count, float* out, const TextMarks* marks = nullptr);
 
+// InputError naming the file when its size is not the marks' (another
+// file at the path, or one changed since the marks were taken).
+void check_marked_file(const std::string& path, const TextMarks& marks);
 // Rows [begin, begin + count) of a LIBSVM text file whose marks are
 // `marks`, as CSR, read from the mark before them alone; InputError when
 // the file's size is not the marks' or it ends before them.

@@ -1,7 +1,6 @@
 #include "svm_job.hpp"
 
 #include <algorithm>
-#include <filesystem>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -210,15 +209,7 @@ class SvmWorkload final : public Workload {
   // and here only checks that the file is the job's.
   void read(const Task& task, std::span<std::byte> out) const override {
     const svm_wire::TaskParams t = svm_wire::decode_params(task.params);
-    if (t.sharded) {
-      std::error_code ec;
-      const auto size = std::filesystem::file_size(task.input, ec);
-      if (ec) throw InputError(task.input + ": cannot read it: " + ec.message());
-      if (static_cast<std::int64_t>(size) != t.marks.file_bytes)
-        throw InputError(task.input + ": " + std::to_string(size) + " bytes, not the job's " +
-                         std::to_string(t.marks.file_bytes) + " (another file, or changed since the job began)");
-      return;
-    }
+    if (t.sharded) return check_marked_file(task.input, t.marks);
     const MappedFile f(task.input);
     if (f.bytes().size() != out.size()) throw InputError(task.input + ": not the coordinator's training set (another size)");
     std::copy(f.bytes().begin(), f.bytes().end(), out.begin());
