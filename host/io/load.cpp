@@ -11,6 +11,7 @@
 #include <csignal>
 #include "accel/error.hpp"
 #include "accel/io.hpp"
+#include "format.hpp"
 #include "messages.hpp"
 #include "spill_file.hpp"
 #include "text_rows.hpp"
@@ -48,20 +49,38 @@ bool is_csv(const std::string& path, const std::string& head) {
 
 }  // namespace
 
-// The format from the file's first bytes (.npy's magic, IDX's header, plain
-// or gzip); text is CSV when it ends in .csv or its first line has a comma,
-// LIBSVM otherwise. (A name containing "idx" no longer decides.)
+namespace io {
+
+Format format_of(const std::string& path) {
+  const std::string head = head_bytes(path, 256);
+  if (head.rfind("\x93NUMPY", 0) == 0) return Format::Npy;
+  if (is_idx(head)) return Format::Idx;
+  return is_csv(path, head) ? Format::Csv : Format::Libsvm;
+}
+
+const char* format_name(Format f) {
+  switch (f) {
+    case Format::Npy: return ".npy";
+    case Format::Idx: return "IDX";
+    case Format::Csv: return "CSV";
+    case Format::Libsvm: return "LIBSVM text";
+  }
+  return "?";
+}
+
+}  // namespace io
+
 namespace {
 
 Matrix load_any(const std::string& path, bool streamed) {
+  if (names_parts(path)) return io::load_parts(path, streamed);
   io::require_file(path);
-  const std::string head = head_bytes(path, 256);
+  const io::Format f = io::format_of(path);
   Matrix m;
-  const bool csv = is_csv(path, head);
-  if (head.rfind("\x93NUMPY", 0) == 0) m = streamed ? io::stream_npy(path) : map_npy(path);
-  else if (is_idx(head)) m = read_idx(path);
-  else if (streamed) m = io::spill_text(path, csv);
-  else m = csv ? read_csv(path) : read_libsvm_dense(path);
+  if (f == io::Format::Npy) m = streamed ? io::stream_npy(path) : map_npy(path);
+  else if (f == io::Format::Idx) m = read_idx(path);
+  else if (streamed) m = io::spill_text(path, f == io::Format::Csv);
+  else m = f == io::Format::Csv ? read_csv(path) : read_libsvm_dense(path);
   if (m.rows == 0 || m.cols == 0) throw InputError(path + ": empty matrix");
   m.streamed = streamed && m.view != nullptr;
   check_finite(m, path);
@@ -86,23 +105,24 @@ void release_rows(const Matrix& m, std::int64_t begin, std::int64_t end) {
 void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
                       std::int64_t count, float* out, const TextMarks* marks) {
   io::require_file(path);
-  const std::string head = head_bytes(path, 256);
-  if (head.rfind("\x93NUMPY", 0) == 0) {
+  const io::Format f = io::format_of(path);
+  if (f == io::Format::Npy) {
     read_npy_rows(path, rows, cols, begin, count, out);
   } else if (marks && !marks->empty()) {
     io::require_rows(path, rows, cols, rows, cols, begin, count);  // the range within the job's shape
-    io::read_text_rows(path, is_csv(path, head), *marks, begin, count, cols, out);
+    io::read_text_rows(path, f == io::Format::Csv, *marks, begin, count, cols, out);
   } else {
     // Text: only these rows kept (and checked finite below); the file's
     // rows counted, its shape checked against the job's.
-    if (is_idx(head)) {
+    if (f == io::Format::Idx) {
       const Matrix all = load_matrix(path);  // checked whole, finite
       io::require_rows(path, all.rows, all.cols, rows, cols, begin, count);
       std::copy(all.row(begin), all.row(begin) + count * cols, out);
       return;
     }
     std::int64_t total = 0;
-    const Matrix some = is_csv(path, head) ? read_csv_rows(path, begin, count, &total) : read_libsvm_dense_rows(path, begin, count, &total);
+    const Matrix some = f == io::Format::Csv ? read_csv_rows(path, begin, count, &total)
+                                             : read_libsvm_dense_rows(path, begin, count, &total);
     io::require_rows(path, total, some.cols, rows, cols, begin, count);
     if (some.rows != count) throw InputError(path + ": fewer rows than the job's");
     std::copy(some.values(), some.values() + count * cols, out);

@@ -184,6 +184,14 @@ Matrix io::stream_npy(const std::string& path) {
   return m;
 }
 
+void io::npy_shape(const std::string& path, std::int64_t* rows, std::int64_t* cols) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  const NpyLayout l = read_layout(in, path, false);
+  *rows = l.rows;
+  *cols = l.cols;
+}
+
 std::vector<float> read_npy_vector(const std::string& path) { return read_npy_any(path, true).data; }
 
 // pread of the rows' bytes alone: a worker reading its partition of a

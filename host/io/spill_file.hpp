@@ -40,5 +40,7 @@ class SpillFile {
 // (float64, a misaligned header) converted a block at a time into a spill
 // file and mapped (npy.cpp).
 Matrix stream_npy(const std::string& path);
+// A 2-D .npy's rows and columns, from its header alone.
+void npy_shape(const std::string& path, std::int64_t* rows, std::int64_t* cols);
 
 }  // namespace accel::io

@@ -70,9 +70,10 @@ std::int64_t csv_rows(std::istream& in, const std::string& path, std::int64_t li
   return taken;
 }
 
-Matrix spill_csv(const std::string& path) {
+}  // namespace
+
+Matrix spill_csv(const std::string& path, SpillFile& spill) {
   auto in = open_binary(path);
-  SpillFile spill(path);
   Matrix m;
   m.marks.file_bytes = file_bytes(path);
   csv_rows(in, path, 0, 0, 0, -1, 0, [&](const std::vector<float>& row, std::int64_t line, std::int64_t at) {
@@ -85,9 +86,10 @@ Matrix spill_csv(const std::string& path) {
     ++m.rows;
   });
   if (m.rows == 0) throw InputError(path + ": no data rows");
-  m.view = spill.map();
   return m;
 }
+
+namespace {
 
 // A block's rows, densified to `cols` columns, into out.
 void densify(const LabeledCsr& b, std::int64_t cols, float* out, const std::string& path) {
@@ -101,8 +103,9 @@ void densify(const LabeledCsr& b, std::int64_t cols, float* out, const std::stri
     }
 }
 
-// Two passes: the rows, columns and marks, then each block densified.
-Matrix spill_libsvm(const std::string& path) {
+}  // namespace
+
+Matrix scan_libsvm(const std::string& path) {
   auto in = open_binary(path);
   Matrix m;
   m.marks.file_bytes = file_bytes(path);
@@ -120,22 +123,46 @@ Matrix spill_libsvm(const std::string& path) {
   }
   if (m.rows == 0) throw InputError(path + ": no data rows");
   m.cols = std::max<std::int64_t>(m.cols, 1);
+  return m;
+}
+
+void check_densify(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t file_bytes) {
   // Data that sparse is not for a dense consumer (read_libsvm_dense_rows).
-  const double dense = 4.0 * static_cast<double>(m.rows) * static_cast<double>(m.cols);
-  if (dense > 256e6 && dense > 64.0 * static_cast<double>(m.marks.file_bytes))
-    throw InputError(path + ": densifying " + std::to_string(m.rows) + " rows x " + std::to_string(m.cols) +
-                     " columns needs " + std::to_string(dense / 1e9) + " GB for a " +
-                     std::to_string(m.marks.file_bytes) + "-byte file: too sparse for a dense consumer");
-  SpillFile spill(path);
+  const double dense = 4.0 * static_cast<double>(rows) * static_cast<double>(cols);
+  if (dense > 256e6 && dense > 64.0 * static_cast<double>(file_bytes))
+    throw InputError(path + ": densifying " + std::to_string(rows) + " rows x " + std::to_string(cols) +
+                     " columns needs " + std::to_string(dense / 1e9) + " GB for a " + std::to_string(file_bytes) +
+                     "-byte file: too sparse for a dense consumer");
+}
+
+void spill_libsvm_rows(const std::string& path, const TextMarks& marks, std::int64_t cols, SpillFile& spill) {
+  auto in = open_binary(path);
   std::vector<float> block;
-  for (std::size_t k = 0; k < m.marks.offset.size(); ++k) {
+  for (std::size_t k = 0; k < marks.offset.size(); ++k) {
     in.clear();
-    in.seekg(m.marks.offset[k]);
-    const LabeledCsr b = read_libsvm_block(in, path, m.marks.line[k], kStride);
-    block.resize(static_cast<std::size_t>(b.x.rows * m.cols));
-    densify(b, m.cols, block.data(), path);
+    in.seekg(marks.offset[k]);
+    const LabeledCsr b = read_libsvm_block(in, path, marks.line[k], kStride);
+    block.resize(static_cast<std::size_t>(b.x.rows * cols));
+    densify(b, cols, block.data(), path);
     spill.write(block.data(), block.size());
   }
+}
+
+namespace {
+
+// Two passes: the rows, columns and marks, then each block densified.
+Matrix spill_libsvm(const std::string& path) {
+  Matrix m = scan_libsvm(path);
+  check_densify(path, m.rows, m.cols, m.marks.file_bytes);
+  SpillFile spill(path);
+  spill_libsvm_rows(path, m.marks, m.cols, spill);
+  m.view = spill.map();
+  return m;
+}
+
+Matrix spill_csv(const std::string& path) {
+  SpillFile spill(path);
+  Matrix m = spill_csv(path, spill);
   m.view = spill.map();
   return m;
 }

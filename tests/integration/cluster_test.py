@@ -431,6 +431,47 @@ def scenario_pull_text(a, tmp):
             fail(f"{who} peaked at {p / 1e6:.0f} MB with {own / 1e6:.0f} MB of rows of {size / 1e6:.0f} MB of text")
 
 
+def scenario_pull_parts(a, tmp):
+    # --pull on an input of part files (a glob of .npy parts of uneven
+    # sizes, one of them empty): each worker reads its rows from the parts
+    # that hold them, and so do the survivors that take over worker 2's
+    # rows when it is killed -9. The centroids equal a single-node run on
+    # the same rows in one file.
+    data = Path(tmp) / "x.npy"
+    blobs(str(data), 300000, 8, 12, 9)
+    body = data.read_bytes()
+    hlen = struct.unpack("<H", body[8:10])[0]
+    values = array.array("f")
+    values.frombytes(body[10 + hlen:])
+    parts = Path(tmp) / "parts"
+    parts.mkdir()
+    cuts = [0, 1, 70000, 70000, 190001, 300000]
+    for k in range(len(cuts) - 1):
+        write_npy(parts / f"part-{k:05d}.npy", cuts[k + 1] - cuts[k], 8, values[cuts[k] * 8:cuts[k + 1] * 8])
+    iters = 40
+    job = Job(a, tmp, 3, str(parts / "part-*.npy"), 12, iters, 1000, extra=["--pull"], init="kmeans++")
+    job.wait_iteration(8)
+    job.procs[2].send_signal(signal.SIGKILL)
+    job.procs[2].wait()
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    moved = [j for j in job.logs()[0] if j.get("event") == "rows_moved"]
+    if not moved or not moved[0]["moves"]:
+        fail(f"worker 2's rows were not moved: {moved}")
+    single = Path(tmp) / "single.npy"
+    r = subprocess.run([a.accel, "kmeans", "--input", str(data), "--k", "12", "--max-iter", str(iters), "--tol", "0",
+                        "--init", "kmeans++", "--device", "cpu", "--output-centroids", str(single)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(r.stderr)
+    x, y = read_npy_floats(Path(tmp) / "centroids.npy"), read_npy_floats(single)
+    worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(x, y))
+    print(f"--pull on {len(cuts) - 1} part files, worker 2 killed: moves {moved[0]['moves']}; "
+          f"centroids within {worst:.1e} of single-node on one file")
+    if worst > 1e-5:
+        fail("the centroids of the part files differ from the single-node run on one file")
+
+
 def scenario_large_partials(a, tmp):
     # k x d doubles over 1 MiB per partial (Fashion-MNIST's k = 256 is 1.6 MB).
     data = str(Path(tmp) / "x.npy")

@@ -266,6 +266,69 @@ TEST_F(IoTest, StreamedFloat64NpyIsSpilled) {
   EXPECT_TRUE(std::equal(all.values(), all.values() + all.rows * all.cols, streamed.values()));
 }
 
+// Part files (a glob or a directory) are one matrix, their rows in name
+// order; a member reads any range of it from the parts that hold it.
+TEST_F(IoTest, PartFilesAreOneMatrixAndRangesReadFromTheirParts) {
+  constexpr int kRows = 9000;
+  std::vector<double> v(2 * kRows);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.25 * static_cast<double>(i % 977) - 3;
+  std::string csv, svm;
+  for (int i = 0; i < kRows; ++i) {
+    csv += std::to_string(v[2 * i]) + "," + std::to_string(v[2 * i + 1]) + "\n";
+    svm += "1 1:" + std::to_string(v[2 * i]) + (i == 4100 ? "" : " 2:" + std::to_string(v[2 * i + 1])) + "\n";
+  }
+  const std::vector<int> cuts{0, 4100, 4100, 4101, 9000};  // an empty part, a part of one row
+  auto lines = [](const std::string& t, int a, int b) {
+    std::size_t from = 0, to = 0;
+    for (int k = 0; k < b; ++k) (k < a ? from : to) = t.find('\n', k < a ? from : to) + 1, to = std::max(to, from);
+    return t.substr(from, to - from);
+  };
+  fs::create_directories(dir_ / "n");
+  fs::create_directories(dir_ / "c");
+  fs::create_directories(dir_ / "s");
+  for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+    const std::string name = "part-" + std::to_string(k);
+    file("n/" + name + ".npy", f64_npy(cuts[k + 1] - cuts[k], 2, v.data() + 2 * cuts[k]));
+    file("c/" + name + ".csv", lines(csv, cuts[k], cuts[k + 1]));
+    file("s/" + name, lines(svm, cuts[k], cuts[k + 1]));
+  }
+  const Matrix dense = load_matrix(file("all.csv", csv)), sparse = load_matrix(file("all.svm", svm));
+  for (const std::string spec : {(dir_ / "n/part-*.npy").string(), (dir_ / "c").string(), (dir_ / "s/part-?").string()}) {
+    const Matrix& whole = spec.back() == '?' ? sparse : dense;  // row 4100's LIBSVM part is one column wide
+    ASSERT_TRUE(names_parts(spec));
+    const Matrix m = load_matrix_streamed(spec);
+    ASSERT_EQ(m.rows, kRows) << spec;
+    ASSERT_EQ(m.cols, 2) << spec;
+    ASSERT_EQ(m.parts.size(), 4u) << spec;
+    EXPECT_EQ(m.parts[2].rows, 1);
+    EXPECT_TRUE(std::equal(whole.values(), whole.values() + 2 * kRows, m.values())) << spec;
+    for (const auto& [begin, count] : {std::pair{0, 9000}, {4099, 3}, {4100, 1}, {4101, 4899}, {10, 4500}}) {
+      std::vector<float> out(static_cast<std::size_t>(2 * count));
+      load_parts_rows(m.parts, 2, begin, count, out.data());
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), whole.row(begin))) << spec << " rows " << begin;
+    }
+    std::vector<float> out(2);
+    EXPECT_THROW(load_parts_rows(m.parts, 2, 8999, 2, out.data()), InputError);
+    std::ofstream(m.parts[3].path, std::ios::app) << "\n";  // a part changed since the job began
+    expect_error(m.parts[3].path, "changed since the job began", [&](const std::string&) {
+      load_parts_rows(m.parts, 2, 5000, 1, out.data());
+      return Matrix{};
+    });
+  }
+  expect_error((dir_ / "none-*.npy").string(), "matches no file");
+  file("c/part-9.csv", "1,2,3\n");
+  expect_error((dir_ / "c/part-9.csv").string(), "3 columns, the parts before it 2",
+               [&](const std::string&) { return load_matrix((dir_ / "c").string()); });
+  file("n/part-9.npy", "1,2\n");
+  expect_error((dir_ / "n/part-9.npy").string(), "CSV, the part", [&](const std::string&) {
+    return load_matrix((dir_ / "n/*").string());
+  });
+  // A file whose name looks like a glob is that file.
+  const auto odd = file("x[1].csv", "1,2\n");
+  EXPECT_FALSE(names_parts(odd));
+  EXPECT_EQ(load_matrix(odd).rows, 1);
+}
+
 TEST_F(IoTest, SpillFileThatCannotBeMadeIsOneError) {
   const auto p = file("s.csv", "1,2\n3,4\n");
   ::setenv("ACCEL_SPILL_DIR", (dir_ / "missing").c_str(), 1);
@@ -296,10 +359,12 @@ TEST_F(IoTest, CsvErrorsNameTheLine) {
 
 // Issue 34: a directory read as "no data rows", and a NUL byte inside a
 // value cut the message short at the NUL.
+// A directory is an input of part files (its files); one without any is
+// called what it is.
 TEST_F(IoTest, ADirectoryIsCalledADirectory) {
   const auto d = (dir_ / "a_directory").string();
   fs::create_directories(d);
-  expect_error(d, "is a directory, not a file");
+  expect_error(d, "a directory with no files");
   expect_error(d, "is a directory, not a file", read_libsvm_csr);
 }
 

@@ -1,6 +1,7 @@
-// A text input's marks (accel/io.hpp's TextMarks) in a task's parameters:
-// a --pull member seeks to the mark before its rows and reads those lines
-// alone. Shared by the workloads that read text inputs.
+// A text input's marks (accel/io.hpp's TextMarks) and an input's part
+// files in a task's parameters: a --pull member seeks to the mark before
+// its rows and reads those lines alone, from the parts that hold them.
+// Shared by the workloads that read text inputs.
 #pragma once
 
 #include <string>
@@ -30,6 +31,31 @@ inline TextMarks get_marks(In& i, const std::string& what) {
         (k > 0 && (m.offset[k] <= m.offset[k - 1] || m.line[k] <= m.line[k - 1])))
       throw InputError(what + " with impossible text marks");
   return m;
+}
+
+// An input of part files (Matrix::parts): each part's path, rows and marks.
+inline void put_parts(Out& o, const std::vector<InputPart>& parts) {
+  o.put<std::uint64_t>(parts.size());
+  for (const auto& p : parts) {
+    o.text(p.path);
+    o.put(p.rows);
+    o.put(p.file_bytes);
+    put_marks(o, p.marks);
+  }
+}
+
+inline std::vector<InputPart> get_parts(In& i, const std::string& what) {
+  const auto n = i.get<std::uint64_t>();
+  if (n > (std::uint64_t{1} << 20)) throw InputError(what + " with " + std::to_string(n) + " part files");
+  std::vector<InputPart> parts(static_cast<std::size_t>(n));
+  for (auto& p : parts) {
+    p.path = i.text(4096);
+    p.rows = i.get<std::int64_t>();
+    p.file_bytes = i.get<std::int64_t>();
+    if (p.path.empty() || p.rows < 0 || p.file_bytes < 0) throw InputError(what + " with an impossible part file");
+    p.marks = get_marks(i, what);
+  }
+  return parts;
 }
 
 }  // namespace accel::cluster

@@ -29,6 +29,14 @@ struct TextMarks {
   bool empty() const { return offset.empty(); }
 };
 
+// One file of an input given as part files (a glob or a directory): its
+// rows follow the rows of the parts before it, in name order.
+struct InputPart {
+  std::string path;  // absolute
+  std::int64_t rows = 0, file_bytes = 0;
+  TextMarks marks;  // text: where its rows start (empty: .npy)
+};
+
 // Dense float32 matrix, row-major. Its values are `data`, or, when `view`
 // is set, a read-only view that another owner keeps alive (a memory-mapped
 // .npy: map_npy). Read them through values() or row().
@@ -41,14 +49,27 @@ struct Matrix {
   bool streamed = false;
   // A text file read streamed: where its rows start (empty otherwise).
   TextMarks marks;
+  // An input of part files: each one's rows (empty: one file).
+  std::vector<InputPart> parts;
   const float* values() const { return view ? view.get() : data.data(); }
   const float* row(std::int64_t i) const { return values() + i * cols; }
 };
+
+// Whether an --input names part files: a glob (*, ? or [) or a directory
+// (its files, hidden ones aside), unless a file of that very name exists.
+bool names_parts(const std::string& spec);
+// The files it names in name order, absolute (a single file: itself);
+// InputError naming spec when it matches none.
+std::vector<std::string> input_files(const std::string& spec);
 
 // By the file's first bytes: .npy (float32/float64, 2-D, C order; read as
 // map_npy does), IDX (gzip or raw), CSV (a .csv name or a comma in the first
 // line), anything else as LIBSVM text (densified). Rejects NaN and Inf,
 // naming the row and column.
+// Part files (names_parts) are one matrix, their rows in name order: all
+// .npy with the same columns, all CSV with the same, or all LIBSVM
+// (densified to the widest); spilled into one file and mapped (see below),
+// each part's rows and marks in Matrix::parts.
 Matrix load_matrix(const std::string& path);
 // The same, streamed where the file is mapped (Matrix::streamed): the
 // checks and the k-means seeding read it a block at a time and give each
@@ -97,6 +118,12 @@ void read_npy_rows(const std::string& path, std::int64_t rows, std::int64_t cols
 // file's row.
 void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t begin,
                       std::int64_t count, float* out, const TextMarks* marks = nullptr);
+
+// The same for an input of part files (Matrix::parts): each part's share
+// of the rows from that part alone; InputError naming the part when its
+// size is not the job's.
+void load_parts_rows(const std::vector<InputPart>& parts, std::int64_t cols, std::int64_t begin, std::int64_t count,
+                     float* out);
 
 // InputError naming the file when its size is not the marks' (another
 // file at the path, or one changed since the marks were taken).

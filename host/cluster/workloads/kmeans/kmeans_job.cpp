@@ -28,6 +28,8 @@ struct Params {
   // A text input: where its rows start, so that a --pull member reads its
   // own lines alone (empty: .npy, or whole).
   TextMarks marks;
+  // An input of part files: each one's rows and marks (empty: one file).
+  std::vector<InputPart> parts;
 };
 
 // Bounds on a job's shape as read from the network.
@@ -43,6 +45,7 @@ Bytes encode_params(const Params& p) {
   o.put(p.max_iter);
   o.text(p.labels);
   put_marks(o, p.marks);
+  put_parts(o, p.parts);
   return std::move(o.b);
 }
 
@@ -60,6 +63,7 @@ Params decode_params(std::span<const std::byte> in) {
   p.labels = i.text(4096);
   if (p.max_iter < 0) throw InputError("k-means task with an impossible iteration limit");
   p.marks = get_marks(i, "k-means task");
+  p.parts = get_parts(i, "k-means task");
   i.end();
   return p;
 }
@@ -310,8 +314,9 @@ class KMeansWorkload final : public Workload {
     if (out.size() != static_cast<std::size_t>(task.rows * p.d) * sizeof(float))
       throw InputError("k-means partition size does not match its rows");
     // Only this partition's rows (.npy: only their bytes).
-    load_matrix_rows(task.input, task.units, p.d, task.begin, task.rows, reinterpret_cast<float*>(out.data()),
-                     &p.marks);
+    auto* rows = reinterpret_cast<float*>(out.data());
+    if (!p.parts.empty()) return load_parts_rows(p.parts, p.d, task.begin, task.rows, rows);
+    load_matrix_rows(task.input, task.units, p.d, task.begin, task.rows, rows, &p.marks);
   }
 };
 
@@ -362,7 +367,8 @@ Job::Options KMeansJob::result_options() const {
 
 Bytes KMeansJob::params() const {
   return encode_params(
-      {x_.cols, o_.k, o_.tol, bounds_, init_, o_.max_iter, labels_ ? labels_->partial() : "", x_.marks});
+      {x_.cols, o_.k, o_.tol, bounds_, init_, o_.max_iter, labels_ ? labels_->partial() : "", x_.marks,
+       x_.parts});
 }
 
 std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const {
