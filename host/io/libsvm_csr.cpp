@@ -20,6 +20,7 @@
 
 #include "accel/csr.hpp"
 #include "accel/error.hpp"
+#include "accel/io.hpp"
 #include "messages.hpp"
 
 namespace accel {
@@ -157,16 +158,8 @@ LabeledCsr whole(LabeledCsr out, const std::string& path) {
 LabeledCsr joined(std::vector<LabeledCsr>& parts, const std::string& source) {
   LabeledCsr out = std::move(parts[0]);
   for (std::size_t t = 1; t < parts.size(); ++t) {
-    LabeledCsr& p = parts[t];
-    const std::int64_t base = static_cast<std::int64_t>(out.x.values.size());
-    for (std::int64_t r = 1; r <= p.x.rows; ++r) out.x.row_ptr.push_back(base + p.x.row_ptr[r]);
-    out.x.col_idx.insert(out.x.col_idx.end(), p.x.col_idx.begin(), p.x.col_idx.end());
-    out.x.values.insert(out.x.values.end(), p.x.values.begin(), p.x.values.end());
-    out.x.rows += p.x.rows;
-    out.x.cols = std::max(out.x.cols, p.x.cols);
-    out.labels.insert(out.labels.end(), p.labels.begin(), p.labels.end());
-    out.lines.insert(out.lines.end(), p.lines.begin(), p.lines.end());
-    p = LabeledCsr{};
+    append_rows(out, parts[t]);
+    parts[t] = LabeledCsr{};
   }
   return whole(std::move(out), source);
 }
@@ -179,9 +172,36 @@ LabeledCsr read_file(const std::string& path, const std::function<bool(std::int6
   return whole(parse(in, path, keep, nonzeros, 0, offsets), path);
 }
 
+// Part files (names_parts): each parsed alone, so that an error names the
+// part and its line; their rows joined in name order. Empty parts are
+// allowed, an input without rows is not.
+LabeledCsr read_parts(const std::string& spec) {
+  std::vector<LabeledCsr> parts;
+  for (const auto& f : input_files(spec)) {
+    io::require_file(f);
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw InputError(f + ": cannot open: " + std::strerror(errno));
+    parts.push_back(parse(in, f, {}, nullptr));
+  }
+  return joined(parts, spec);
+}
+
 }  // namespace
 
-LabeledCsr read_libsvm_csr(const std::string& path) { return read_file(path, {}, nullptr); }
+void append_rows(LabeledCsr& to, const LabeledCsr& from) {
+  const std::int64_t base = static_cast<std::int64_t>(to.x.values.size());
+  for (std::int64_t r = 1; r <= from.x.rows; ++r) to.x.row_ptr.push_back(base + from.x.row_ptr[r]);
+  to.x.col_idx.insert(to.x.col_idx.end(), from.x.col_idx.begin(), from.x.col_idx.end());
+  to.x.values.insert(to.x.values.end(), from.x.values.begin(), from.x.values.end());
+  to.x.rows += from.x.rows;
+  to.x.cols = std::max(to.x.cols, from.x.cols);
+  to.labels.insert(to.labels.end(), from.labels.begin(), from.labels.end());
+  to.lines.insert(to.lines.end(), from.lines.begin(), from.lines.end());
+}
+
+LabeledCsr read_libsvm_csr(const std::string& path) {
+  return names_parts(path) ? read_parts(path) : read_file(path, {}, nullptr);
+}
 
 LabeledCsr read_libsvm_rows(const std::string& path, const std::function<bool(std::int64_t)>& keep,
                            std::int64_t* nonzeros, std::vector<std::int64_t>* offsets) {

@@ -12,11 +12,14 @@
 
 namespace accel::io {
 
-SpillFile::SpillFile(const std::string& source) : source_(source) {
+std::string spill_dir() {
   const char* dir = std::getenv("ACCEL_SPILL_DIR");
   if (!dir || !*dir) dir = std::getenv("TMPDIR");
-  std::string name = std::string(dir && *dir ? dir : "/var/tmp") + "/accel-spill-XXXXXX";
-  dir_ = name.substr(0, name.rfind('/'));
+  return dir && *dir ? dir : "/var/tmp";
+}
+
+SpillFile::SpillFile(const std::string& source) : source_(source), dir_(spill_dir()) {
+  std::string name = dir_ + "/accel-spill-XXXXXX";
   fd_ = ::mkstemp(name.data());
   if (fd_ < 0) throw InputError(source + ": cannot make a spill file in " + dir_ + ": " + std::strerror(errno));
   ::unlink(name.c_str());

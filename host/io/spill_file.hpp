@@ -14,6 +14,9 @@
 
 namespace accel::io {
 
+// ACCEL_SPILL_DIR, TMPDIR or /var/tmp.
+std::string spill_dir();
+
 class SpillFile {
  public:
   // Errors name `source`, the input being spilled.

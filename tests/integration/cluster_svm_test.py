@@ -232,6 +232,54 @@ def scenario_svm_pull(a, tmp):
     check_model(job, ref, "3 workers, --pull, worker 2 killed")
 
 
+def split_parts(data, directory, cuts):
+    """data's rows into part files cut at `cuts` (an empty part where two
+    cuts meet); the part before the last ends without a newline."""
+    lines = Path(data).read_text().splitlines(keepends=True)
+    Path(directory).mkdir()
+    for k in range(len(cuts) - 1):
+        text = "".join(lines[cuts[k]:cuts[k + 1]])
+        if k == len(cuts) - 3:
+            text = text.rstrip("\n")
+        (Path(directory) / f"part-{k:05d}").write_text(text)
+    return str(Path(directory) / "part-*")
+
+
+def scenario_svm_parts(a, tmp):
+    # Training files given as part files (a glob): single-node svm-train,
+    # pushed members (the coordinator joins the parts' bytes), --pull
+    # members that read their rows from the parts that hold them (a worker
+    # killed -9: a survivor reads its rows from the parts), and -b 1 with
+    # --pull (every member reads the joined parts). Each model is the one of
+    # the same rows in one file.
+    three = str(Path(tmp) / "three.train")
+    libsvm(three, 3000, 20, 3, 2)
+    glob = split_parts(three, Path(tmp) / "three", [0, 1000, 1000, 1001, 3000])
+    params = PARAMS + ["-h", "1", "--shrink", "multi2"]
+    ref = single_node(a, tmp, three, params)
+    if single_node(a, tmp, glob, params) != ref:
+        fail("single-node svm-train on the parts differs from the one file")
+    job = SvmJob(a, Path(tmp) / "pushed", 3, glob, params)
+    job.finish()
+    check_model(job, ref, "3 workers, part files pushed", failures=False)
+    b1 = params + ["-b", "1"]
+    job = SvmJob(a, Path(tmp) / "b1", 2, glob, b1, extra=["--pull"])
+    job.finish()
+    check_model(job, single_node(a, tmp, three, b1), "-b 1, 2 workers, --pull on part files", failures=False)
+    data = long_data(tmp)
+    glob = split_parts(data, Path(tmp) / "long", [0, 4097, 4097, 9000, 9001, 16000])
+    params = PARAMS + ["--shrink", "multi2"]
+    ref = single_node(a, tmp, data, params)
+    job = SvmJob(a, Path(tmp) / "kill", 3, glob, params, extra=["--pull"])
+    job.wait_round(200)
+    job.kill(2)
+    print(f"killed worker 2 at round {job.round()}")
+    job.finish()
+    if job.summary()["rows_moved"] < 1:
+        fail("worker 2's rows did not move")
+    check_model(job, ref, "3 workers, --pull on part files, worker 2 killed")
+
+
 def scenario_svm_pull_other_file(a, tmp):
     # --pull, and worker 2 sees another file at the training file's path
     # (its own mount namespace puts a shorter copy there): it computes

@@ -43,6 +43,10 @@ struct LabeledCsr {
   std::string source;               // file name, for error messages
   std::vector<std::int64_t> lines;  // line number of each row (blank and comment lines skipped)
 };
+// Appends from's rows, labels and lines to to's.
+void append_rows(LabeledCsr& to, const LabeledCsr& from);
+// A file, or part files (io.hpp's names_parts: a glob or a directory, each
+// part parsed alone and the rows joined in name order; empty parts allowed).
 LabeledCsr read_libsvm_csr(const std::string& path);
 // Like read_libsvm_csr, keeping the values of the rows `keep` says yes to (by row
 // index) and leaving the others empty: every line is still checked, and

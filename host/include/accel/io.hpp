@@ -162,6 +162,17 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
+// Text part files as the bytes of one file: each part's bytes in order, a
+// newline after any part but the last that lacks one, so that no line runs
+// from one part into the next (one part: its bytes as they are). What a
+// coordinator pushes to members that parse the whole set, written to an
+// unlinked file in the spill directory and mapped; InputError naming a
+// part whose size is not its file_bytes.
+std::unique_ptr<MappedFile> map_joined_text(const std::vector<InputPart>& parts);
+// The same bytes read into out, which must be their size: what a --pull
+// member of such a job reads itself. InputError naming spec otherwise.
+void read_joined_text(const std::vector<InputPart>& parts, std::span<std::byte> out, const std::string& spec);
+
 // A .npy file's header for `shape` and a numpy descr ("<i4", "<f4"): the
 // data follow it, 64-byte aligned. Members that write their rows into one
 // preallocated file (the cluster's --output-labels) place them after it.

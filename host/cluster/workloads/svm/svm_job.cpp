@@ -1,6 +1,7 @@
 #include "svm_job.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -26,24 +27,35 @@ std::vector<Device*> svm_devices(const Local& local) {
   return local.registry.select(local.devices, KernelId::CsrKernelRows);
 }
 
-// A member's own rows read from the shared training file (sharded,
-// --pull): the lines of each range alone, from the mark before it.
+// A member's own rows read from the shared training file, or its part
+// files (sharded, --pull): the lines of each range alone, from the mark
+// before it in the part that holds them.
 class FileRows final : public svm_parallel::RowSource {
  public:
-  FileRows(std::string path, TextMarks marks, std::int64_t rows, std::int64_t cols)
-      : path_(std::move(path)), marks_(std::move(marks)), rows_(rows), cols_(cols) {}
+  FileRows(std::vector<InputPart> parts, std::int64_t rows, std::int64_t cols)
+      : parts_(std::move(parts)), rows_(rows), cols_(cols) {
+    std::int64_t sum = 0;
+    for (const auto& p : parts_) sum += p.rows;
+    if (sum != rows_) throw InputError("svm task whose files hold " + std::to_string(sum) + " of its " + std::to_string(rows_) + " rows");
+  }
   std::int64_t rows() const override { return rows_; }
   std::int64_t cols() const override { return cols_; }
   void read(std::int64_t begin, std::int64_t end, CsrMatrix& out) override {
-    if (begin < 0 || end > rows_) throw InputError(path_ + ": no rows [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
-    const LabeledCsr got = read_libsvm_range(path_, marks_, begin, end - begin);
-    if (got.x.cols > cols_) throw InputError(path_ + ": wider than the job's training set (changed since the job began)");
-    for (std::int64_t r = 0; r < got.x.rows; ++r) out.add_row_from(got.x, r);
+    if (begin < 0 || end > rows_) throw InputError(parts_.front().path + ": no rows [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+    std::int64_t first = 0;
+    for (const auto& p : parts_) {
+      const std::int64_t lo = std::max(begin, first), hi = std::min(end, first + p.rows);
+      if (lo < hi) {
+        const LabeledCsr got = read_libsvm_range(p.path, p.marks, lo - first, hi - lo);
+        if (got.x.cols > cols_) throw InputError(p.path + ": wider than the job's training set (changed since the job began)");
+        for (std::int64_t r = 0; r < got.x.rows; ++r) out.add_row_from(got.x, r);
+      }
+      first += p.rows;
+    }
   }
 
  private:
-  std::string path_;
-  TextMarks marks_;
+  std::vector<InputPart> parts_;
   std::int64_t rows_, cols_;
 };
 
@@ -193,7 +205,7 @@ class SvmWorkload final : public Workload {
   std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const override {
     const svm_wire::TaskParams t = svm_wire::decode_params(task.params);
     if (t.sharded) {
-      auto part = std::make_unique<SvmPartition>(nullptr, std::make_unique<FileRows>(task.input, t.marks, task.units, t.cols),
+      auto part = std::make_unique<SvmPartition>(nullptr, std::make_unique<FileRows>(t.parts, task.units, t.cols),
                                                  t.params, svm_devices(local), task.self);
       part->hold({{task.self, task.begin, task.begin + task.rows}});  // the rows the first problem gives it
       return part;
@@ -209,10 +221,11 @@ class SvmWorkload final : public Workload {
   // and here only checks that the file is the job's.
   void read(const Task& task, std::span<std::byte> out) const override {
     const svm_wire::TaskParams t = svm_wire::decode_params(task.params);
-    if (t.sharded) return check_marked_file(task.input, t.marks);
-    const MappedFile f(task.input);
-    if (f.bytes().size() != out.size()) throw InputError(task.input + ": not the coordinator's training set (another size)");
-    std::copy(f.bytes().begin(), f.bytes().end(), out.begin());
+    if (t.sharded) {
+      for (const auto& p : t.parts) check_marked_file(p.path, p.marks);
+      return;
+    }
+    read_joined_text(t.parts, out, task.input);
   }
 };
 
@@ -223,18 +236,11 @@ ACCEL_REGISTER_WORKLOAD("svm", SvmWorkload);
 SvmJob::SvmJob(const SvmJobOptions& o) : o_(o), registry_(Registry::discover_all()) {
   const auto t0 = Clock::now();
   full_ = o.params.probability;
-  data_ = full_ ? read_libsvm_csr(o.train_file)
-                : read_libsvm_rows(o.train_file, [](std::int64_t) { return false; }, &nonzeros_, &offsets_);
-  if (full_) nonzeros_ = data_.x.nnz();
-  file_ = std::make_unique<MappedFile>(o.train_file);
   // Sharded (shared storage, and no -b 1 holding every row here): members
   // read their own rows from the marks.
   sharded_ = o.shared_storage && !full_;
-  marks_.file_bytes = static_cast<std::int64_t>(file_->bytes().size());
-  for (std::size_t r = 0; r < offsets_.size(); r += TextMarks::kStride) {
-    marks_.offset.push_back(offsets_[r]);
-    marks_.line.push_back(data_.lines[r] - 1);
-  }
+  read_training_set();
+  file_ = map_joined_text(parts_);
   // svm_train's default gamma, resolved here: members compute kernel rows
   // with the same one.
   if (o_.params.gamma == 0) o_.params.gamma = data_.x.cols > 0 ? 1.0 / double(data_.x.cols) : 1.0;
@@ -246,10 +252,49 @@ SvmJob::SvmJob(const SvmJobOptions& o) : o_(o), registry_(Registry::discover_all
 // The coordinator's partition over the job's training set (without rows
 // unless -b 1), not a copy decoded from the bytes it pushes to members; it
 // asks for every row if rows move to it.
+// The training file, or each of its part files in name order: the labels,
+// lines and shape of its rows (their values only with -b 1), each row's
+// byte offset in its part, and each part's rows and marks. An empty part
+// file has no rows.
+void SvmJob::read_training_set() {
+  namespace fs = std::filesystem;
+  std::vector<std::int64_t> offsets;
+  for (const auto& f : input_files(o_.train_file)) {
+    InputPart p{fs::absolute(f).string(), 0, 0, {}};
+    p.marks.file_bytes = p.file_bytes = static_cast<std::int64_t>(fs::file_size(f));
+    parts_.push_back(p);
+    if (p.file_bytes == 0 && names_parts(o_.train_file)) continue;
+    std::int64_t nonzeros = 0;
+    const LabeledCsr d = full_ ? read_libsvm_csr(f)
+                               : read_libsvm_rows(f, [](std::int64_t) { return false; }, &nonzeros, &offsets);
+    nonzeros_ += full_ ? d.x.nnz() : nonzeros;
+    for (std::size_t r = 0; r < offsets.size(); r += TextMarks::kStride) {
+      parts_.back().marks.offset.push_back(offsets[r]);
+      parts_.back().marks.line.push_back(d.lines[r] - 1);
+    }
+    parts_.back().rows = d.x.rows;
+    offsets_.insert(offsets_.end(), offsets.begin(), offsets.end());
+    offsets.clear();
+    append_rows(data_, d);
+  }
+  if (data_.x.rows == 0) throw InputError(o_.train_file + ": no data rows");
+  data_.source = o_.train_file;
+}
+
+// The part holding row r, and the part's first row.
+std::pair<std::size_t, std::int64_t> SvmJob::part_of(std::int64_t r) const {
+  std::int64_t first = 0;
+  for (std::size_t k = 0; k < parts_.size(); ++k) {
+    if (r < first + parts_[k].rows) return {k, first};
+    first += parts_[k].rows;
+  }
+  throw std::out_of_range("svm: row " + std::to_string(r) + " past the training set");
+}
+
 std::unique_ptr<Partition> SvmJob::open_own(const Task& task, Local& local) {
   const SvmParams params = svm_wire::decode_params(task.params).params;
   if (sharded_)
-    return std::make_unique<SvmPartition>(nullptr, std::make_unique<FileRows>(o_.train_file, marks_, data_.x.rows, data_.x.cols),
+    return std::make_unique<SvmPartition>(nullptr, std::make_unique<FileRows>(parts_, data_.x.rows, data_.x.cols),
                                           params, svm_devices(local), task.self);
   return std::make_unique<SvmPartition>(nullptr, std::make_unique<svm_parallel::HeldRows>(data_.x), params,
                                         svm_devices(local), task.self,
@@ -264,7 +309,9 @@ const LabeledCsr& SvmJob::every_row() {
   if (full_) return data_;
   if (!all_rows_) {
     log::warn("accel coordinator") << "every worker is lost: the coordinator reads every row of " << o_.train_file;
-    all_rows_ = std::make_unique<LabeledCsr>(read_libsvm_csr(o_.train_file));
+    all_rows_ = std::make_unique<LabeledCsr>();
+    for (const auto& p : parts_)
+      if (p.rows > 0) append_rows(*all_rows_, read_libsvm_csr(p.path));
     if (all_rows_->x.rows != data_.x.rows || all_rows_->labels != data_.labels)
       throw InputError(o_.train_file + ": changed since the job began");
   }
@@ -302,7 +349,7 @@ Job::Options SvmJob::result_options() const {
 }
 
 Bytes SvmJob::params() const {
-  return svm_wire::encode_params({o_.params, sharded_, sharded_ ? marks_ : TextMarks{}, data_.x.cols});
+  return svm_wire::encode_params({o_.params, sharded_, parts_, data_.x.cols});
 }
 
 void SvmJob::partitioned(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& rows) {
@@ -346,15 +393,21 @@ Bytes SvmJob::decide(std::int64_t, const std::map<std::uint32_t, Bytes>& contrib
 // those lines alone, where the first read found them.
 void SvmJob::fill_support_vectors() {
   if (full_) return;
-  std::vector<std::int64_t> at, lines;
-  for (const auto r : model_.sv_rows) {
-    at.push_back(offsets_[static_cast<std::size_t>(r)]);
-    lines.push_back(data_.lines[static_cast<std::size_t>(r)]);
+  LabeledCsr sv;
+  const auto& rows = model_.sv_rows;
+  for (std::size_t i = 0; i < rows.size();) {  // a run of rows of one part at a time
+    const auto [k, first] = part_of(rows[i]);
+    std::vector<std::int64_t> at, lines;
+    for (; i < rows.size() && rows[i] >= first && rows[i] < first + parts_[k].rows; ++i) {
+      at.push_back(offsets_[static_cast<std::size_t>(rows[i])]);
+      lines.push_back(data_.lines[static_cast<std::size_t>(rows[i])]);
+    }
+    const LabeledCsr got = read_libsvm_lines(parts_[k].path, at, lines);
+    for (std::size_t j = 0; j < at.size(); ++j)
+      if (got.labels[j] != data_.labels[static_cast<std::size_t>(rows[i - at.size() + j])])
+        throw InputError(parts_[k].path + ":" + std::to_string(lines[j]) + ": changed since the job began");
+    append_rows(sv, got);
   }
-  LabeledCsr sv = read_libsvm_lines(o_.train_file, at, lines);
-  for (std::size_t i = 0; i < model_.sv_rows.size(); ++i)
-    if (sv.labels[i] != data_.labels[static_cast<std::size_t>(model_.sv_rows[i])])
-      throw InputError(o_.train_file + ":" + std::to_string(lines[i]) + ": changed since the job began");
   sv.x.cols = model_.sv.cols;
   model_.sv = std::move(sv.x);
 }

@@ -40,7 +40,8 @@ class SvmJob final : public Job, private svm_parallel::Members {
   Options result_options() const override;
   std::string input_name() const override { return o_.train_file; }
   // Every member gets the training file's bytes (and parses them): the
-  // coordinator maps the file and gives its pages back once pushed.
+  // coordinator maps the file (part files: joined, map_joined_text) and
+  // gives its pages back once pushed.
   // Sharded, none: members read the rows they own.
   std::uint64_t data_bytes(std::int64_t, std::int64_t) const override {
     return sharded_ ? 0 : file_->bytes().size();
@@ -89,6 +90,8 @@ class SvmJob final : public Job, private svm_parallel::Members {
   accel::Task<Reports> move_rows(std::vector<svm_parallel::Range> before);
   void follow(const svm_parallel::Op& op);
 
+  void read_training_set();
+  std::pair<std::size_t, std::int64_t> part_of(std::int64_t row) const;
   const LabeledCsr& every_row();
   void fill_support_vectors();
 
@@ -99,9 +102,11 @@ class SvmJob final : public Job, private svm_parallel::Members {
   LabeledCsr data_;
   bool full_ = false;
   bool sharded_ = false;
-  TextMarks marks_;  // of every 4096th row, for members that read their own (sharded)
+  // The training file, or its part files: each one's rows and the marks
+  // of every 4096th, for members that read their own (sharded).
+  std::vector<InputPart> parts_;
   std::int64_t nonzeros_ = 0;
-  std::vector<std::int64_t> offsets_;  // each row's line in the training file (the support vectors' read back)
+  std::vector<std::int64_t> offsets_;  // each row's line in its part (the support vectors' read back)
   std::unique_ptr<MappedFile> file_;
   std::unique_ptr<LabeledCsr> all_rows_;
   Registry registry_;

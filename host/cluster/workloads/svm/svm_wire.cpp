@@ -205,7 +205,7 @@ Bytes encode_params(const TaskParams& t) {
   o.put(p.coef0);
   o.put(p.cache_mb);
   o.put<std::uint8_t>(t.sharded);
-  put_marks(o, t.marks);
+  put_parts(o, t.parts);
   o.put(t.cols);
   return std::move(o.b);
 }
@@ -222,11 +222,11 @@ TaskParams decode_params(std::span<const std::byte> in) {
   p.coef0 = i.get<double>();
   p.cache_mb = i.get<double>();
   t.sharded = i.get<std::uint8_t>() != 0;
-  t.marks = get_marks(i, "svm task");
+  t.parts = get_parts(i, "svm task");
   t.cols = i.get<std::int64_t>();
   i.end();
   if (!(p.cache_mb >= 0) || p.degree < 0 || p.degree > 64) throw InputError("svm task with bad kernel parameters");
-  if (t.cols < 0 || t.cols > INT32_MAX || (t.sharded && t.marks.empty()))
+  if (t.cols < 0 || t.cols > INT32_MAX || t.parts.empty())
     throw InputError("svm task with an impossible training set");
   return t;
 }

@@ -23,7 +23,9 @@ using svm_parallel::Report;
 struct TaskParams {
   SvmParams params;
   bool sharded = false;
-  TextMarks marks;
+  // The training file, or its part files: each one's path, rows, size and
+  // marks (members that read their own rows, or the whole file).
+  std::vector<InputPart> parts;
   std::int64_t cols = 0;
 };
 Bytes encode_params(const TaskParams& p);
