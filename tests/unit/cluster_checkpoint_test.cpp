@@ -267,6 +267,36 @@ TEST(SvmWireRows, RoundTripAndRefusal) {
   EXPECT_THROW(refused(bad), accel::InputError) << "a variable past the problem";
 }
 
+// A task's training files (one file, or part files) come back with their
+// rows, sizes and marks; a part with negative rows, or marks out of order,
+// is refused.
+TEST(SvmWireParams, PartsRoundTripAndRefusal) {
+  svm_wire::TaskParams t;
+  t.sharded = true;
+  t.cols = 7;
+  t.parts = {{"/d/part-0", 5000, 900, {}}, {"/d/part-1", 0, 0, {}}, {"/d/part-2", 3, 40, {}}};
+  t.parts[0].marks = {900, {0, 700}, {0, 4096}};
+  t.parts[2].marks = {40, {0}, {2}};
+  const auto back = svm_wire::decode_params(svm_wire::encode_params(t));
+  ASSERT_EQ(back.parts.size(), 3u);
+  for (std::size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(back.parts[k].path, t.parts[k].path);
+    EXPECT_EQ(back.parts[k].rows, t.parts[k].rows);
+    EXPECT_EQ(back.parts[k].file_bytes, t.parts[k].file_bytes);
+    EXPECT_EQ(back.parts[k].marks.offset, t.parts[k].marks.offset);
+    EXPECT_EQ(back.parts[k].marks.line, t.parts[k].marks.line);
+  }
+  auto bad = t;
+  bad.parts[1].rows = -1;
+  EXPECT_THROW(svm_wire::decode_params(svm_wire::encode_params(bad)), accel::InputError);
+  bad = t;
+  bad.parts[0].marks.offset = {700, 0};
+  EXPECT_THROW(svm_wire::decode_params(svm_wire::encode_params(bad)), accel::InputError);
+  bad = t;
+  bad.parts.clear();
+  EXPECT_THROW(svm_wire::decode_params(svm_wire::encode_params(bad)), accel::InputError) << "no training file";
+}
+
 // The distributed SVM's part of a checkpoint: every solved problem's
 // multipliers and statistics come back exactly; bytes that are not a
 // solution list are refused.
