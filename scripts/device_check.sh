@@ -145,7 +145,7 @@ python_module() {
   timeout 240 g++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -w -I"$inc" -I"$pb" -I"$ROOT/host/include" -I"$KIT/include" \
     -I"$ROOT/transport/include" "$ROOT/python/src/module.cpp" "$ROOT/python/src/estimators.cpp" \
     -o "$KIT/python/accel/_accel$suffix" -L"$KIT/lib" "$KIT/link/libaccel_workloads.a" "$KIT/link/libaccel_cluster.a" \
-    -l:libaccel_transport.so.0 -l:libaccel.so.0 -lpthread >"$OUTDIR/logs/python_rebuild.log" 2>&1 ||
+    -l:libaccel_transport.so.0 -l:libaccel.so.0 -l:libaccel_core.so.0 -lpthread >"$OUTDIR/logs/python_rebuild.log" 2>&1 ||
     { echo "rebuild failed (logs/python_rebuild.log)"; return 1; }
   "$PY" -c "import accel._accel" 2>>"$OUTDIR/logs/python_rebuild.log" && { echo "rebuilt for $($PY --version)"; return 0; }
   echo "rebuilt, but it does not import (logs/python_rebuild.log)"
