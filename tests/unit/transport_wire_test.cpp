@@ -22,6 +22,32 @@ std::vector<std::byte> bytes_of(std::initializer_list<int> v) {
   return out;
 }
 
+// One codec (accel/codec.hpp) for the transport's frames and every payload
+// above it: fixed-size values little-endian, arrays length-prefixed, and
+// reads refused past what the bytes hold.
+TEST(Codec, LittleEndianEverywhereAndBounded) {
+  Out o;
+  o.put<std::uint32_t>(0x01020304u);
+  o.put<std::int16_t>(-2);
+  o.put(1.0f);
+  o.array(std::vector<std::uint16_t>{0x0a0b, 0x0c0d});
+  o.text("hi");
+  EXPECT_EQ(o.b, bytes_of({0x04, 0x03, 0x02, 0x01, 0xfe, 0xff, 0x00, 0x00, 0x80, 0x3f, 2, 0, 0, 0, 0, 0, 0, 0, 0x0b,
+                           0x0a, 0x0d, 0x0c, 2, 0, 0, 0, 0, 0, 0, 0, 'h', 'i'}));
+  std::vector<std::byte> frame;
+  wire::put<std::uint32_t>(frame, 0x01020304u);
+  EXPECT_EQ(frame, std::vector<std::byte>(o.b.begin(), o.b.begin() + 4)) << "the transport's fields, the same bytes";
+  EXPECT_EQ(wire::get<std::uint32_t>(frame, 0), 0x01020304u);
+  In i(o.b);
+  EXPECT_EQ(i.get<std::uint32_t>(), 0x01020304u);
+  EXPECT_EQ(i.get<std::int16_t>(), -2);
+  EXPECT_EQ(i.get<float>(), 1.0f);
+  EXPECT_EQ(i.array<std::uint16_t>(2), (std::vector<std::uint16_t>{0x0a0b, 0x0c0d}));
+  EXPECT_THROW(i.text(1), InputError) << "longer than allowed";
+  In short_(std::span(o.b).first(3));
+  EXPECT_THROW(short_.get<std::uint32_t>(), InputError);
+}
+
 std::vector<std::byte> sample_frame(std::size_t payload = 5) {
   std::vector<std::byte> p(payload);
   for (std::size_t i = 0; i < payload; ++i) p[i] = static_cast<std::byte>(i * 7 + 1);

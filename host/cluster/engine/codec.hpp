@@ -1,90 +1,12 @@
-// Little helpers that write and read the engine's and the workloads' message
-// payloads: fixed-size values, length-prefixed arrays. Every read is bounded
-// by what the caller allows and by what the payload holds; a short or
-// oversized payload throws InputError (a network error is bad input).
+// The engine's and the workloads' payloads use the one codec (accel/codec.hpp).
 #pragma once
 
-#include <cstdint>
-#include <cstring>
-#include <span>
-#include <string>
-#include <vector>
-
-#include "accel/error.hpp"
+#include "accel/codec.hpp"
 
 namespace accel::cluster {
 
-using Bytes = std::vector<std::byte>;
-
-class Out {
- public:
-  template <class T>
-  void put(T v) {
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    b.insert(b.end(), p, p + sizeof v);
-  }
-  template <class T>
-  void array(std::span<const T> v) {
-    put<std::uint64_t>(v.size());
-    const auto* p = reinterpret_cast<const std::byte*>(v.data());
-    b.insert(b.end(), p, p + v.size() * sizeof(T));
-  }
-  template <class T>
-  void array(const std::vector<T>& v) {
-    array(std::span<const T>(v));
-  }
-  void bytes(std::span<const std::byte> v) { array(v); }
-  void text(const std::string& s) { bytes(std::as_bytes(std::span(s))); }
-  Bytes b;
-};
-
-class In {
- public:
-  explicit In(std::span<const std::byte> s) : s_(s) {}
-  template <class T>
-  T get() {
-    T v;
-    std::memcpy(&v, take(sizeof v), sizeof v);
-    return v;
-  }
-  template <class T>
-  std::vector<T> array(std::uint64_t max) {
-    const auto n = get<std::uint64_t>();
-    if (n > max) throw InputError("message array of " + std::to_string(n) + " exceeds " + std::to_string(max));
-    // Checked against the bytes that are there before allocating: a peer's
-    // claim of a 1 GiB array in a short message costs nothing.
-    if (n > left() / sizeof(T)) throw InputError("message payload truncated");
-    std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
-    return v;
-  }
-  // An array of exactly n values.
-  template <class T>
-  std::vector<T> exactly(std::uint64_t n, const char* what) {
-    auto v = array<T>(n);
-    if (v.size() != n) throw InputError(std::string("message ") + what + " has " + std::to_string(v.size()) +
-                                        " values, expected " + std::to_string(n));
-    return v;
-  }
-  Bytes bytes(std::uint64_t max) { return array<std::byte>(max); }
-  std::string text(std::uint64_t max) {
-    const auto v = bytes(max);
-    return std::string(reinterpret_cast<const char*>(v.data()), v.size());
-  }
-  std::size_t left() const { return s_.size() - pos_; }
-  void end() const {
-    if (pos_ != s_.size()) throw InputError("message has " + std::to_string(s_.size() - pos_) + " trailing bytes");
-  }
-
- private:
-  const std::byte* take(std::size_t n) {
-    if (s_.size() - pos_ < n) throw InputError("message payload truncated");
-    const auto* p = s_.data() + pos_;
-    pos_ += n;
-    return p;
-  }
-  std::span<const std::byte> s_;
-  std::size_t pos_ = 0;
-};
+using accel::Bytes;
+using accel::In;
+using accel::Out;
 
 }  // namespace accel::cluster
