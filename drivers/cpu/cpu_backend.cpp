@@ -132,6 +132,6 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-ACCEL_REGISTER_BACKEND(10, CpuBackend);
+ACCEL_REGISTER_BACKEND(10, CpuBackend, "cpu", false);
 
 }  // namespace accel

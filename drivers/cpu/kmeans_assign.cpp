@@ -1,5 +1,5 @@
 // CPU kmeans_assign's loops (kmeans_assign_pick.cpp picks one per shape):
-//  - block16 (d <= 16), below; the masked loop (d <= 4) is
+//  - direct loops: the masked loop (d <= 4) is
 //    kmeans_assign_masked.cpp, the register-transposed direct loop for
 //    d <= 16, 24, 32, 48, 64 and 128 kmeans_assign_wide.cpp, the rows loop
 //    (d >= 16, k <= 16) kmeans_assign_rows.cpp. Distances point by point
@@ -62,83 +62,6 @@ void merge(std::vector<Partial>& parts, std::int64_t k, std::int64_t d, double* 
   }
   *inertia = total;
 }
-
-// Points handled together by the direct path: one AVX-512 / two AVX2 vectors.
-constexpr int kBlock = 16;
-
-template <int D>
-void direct_block(const float* x, std::int64_t rows, std::int64_t d_rt, const float* c, std::int64_t k,
-                  std::int32_t* labels, Partial& p) {
-  const std::int64_t d = D > 0 ? D : d_rt;
-  alignas(64) float xs[16][kBlock];  // transposed block: xs[j][point]
-  alignas(64) float best[kBlock];
-  alignas(64) std::int32_t arg[kBlock];
-  for (std::int64_t j = 0; j < d; ++j)
-    for (int q = 0; q < kBlock; ++q) xs[j][q] = q < rows ? x[q * d + j] : 0.0f;
-  for (int q = 0; q < kBlock; ++q) {
-    best[q] = std::numeric_limits<float>::infinity();
-    arg[q] = 0;
-  }
-  for (std::int64_t kk = 0; kk < k; ++kk) {
-    const float* ck = c + kk * d;
-    alignas(64) float dist[kBlock] = {};
-    for (std::int64_t j = 0; j < d; ++j) {
-      const float cj = ck[j];
-#pragma omp simd
-      for (int q = 0; q < kBlock; ++q) {
-        const float t = xs[j][q] - cj;
-        dist[q] += t * t;
-      }
-    }
-#pragma omp simd
-    for (int q = 0; q < kBlock; ++q) {
-      const bool better = dist[q] < best[q];
-      best[q] = better ? dist[q] : best[q];
-      arg[q] = better ? static_cast<std::int32_t>(kk) : arg[q];
-    }
-  }
-  for (std::int64_t q = 0; q < rows; ++q) {
-    labels[q] = arg[q];
-    p.inertia += best[q];
-    accumulate_row(x + q * d, d, arg[q], p);
-  }
-}
-
-using DirectFn = void (*)(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, std::int32_t*,
-                          Partial&);
-
-DirectFn pick_direct(std::int64_t d) {
-  switch (d) {
-    case 1: return direct_block<1>;
-    case 2: return direct_block<2>;
-    case 3: return direct_block<3>;
-    case 4: return direct_block<4>;
-    case 8: return direct_block<8>;
-    default: return direct_block<0>;
-  }
-}
-
-}  // namespace
-
-void kmeans_assign_block16(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k,
-                           std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia) {
-  if (d < 1 || d > 16) throw std::invalid_argument("kmeans_assign_block16: d = " + std::to_string(d) + " is not 1..16");
-  const DirectFn fn = pick_direct(d);
-  std::vector<Partial> parts(omp_get_max_threads(), Partial(k, d));
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel
-  {
-    Partial& p = parts[omp_get_thread_num()];
-#pragma omp for schedule(static)
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::int64_t i0 = b * kBlock;
-      fn(x + i0 * d, std::min<std::int64_t>(kBlock, n - i0), d, c, k, labels + i0, p);
-    }
-  }
-  merge(parts, k, d, sums, counts, inertia);
-}
-
-namespace {
 
 // Which layout of a block's score matrix OpenBLAS multiplies faster, per
 // (d, k, threads). Both are the same product, and which wins depends on the

@@ -22,11 +22,6 @@ void kmeans_assign(const float* x, std::int64_t n, std::int64_t d, const float* 
 bool kmeans_assign_masked_fits(std::int64_t d, std::int64_t k);
 void kmeans_assign_masked(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                           std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia, int lanes = 0);
-// d <= 16: sixteen points a block staged in memory, sums per row in
-// double (the loop before the wide one, still the default: see
-// kmeans_assign_pick.cpp).
-void kmeans_assign_block16(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
-                           std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia);
 // d <= 16, 24, 32, 48, 64 or 128: sixteen points a vector, transposed in
 // registers (past d = 32 the transposed points live in L1; kmeans_assign_wide.cpp).
 inline bool kmeans_assign_wide_fits(std::int64_t d) {

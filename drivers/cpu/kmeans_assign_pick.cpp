@@ -24,7 +24,7 @@
 // large enough runs each loop that fits twice on 16Ki-row slices of its
 // own rows and keeps the fastest for the rest of the launch and for every
 // later launch of that shape in the process (ACCEL_LOG_LEVEL=debug prints
-// the times). ACCEL_KMEANS_LOOP=masked|wide|rows|gemm|block16 runs that
+// the times). ACCEL_KMEANS_LOOP=masked|wide|rows|gemm runs that
 // loop wherever it fits; rule (or unset), the default. Another value is warned about once and ignored. Every loop conforms to the same reference
 // (tests/conformance/kmeans_assign_test.cpp); labels can differ between
 // loops only where two centroids are within float rounding of a tie.
@@ -46,15 +46,14 @@
 namespace accel::cpu {
 namespace {
 
-enum class Loop { Masked, Wide, Rows, Gemm, Block16 };
-constexpr const char* kLoopNames[] = {"masked", "wide", "rows", "gemm", "block16"};  // by Loop
+enum class Loop { Masked, Wide, Rows, Gemm };
+constexpr const char* kLoopNames[] = {"masked", "wide", "rows", "gemm"};  // by Loop
 
 std::vector<Loop> eligible(std::int64_t d, std::int64_t k) {
   std::vector<Loop> out;
   if (kmeans_assign_masked_fits(d, k)) out.push_back(Loop::Masked);
   if (kmeans_assign_wide_fits(d)) out.push_back(Loop::Wide);
   if (kmeans_assign_rows_fits(d, k)) out.push_back(Loop::Rows);
-  if (d <= 16) out.push_back(Loop::Block16);
   out.push_back(Loop::Gemm);
   return out;
 }
@@ -72,7 +71,6 @@ void run(Loop l, const float* x, std::int64_t n, std::int64_t d, const float* c,
     case Loop::Wide: kmeans_assign_wide(x, n, d, c, k, labels, o.sums, o.counts, o.inertia); return;
     case Loop::Rows: kmeans_assign_rows(x, n, d, c, k, labels, o.sums, o.counts, o.inertia); return;
     case Loop::Gemm: kmeans_assign_gemm(x, n, d, c, k, labels, o.sums, o.counts, o.inertia); return;
-    case Loop::Block16: kmeans_assign_block16(x, n, d, c, k, labels, o.sums, o.counts, o.inertia); return;
   }
 }
 
@@ -90,9 +88,9 @@ const char* env_loop() {
   static const char* env = [] {
     const char* e = std::getenv("ACCEL_KMEANS_LOOP");
     const std::string v = e ? e : "";
-    for (const char* known : {"", "rule", "timed", "masked", "wide", "rows", "gemm", "block16"})
+    for (const char* known : {"", "rule", "timed", "masked", "wide", "rows", "gemm"})
       if (v == known) return e ? e : "";
-    log::warn("accel cpu") << "ACCEL_KMEANS_LOOP=" << v << " is not rule, timed, masked, wide, rows, gemm or block16: ignored";
+    log::warn("accel cpu") << "ACCEL_KMEANS_LOOP=" << v << " is not rule, timed, masked, wide, rows or gemm: ignored";
     return "";
   }();
   return env;

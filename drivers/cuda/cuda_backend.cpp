@@ -392,6 +392,6 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-ACCEL_REGISTER_BACKEND(30, CudaBackend);
+ACCEL_REGISTER_BACKEND(30, CudaBackend, "cuda", true);
 
 }  // namespace accel

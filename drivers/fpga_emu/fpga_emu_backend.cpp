@@ -113,6 +113,6 @@ class FpgaEmuBackend final : public Backend {
 
 }  // namespace
 
-ACCEL_REGISTER_BACKEND(20, FpgaEmuBackend);
+ACCEL_REGISTER_BACKEND(20, FpgaEmuBackend, "fpga-emu", false);
 
 }  // namespace accel

@@ -383,6 +383,6 @@ class OpenClBackend final : public Backend {
 
 }  // namespace
 
-ACCEL_REGISTER_BACKEND(40, OpenClBackend);
+ACCEL_REGISTER_BACKEND(40, OpenClBackend, "opencl", true);
 
 }  // namespace accel

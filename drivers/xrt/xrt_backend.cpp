@@ -456,6 +456,6 @@ class XrtBackend final : public Backend {
 
 }  // namespace
 
-ACCEL_REGISTER_BACKEND(35, XrtBackend);
+ACCEL_REGISTER_BACKEND(35, XrtBackend, "fpga", true);
 
 }  // namespace accel

@@ -296,7 +296,7 @@ int bench_kernels_main(const std::vector<std::string>& args) {
   std::string device, dir = "/usr/share/datasets/fashion-mnist", kmeans_shape,
                       kernels = "kmeans_assign,csr_kernel_rows,topk_histogram";
   po::options_description opts("accel bench-kernels [--device SPEC] [--repeats R] [--json]");
-  opts.add_options()("help,h", "this help")("device", po::value(&device), "devices (default: every device)")
+  opts.add_options()("help,h", "this help")("device", po::value(&device), device_option_help("devices (default: every device)").c_str())
       ("repeats", po::value(&repeats)->default_value(5), "timed launches per kernel and device (the median is kept)")
       ("fashion-mnist", po::value(&dir)->default_value(dir), "directory of Fashion-MNIST's IDX files")
       ("kernels", po::value(&kernels)->default_value(kernels), "which kernels, comma-separated")

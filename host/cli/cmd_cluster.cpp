@@ -2,6 +2,7 @@
 #include <csignal>
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include "accel/registry.hpp"
 #include <cstdlib>
 #include <iostream>
 
@@ -25,7 +26,7 @@ void common_options(po::options_description& d, cluster::Common& c, bool device 
        "where the drawn token is written (coordinator) or read (worker); default ~/.accel/job-PORT.token");
   if (device)
     d.add_options()("device", po::value(&c.device)->default_value("all"),
-                    "this node's devices: all (every hardware device) | cpu | fpga-emu | cuda | opencl[:N] | <name>, or a comma list");
+                    device_option_help("this node's devices").c_str());
   d.add_options()("timeout-ms", po::value(&c.timeout_ms)->default_value(timeout_ms), "barrier wait before a silent member is evicted")
       ("tls", po::value(&c.tls), "UCX transports (UCX_TLS), e.g. tcp")
       ("keepalive-ms", po::value(&c.keepalive_ms)->default_value(5000), "UCX keepalive interval")

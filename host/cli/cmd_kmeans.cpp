@@ -42,7 +42,7 @@ std::optional<KMeansArgs> parse_kmeans(const std::vector<std::string>& args) {
       ("seed", po::value(&ko.seed)->default_value(0), "random seed")
       ("algorithm", po::value(&ko.algorithm)->default_value("auto"),
        "lloyd | yinyang (same iterations, rows skipped when bounds prove their label unchanged) | auto (yinyang for d > 64)")
-      ("device", po::value(&a.device)->default_value("auto"), "auto | cpu | fpga-emu | cuda | opencl[:N] | fpga | <name> | all (every hardware device), or a comma list")
+      ("device", po::value(&a.device)->default_value("auto"), device_option_help("devices").c_str())
       ("output-centroids", po::value(&a.out_centroids), "write centroids (k x d float32 .npy)")
       ("output-labels", po::value(&a.out_labels), "write labels (n int32 .npy)")
       ("log-json", po::value(&a.log_json), "write one JSON line per iteration to this file")

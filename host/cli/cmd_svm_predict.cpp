@@ -23,7 +23,7 @@ int svm_predict_main(const std::vector<std::string>& args) {
   opts.add_options()("help", "this help")
       ("b,b", po::value(&prob)->default_value(0), "1: print probability estimates (a model trained with -b 1)")
       ("q,q", po::bool_switch(), "quiet")
-      ("device", po::value(&device)->default_value("cpu"), "cpu | fpga-emu | cuda | opencl[:N] | fpga | <name> | all | auto")
+      ("device", po::value(&device)->default_value("cpu"), device_option_help("devices").c_str())
       ("test_file", po::value(&test_file)->required(), "")
       ("model_file", po::value(&model_file)->required(), "")
       ("output_file", po::value(&output_file)->required(), "");

@@ -66,7 +66,7 @@ int topk_main(const std::vector<std::string>& args) {
       ("seed", po::value(&seed)->default_value(0), "synthetic: seed")
       ("ratio", po::value(&ratio)->required(), "fraction of values to select (k = ceil(ratio * n))")
       ("method", po::value(&method)->default_value("ldte-hist"), "exact | ldte-bs | ldte-hist | nth_element | sample")
-      ("device", po::value(&device)->default_value("cpu"), "device for the histogram passes (cpu | fpga-emu | cuda | opencl[:N] | <name>)")
+      ("device", po::value(&device)->default_value("cpu"), device_option_help("the device for the histogram passes").c_str())
       ("nonfinite", po::value(&nonfinite)->default_value("error"), "NaN/Inf: error (name the index) | exclude (skip and count)")
       ("repeat", po::value(&repeat)->default_value(1), "run the selection this many times; report the fastest")
       ("output", po::value(&output), "write the selected indices (int64 .npy)")

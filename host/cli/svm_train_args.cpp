@@ -89,7 +89,7 @@ std::optional<int> parse_svm_train(const std::vector<std::string>& args_in, cons
       ("solver", po::value(&solver)->default_value("batch"),
        "batch: working sets of --ws-size samples per round (ThunderSVM's); pair: one pair per step ([Narasimhan14]'s SMO)")
       ("ws-size", po::value(&p.ws_size)->default_value(0), "batch working-set size q (0: chosen from n and -m)")
-      ("device", po::value(&device)->default_value("cpu"), "cpu | fpga-emu | cuda | opencl[:N] | fpga | <name> | all | auto")
+      ("device", po::value(&device)->default_value("cpu"), device_option_help("devices").c_str())
       ("json", "print the summary as one JSON object")
       ("training_file", po::value(&train_file)->required(), "")
       ("model_file", po::value(&model_file), "");

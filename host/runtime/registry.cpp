@@ -10,7 +10,8 @@ namespace {
 
 struct Registered {
   int order;
-  std::string name;
+  std::string name, family;
+  bool numbered;
   BackendFactory factory;
 };
 
@@ -23,9 +24,18 @@ std::vector<Registered>& registered() {
 
 }  // namespace
 
-bool register_backend(int order, const char* name, BackendFactory factory) {
-  registered().push_back({order, name, factory});
+bool register_backend(int order, const char* name, const char* family, bool numbered, BackendFactory factory) {
+  registered().push_back({order, name, family, numbered, factory});
   return true;
+}
+
+std::string device_option_help(const std::string& what) {
+  auto list = registered();
+  std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
+  std::string families;
+  for (const auto& r : list) families += " | " + r.family + (r.numbered ? "[:N]" : "");
+  return what + ": auto (the fastest kind present) | all (every device with cores of its own)" + families +
+         " | a device's name (accel devices), or a comma list";
 }
 
 Registry Registry::discover_all() {

@@ -188,7 +188,7 @@ TEST_P(KMeansAssignConformance, EveryDeviceMatchesReference) {
 
 // One of the CPU driver's loops by name, on rows x[0..n): "masked" (the
 // widest lanes that fit), "masked8" (eight lanes), "wide", "rows",
-// "block16", "gemm0" / "gemm1" (the gemm path's two score layouts).
+// "gemm0" / "gemm1" (the gemm path's two score layouts).
 Out run_cpu_loop(const std::string& loop, const float* x, std::int64_t n, std::int64_t d, const float* cent,
                  std::int64_t k) {
   Out o;
@@ -204,8 +204,6 @@ Out run_cpu_loop(const std::string& loop, const float* x, std::int64_t n, std::i
     cpu::kmeans_assign_wide(x, n, d, cent, k, l, s, cn, &o.inertia);
   else if (loop == "rows")
     cpu::kmeans_assign_rows(x, n, d, cent, k, l, s, cn, &o.inertia);
-  else if (loop == "block16")
-    cpu::kmeans_assign_block16(x, n, d, cent, k, l, s, cn, &o.inertia);
   else
     cpu::kmeans_assign_gemm(x, n, d, cent, k, l, s, cn, &o.inertia, loop == "gemm1" ? 1 : 0);
   return o;
@@ -215,7 +213,6 @@ bool cpu_loop_fits(const std::string& loop, std::int64_t d, std::int64_t k) {
   if (loop == "masked" || loop == "masked8") return cpu::kmeans_assign_masked_fits(d, k);
   if (loop == "wide") return cpu::kmeans_assign_wide_fits(d);
   if (loop == "rows") return cpu::kmeans_assign_rows_fits(d, k);
-  if (loop == "block16") return d <= 16;
   return true;
 }
 
@@ -227,7 +224,7 @@ TEST_P(KMeansAssignConformance, EveryCpuLoopMatchesReference) {
   std::vector<float> x, cent;
   make_inputs(c, x, cent);
   const auto want = ref::kmeans_assign(x, c.n, c.d, cent, c.k);
-  for (const std::string loop : {"masked", "masked8", "wide", "gemm0", "gemm1", "rows", "block16"}) {
+  for (const std::string loop : {"masked", "masked8", "wide", "gemm0", "gemm1", "rows"}) {
     if (!cpu_loop_fits(loop, c.d, c.k)) continue;
     expect_conforms(run_cpu_loop(loop, x.data(), c.n, c.d, cent.data(), c.k), want, c, "cpu " + loop, x, cent);
   }

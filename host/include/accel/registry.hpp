@@ -11,13 +11,19 @@ namespace accel {
 
 // Backends register themselves (ggml's registry): a backend's folder adds
 // its sources to the build and one ACCEL_REGISTER_BACKEND line in them;
-// nothing else names it. `order` sorts discovery (and `accel devices`).
+// nothing else names it. `order` sorts discovery (and `accel devices`);
+// `family` is what --device calls its devices (DeviceInfo::family), with
+// ":N" for one of several when `numbered`.
 using BackendFactory = std::unique_ptr<Backend> (*)();
-bool register_backend(int order, const char* name, BackendFactory factory);
+bool register_backend(int order, const char* name, const char* family, bool numbered, BackendFactory factory);
 
-#define ACCEL_REGISTER_BACKEND(order, type)                                                          \
+#define ACCEL_REGISTER_BACKEND(order, type, family, numbered)                                        \
   [[maybe_unused]] static const bool accel_backend_registered_ = ::accel::register_backend(         \
-      order, #type, []() -> std::unique_ptr<::accel::Backend> { return std::make_unique<type>(); })
+      order, #type, family, numbered, []() -> std::unique_ptr<::accel::Backend> { return std::make_unique<type>(); })
+
+// The --device option's help, from the backends built in: `what` (the
+// devices' use in this command), then the selectors select() takes.
+std::string device_option_help(const std::string& what);
 
 struct BackendReport {
   std::string backend;
