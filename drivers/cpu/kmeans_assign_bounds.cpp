@@ -446,12 +446,12 @@ void next_launch_elkan(const float* x, std::int64_t n, std::int64_t d, const flo
   add_into(acc, s, k, d);
 }
 
-// Later launches: the filters above; only rows that fail them are read.
-void next_launch(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, State& s) {
-  const std::int64_t G = s.l.groups;
-  // How far each centroid moved (raised slightly so bounds stay safe), and
-  // the most any member of a group moved.
-  std::vector<float> delta(k), group_delta(G, 0.0f);
+// How far each centroid moved since the last launch (raised slightly so
+// bounds stay safe), and the most any member of each group moved.
+void centroid_moves(const float* c, std::int64_t k, std::int64_t d, const State& s, std::vector<float>& delta,
+                    std::vector<float>& group_delta) {
+  delta.assign(k, 0.0f);
+  group_delta.assign(s.l.groups, 0.0f);
   for (std::int64_t kk = 0; kk < k; ++kk) {
     double t = 0;
     for (std::int64_t j = 0; j < d; ++j) {
@@ -461,97 +461,126 @@ void next_launch(const float* x, std::int64_t n, std::int64_t d, const float* c,
     delta[kk] = static_cast<float>(std::sqrt(t)) * (1 + kSlack);
     group_delta[s.group_of[kk]] = std::max(group_delta[s.group_of[kk]], delta[kk]);
   }
-  if (G == k) return next_launch_elkan(x, n, d, c, k, s, delta);
-  // Members of each group, contiguous.
-  std::vector<std::int64_t> gstart(G + 1, 0);
-  std::vector<std::int32_t> members(k);
-  for (std::int64_t kk = 0; kk < k; ++kk) ++gstart[s.group_of[kk] + 1];
-  for (std::int64_t g = 0; g < G; ++g) gstart[g + 1] += gstart[g];
-  {
-    std::vector<std::int64_t> at(gstart.begin(), gstart.end() - 1);
+}
+
+// The centroids of each group, contiguous: group g's are
+// members[start[g] .. start[g + 1]).
+struct Groups {
+  std::vector<std::int64_t> start;
+  std::vector<std::int32_t> members;
+  Groups(const State& s, std::int64_t k) : start(s.l.groups + 1, 0), members(k) {
+    for (std::int64_t kk = 0; kk < k; ++kk) ++start[s.group_of[kk] + 1];
+    for (std::int64_t g = 0; g < s.l.groups; ++g) start[g + 1] += start[g];
+    std::vector<std::int64_t> at(start.begin(), start.end() - 1);
     for (std::int64_t kk = 0; kk < k; ++kk) members[at[s.group_of[kk]]++] = static_cast<std::int32_t>(kk);
   }
+};
 
+// One thread's scratch for the rows it filters.
+struct RowScratch {
+  std::vector<float> lo_old, cand, gm1, gm2;
+  std::vector<std::int32_t> cand_idx, gi1;
+  std::vector<char> searched;
+  RowScratch(std::int64_t G, std::int64_t k) : lo_old(G), cand(k), gm1(G), gm2(G), cand_idx(k), gi1(G), searched(G) {}
+};
+
+// The local filter inside group g for a row at distance da from its centroid
+// `label` (ut: that distance raised): the nearest value in the group (m1,
+// whose centroid is i1; -1 for a bound) and its runner-up m2 go to the
+// scratch for the group's new bound, and a nearer centroid to best.
+void search_group(std::int64_t g, const float* xi, const float* c, std::int64_t d, const Groups& groups,
+                  const std::vector<float>& delta, std::int32_t label, float da, float ut, RowScratch& r, float& best,
+                  std::int32_t& best_idx) {
+  int nc = 0;
+  float m1 = kInf, m2 = kInf;
+  std::int32_t i1 = -1;
+  auto note = [&](float v, std::int32_t idx) {
+    if (v < m1) m2 = m1, m1 = v, i1 = idx;
+    else if (v < m2) m2 = v;
+  };
+  for (std::int64_t t = groups.start[g]; t < groups.start[g + 1]; ++t) {
+    const std::int32_t j = groups.members[t];
+    if (j == label) {
+      note(da, j);
+      continue;
+    }
+    const float bound = r.lo_old[g] - delta[j];
+    if (bound >= ut) {
+      note(bound, -1);  // provably no nearer than the current centroid
+      continue;
+    }
+    r.cand_idx[nc++] = j;
+  }
+  score(xi, c, d, r.cand_idx.data(), nc, r.cand.data());
+  for (int q = 0; q < nc; ++q) {
+    const float v = std::sqrt(r.cand[q]);
+    note(v, r.cand_idx[q]);
+    if (v < best || (v == best && r.cand_idx[q] < best_idx)) best = v, best_idx = r.cand_idx[q];
+  }
+  r.gm1[g] = m1, r.gm2[g] = m2, r.gi1[g] = i1;
+}
+
+// Row i through the global, group and local filters; only a row that
+// fails the global one is read.
+void filter_row(std::int64_t i, const float* x, std::int64_t d, const float* c, const Groups& groups,
+                const std::vector<float>& delta, const std::vector<float>& group_delta, State& s, RowScratch& r,
+                Acc& a) {
+  const std::int64_t G = s.l.groups;
+  float* lower = s.lower + i * G;
+  const std::int32_t label = s.labels[i];
+  float u = s.upper[i] + delta[label];
+  float glob = kInf;
+  for (std::int64_t g = 0; g < G; ++g) {
+    r.lo_old[g] = lower[g];
+    lower[g] -= group_delta[g];
+    glob = std::min(glob, lower[g]);
+  }
+  if (u <= glob) {  // global filter: the row is not even read
+    s.upper[i] = u;
+    return;
+  }
+  const float* xi = x + i * d;
+  const float da = std::sqrt(dist2(xi, c + static_cast<std::int64_t>(label) * d, d));
+  const float ut = da * (1 + kSlack);
+  if (ut <= glob) {
+    s.upper[i] = ut;
+    return;
+  }
+  float best = da;
+  std::int32_t best_idx = label;
+  for (std::int64_t g = 0; g < G; ++g) {
+    r.searched[g] = lower[g] < ut;
+    if (r.searched[g]) search_group(g, xi, c, d, groups, delta, label, da, ut, r, best, best_idx);
+  }
+  // New bounds: a searched group's nearest value, or its runner-up when
+  // the nearest is the row's new centroid. An unsearched group keeps its
+  // bound, but if it holds the old centroid and the row left it, that
+  // centroid's distance now has to be under it too.
+  for (std::int64_t g = 0; g < G; ++g) {
+    if (r.searched[g]) lower[g] = (r.gi1[g] == best_idx ? r.gm2[g] : r.gm1[g]) * (1 - kSlack);
+    else if (best_idx != label && g == s.group_of[label]) lower[g] = std::min(lower[g], da * (1 - kSlack));
+  }
+  s.upper[i] = best * (1 + kSlack);
+  if (best_idx != label) {
+    a.add(xi, d, label, -1.0);
+    a.add(xi, d, best_idx, 1.0);
+    s.labels[i] = best_idx;
+  }
+}
+
+// Later launches: the filters above; only rows that fail them are read.
+void next_launch(const float* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, State& s) {
+  std::vector<float> delta, group_delta;
+  centroid_moves(c, k, d, s, delta, group_delta);
+  if (s.l.groups == k) return next_launch_elkan(x, n, d, c, k, s, delta);
+  const Groups groups(s, k);
   std::vector<Acc> acc(omp_get_max_threads(), Acc(k, d));
 #pragma omp parallel
   {
     Acc& a = acc[omp_get_thread_num()];
-    std::vector<float> lo_old(G), cand(k), gm1(G), gm2(G);
-    std::vector<std::int32_t> cand_idx(k), gi1(G);
-    std::vector<char> searched(G);
+    RowScratch r(s.l.groups, k);
 #pragma omp for schedule(dynamic, 256)
-    for (std::int64_t i = 0; i < n; ++i) {
-      float* lower = s.lower + i * G;
-      const std::int32_t label = s.labels[i];
-      float u = s.upper[i] + delta[label];
-      float glob = kInf;
-      for (std::int64_t g = 0; g < G; ++g) {
-        lo_old[g] = lower[g];
-        lower[g] -= group_delta[g];
-        glob = std::min(glob, lower[g]);
-      }
-      if (u <= glob) {  // global filter: the row is not even read
-        s.upper[i] = u;
-        continue;
-      }
-      const float* xi = x + i * d;
-      const float da = std::sqrt(dist2(xi, c + static_cast<std::int64_t>(label) * d, d));
-      const float ut = da * (1 + kSlack);
-      if (ut <= glob) {
-        s.upper[i] = ut;
-        continue;
-      }
-      // Group filter, then the local filter inside each searched group. Each
-      // searched group records its nearest value (m1, whose centroid is i1;
-      // -1 for a bound) and its runner-up m2, for its new bound below.
-      float best = da;
-      std::int32_t best_idx = label;
-      for (std::int64_t g = 0; g < G; ++g) {
-        searched[g] = lower[g] < ut;
-        if (!searched[g]) continue;
-        int nc = 0;
-        float m1 = kInf, m2 = kInf;
-        std::int32_t i1 = -1;
-        auto note = [&](float v, std::int32_t idx) {
-          if (v < m1) m2 = m1, m1 = v, i1 = idx;
-          else if (v < m2) m2 = v;
-        };
-        for (std::int64_t t = gstart[g]; t < gstart[g + 1]; ++t) {
-          const std::int32_t j = members[t];
-          if (j == label) {
-            note(da, j);
-            continue;
-          }
-          const float bound = lo_old[g] - delta[j];
-          if (bound >= ut) {
-            note(bound, -1);  // provably no nearer than the current centroid
-            continue;
-          }
-          cand_idx[nc++] = j;
-        }
-        score(xi, c, d, cand_idx.data(), nc, cand.data());
-        for (int q = 0; q < nc; ++q) {
-          const float v = std::sqrt(cand[q]);
-          note(v, cand_idx[q]);
-          if (v < best || (v == best && cand_idx[q] < best_idx)) best = v, best_idx = cand_idx[q];
-        }
-        gm1[g] = m1, gm2[g] = m2, gi1[g] = i1;
-      }
-      // New bounds: a searched group's nearest value, or its runner-up when
-      // the nearest is the row's new centroid. An unsearched group keeps its
-      // bound, but if it holds the old centroid and the row left it, that
-      // centroid's distance now has to be under it too.
-      for (std::int64_t g = 0; g < G; ++g) {
-        if (searched[g]) lower[g] = (gi1[g] == best_idx ? gm2[g] : gm1[g]) * (1 - kSlack);
-        else if (best_idx != label && g == s.group_of[label]) lower[g] = std::min(lower[g], da * (1 - kSlack));
-      }
-      s.upper[i] = best * (1 + kSlack);
-      if (best_idx != label) {
-        a.add(xi, d, label, -1.0);
-        a.add(xi, d, best_idx, 1.0);
-        s.labels[i] = best_idx;
-      }
-    }
+    for (std::int64_t i = 0; i < n; ++i) filter_row(i, x, d, c, groups, delta, group_delta, s, r, a);
   }
   add_into(acc, s, k, d);
 }
