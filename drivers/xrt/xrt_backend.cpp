@@ -359,88 +359,76 @@ std::vector<const ManifestEntry*> candidates(const std::vector<ManifestEntry>& a
   return exact;
 }
 
+// A device's kernels, from the first candidate xclbin that loads.
+struct LoadedKernels {
+  std::optional<xrt::kernel> kmeans, topk, csr;
+  std::string loaded_from, why_not;
+};
+
+LoadedKernels load_kernels(xrt::device& dev, const std::vector<const ManifestEntry*>& cands) {
+  LoadedKernels k;
+  for (const ManifestEntry* e : cands) {
+    try {
+      const xrt::uuid id = dev.load_xclbin(e->xclbin.string());
+      k.kmeans.emplace(dev, id, kKernel);
+      if (std::find(e->kernels.begin(), e->kernels.end(), "topk_histogram") != e->kernels.end())
+        k.topk.emplace(dev, id, "topk_histogram");
+      if (std::find(e->kernels.begin(), e->kernels.end(), kCsrKernel) != e->kernels.end()) k.csr.emplace(dev, id, kCsrKernel);
+      k.loaded_from = e->xclbin.filename().string() + " (" + e->platform + ")";
+      k.why_not.clear();
+      return k;
+    } catch (const std::exception& ex) {
+      k.why_not += (k.why_not.empty() ? "" : "; ") + e->xclbin.string() + ": " + ex.what();
+    }
+  }
+  return k;
+}
+
+// What every FPGA reports before its bitstream is known.
+DeviceInfo fpga_info(const std::string& label, const std::string& name, const std::string& bdf) {
+  DeviceInfo info;
+  info.name = label;
+  info.family = "fpga";
+  info.type = "accelerator";
+  info.auto_priority = 20;
+  info.description = name + " at " + bdf;
+  info.compute_units = 1;
+  info.limits = describe(kLimits);
+  info.kmeans_max_k = kLimits.kmeans_k;
+  info.kmeans_max_d = kLimits.kmeans_d;
+  return info;
+}
+
+// The bitstreams' manifest as read for this discovery: its entries, or why
+// it could not be read; and the target (hw, or an emulation mode).
+struct Manifest {
+  std::vector<ManifestEntry> entries;
+  std::string error, target;
+  Manifest() {
+    const char* mode = std::getenv("XCL_EMULATION_MODE");
+    target = mode != nullptr && *mode != '\0' ? mode : "hw";
+    try {
+      entries = read_manifest(bitstreams_dir());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+};
+
 class XrtBackend final : public Backend {
  public:
   std::string name() const override { return "xrt"; }
   std::vector<std::unique_ptr<Device>> discover() override {
     std::vector<std::unique_ptr<Device>> out;
     why_.clear();
-    unsigned count = 0;
-    try {
-      count = xrt::system::enumerate_devices();
-    } catch (const std::exception& e) {
-      why_ = std::string("xrt: ") + e.what() +
-             " (set XILINX_XRT to an XRT install whose lib/ holds libxrt_core.so.2)";
-      return out;
-    } catch (...) {
-      why_ = "xrt: device enumeration failed";
-      return out;
-    }
-    if (count == 0) {
-      why_ = "xrt: no FPGA found";
-      return out;
-    }
-
-    const char* mode = std::getenv("XCL_EMULATION_MODE");
-    const std::string target = mode != nullptr && *mode != '\0' ? mode : "hw";
-    std::vector<ManifestEntry> manifest;
-    std::string manifest_error;
-    try {
-      manifest = read_manifest(bitstreams_dir());
-    } catch (const std::exception& e) {
-      manifest_error = e.what();
-    }
-
+    const unsigned count = enumerate();
+    if (count == 0) return out;
+    const Manifest manifest;
     std::vector<std::string> notes;
     for (unsigned i = 0; i < count; ++i) {
       const std::string label = "fpga:" + std::to_string(i);
       try {
-        xrt::device dev(i);
-        const auto name = dev.get_info<xrt::info::device::name>();
-        const auto bdf = dev.get_info<xrt::info::device::bdf>();
-        DeviceInfo info;
-        info.name = label;
-        info.family = "fpga";
-        info.type = "accelerator";
-        info.auto_priority = 20;
-        info.description = name + " at " + bdf;
-        info.compute_units = 1;
-        info.limits = describe(kLimits);
-        info.kmeans_max_k = kLimits.kmeans_k;
-        info.kmeans_max_d = kLimits.kmeans_d;
-        std::optional<xrt::kernel> kernel, topk, csr_kernel;
-        std::string why_not = manifest_error;
-        if (manifest_error.empty()) {
-          auto cands = candidates(manifest, name, target);
-          if (cands.empty())
-            why_not = "no " + target + " xclbin with " + kKernel + " for platform " + name + " in " +
-                      (bitstreams_dir() / "manifest.json").string();
-          for (const ManifestEntry* e : cands) {
-            try {
-              const xrt::uuid id = dev.load_xclbin(e->xclbin.string());
-              kernel.emplace(dev, id, kKernel);
-              if (std::find(e->kernels.begin(), e->kernels.end(), "topk_histogram") != e->kernels.end())
-                topk.emplace(dev, id, "topk_histogram");
-              if (std::find(e->kernels.begin(), e->kernels.end(), kCsrKernel) != e->kernels.end())
-                csr_kernel.emplace(dev, id, kCsrKernel);
-              info.description += ", " + e->xclbin.filename().string() + " (" + e->platform + ")";
-              why_not.clear();
-              break;
-            } catch (const std::exception& ex) {
-              why_not += (why_not.empty() ? "" : "; ") + e->xclbin.string() + ": " + ex.what();
-            }
-          }
-        }
-        if (kernel) {
-          info.kernels = {KernelId::KMeansAssign};
-          if (topk) info.kernels.push_back(KernelId::TopKHistogram);
-          if (csr_kernel) info.kernels.push_back(KernelId::CsrKernelRows);
-        } else {
-          info.description += " (no bitstream: " + why_not + ")";
-          notes.push_back(label + ": " + why_not);
-        }
-        out.push_back(std::make_unique<XrtDevice>(std::move(dev), std::move(kernel), std::move(topk), std::move(csr_kernel),
-                                                  std::move(info)));
+        out.push_back(open(i, label, manifest, notes));
       } catch (const std::exception& e) {
         notes.push_back(label + ": " + e.what());
       }
@@ -451,6 +439,50 @@ class XrtBackend final : public Backend {
   std::string why_none() const override { return why_; }
 
  private:
+  // The FPGAs XRT sees (0, with why_ saying why, when it sees none).
+  unsigned enumerate() {
+    try {
+      const unsigned count = xrt::system::enumerate_devices();
+      if (count == 0) why_ = "xrt: no FPGA found";
+      return count;
+    } catch (const std::exception& e) {
+      why_ = std::string("xrt: ") + e.what() + " (set XILINX_XRT to an XRT install whose lib/ holds libxrt_core.so.2)";
+    } catch (...) {
+      why_ = "xrt: device enumeration failed";
+    }
+    return 0;
+  }
+
+  // Device i with the kernels of the first bitstream for its platform that
+  // loads; without one it is listed, running nothing, and notes say why.
+  std::unique_ptr<Device> open(unsigned i, const std::string& label, const Manifest& manifest,
+                               std::vector<std::string>& notes) {
+    xrt::device dev(i);
+    const auto name = dev.get_info<xrt::info::device::name>();
+    DeviceInfo info = fpga_info(label, name, dev.get_info<xrt::info::device::bdf>());
+    LoadedKernels k;
+    k.why_not = manifest.error;
+    if (manifest.error.empty()) {
+      const auto cands = candidates(manifest.entries, name, manifest.target);
+      if (cands.empty())
+        k.why_not = "no " + manifest.target + " xclbin with " + kKernel + " for platform " + name + " in " +
+                    (bitstreams_dir() / "manifest.json").string();
+      else
+        k = load_kernels(dev, cands);
+    }
+    if (k.kmeans) {
+      info.description += ", " + k.loaded_from;
+      info.kernels = {KernelId::KMeansAssign};
+      if (k.topk) info.kernels.push_back(KernelId::TopKHistogram);
+      if (k.csr) info.kernels.push_back(KernelId::CsrKernelRows);
+    } else {
+      info.description += " (no bitstream: " + k.why_not + ")";
+      notes.push_back(label + ": " + k.why_not);
+    }
+    return std::make_unique<XrtDevice>(std::move(dev), std::move(k.kmeans), std::move(k.topk), std::move(k.csr),
+                                       std::move(info));
+  }
+
   std::string why_;
 };
 
