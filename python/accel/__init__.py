@@ -10,8 +10,13 @@ import numpy as _np
 
 from ._accel import topk_device as _topk_device
 from ._accel import BucketSparsifier as _BucketSparsifier, InputError, Sparsifier as _Sparsifier
-from ._accel import SparseGroup as _SparseGroup
-from ._accel import SparseGroupOptions, TopKResult
+from ._accel import TopKResult
+try:  # built with UCX: the cluster engine runs the sparse allreduce
+    from ._accel import SparseGroup as _SparseGroup
+    from ._accel import SparseGroupOptions
+except ImportError:
+    from ._accel import sparse_group_missing as _sparse_group_missing
+    _SparseGroup = SparseGroupOptions = None
 from ._accel import topk as _topk
 
 __all__ = ["topk", "Sparsifier", "BucketSparsifier", "SparseGroup", "TopKResult", "InputError", "as_float32_view"]
@@ -158,6 +163,8 @@ class SparseGroup:
 
     def __init__(self, rank=None, size=None, coordinator=None, job=None, timeout_ms=None, keepalive_ms=None,
                  tls=None, log_json=None, snapshot_dir=None, exchange=None, max_size=None):
+        if SparseGroupOptions is None:
+            raise ImportError(_sparse_group_missing)
         o = SparseGroupOptions()  # the launcher's environment
         for name, value in (("rank", rank), ("size", size), ("max_size", max_size), ("coordinator", coordinator), ("job", job),
                             ("timeout_ms", timeout_ms), ("keepalive_ms", keepalive_ms), ("tls", tls),

@@ -24,3 +24,4 @@ pybind11::array_t<T> to_numpy(std::vector<T>&& v, std::vector<pybind11::ssize_t>
 const accel::Registry& python_registry();
 
 void bind_estimators(pybind11::module_& m);
+void bind_sparse_group(pybind11::module_& m);  // sparse_group.cpp, with UCX

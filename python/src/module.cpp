@@ -1,5 +1,6 @@
 // accel._accel: the Python binding of top-k selection, the Sparsifier and
-// the sparse allreduce group (estimators.cpp: what accel.sklearn computes with). Arrays pass without copies: inputs must be
+// the sparse allreduce group (sparse_group.cpp, built with UCX;
+// estimators.cpp: what accel.sklearn computes with). Arrays pass without copies: inputs must be
 // float32 and C-contiguous (the Python layer turns CPU torch tensors into
 // numpy views of the same memory); the GIL is released around every call
 // that reads or exchanges them.
@@ -14,7 +15,7 @@
 #include "accel/error.hpp"
 #include "accel/kernels.hpp"
 #include "accel/registry.hpp"
-#include "accel/sparse_allreduce.hpp"
+#include "accel/config.hpp"
 #include "accel/topk.hpp"
 #include "bindings.hpp"
 
@@ -179,25 +180,6 @@ class PyBucketSparsifier {
   std::unique_ptr<accel::BucketSparsifier> s_;
 };
 
-py::dict allreduce(accel::SparseGroup& g, std::uint64_t n, py::array_t<std::uint32_t, py::array::c_style> idx,
-                   FloatArray val, std::uint64_t tag) {
-  accel::SparseSum s;
-  {
-    py::gil_scoped_release release;
-    s = g.allreduce(n, std::span(idx.data(), idx.size()), std::span(val.data(), val.size()), tag);
-  }
-  py::dict d;
-  d["step"] = s.step;
-  d["indices"] = to_numpy(std::move(s.indices));
-  d["values"] = to_numpy(std::move(s.values));
-  d["members"] = s.members;
-  d["tags"] = s.tags;
-  d["bytes_sent"] = s.bytes_sent;
-  d["exchange"] = s.exchange;
-  d["rounds"] = s.rounds;
-  return d;
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_accel, m) {
@@ -247,26 +229,11 @@ PYBIND11_MODULE(_accel, m) {
       .def_property_readonly("residual", &PyBucketSparsifier::residual)
       .def_property_readonly("size", &PyBucketSparsifier::size);
 
-  py::class_<accel::SparseGroupOptions>(m, "SparseGroupOptions")
-      .def(py::init([] { return accel::sparse_group_options_from_env(); }))
-      .def_readwrite("rank", &accel::SparseGroupOptions::rank)
-      .def_readwrite("size", &accel::SparseGroupOptions::size)
-      .def_readwrite("max_size", &accel::SparseGroupOptions::max_size)
-      .def_readwrite("coordinator", &accel::SparseGroupOptions::coordinator)
-      .def_readwrite("job", &accel::SparseGroupOptions::job)
-      .def_readwrite("timeout_ms", &accel::SparseGroupOptions::timeout_ms)
-      .def_readwrite("keepalive_ms", &accel::SparseGroupOptions::keepalive_ms)
-      .def_readwrite("join_timeout_ms", &accel::SparseGroupOptions::join_timeout_ms)
-      .def_readwrite("tls", &accel::SparseGroupOptions::tls)
-      .def_readwrite("log_json", &accel::SparseGroupOptions::log_json)
-      .def_readwrite("snapshot_dir", &accel::SparseGroupOptions::snapshot_dir)
-      .def_readwrite("exchange", &accel::SparseGroupOptions::exchange);
-  py::class_<accel::SparseGroup>(m, "SparseGroup")
-      .def(py::init<const accel::SparseGroupOptions&>(), py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("rank", &accel::SparseGroup::rank)
-      .def_property_readonly("size", &accel::SparseGroup::size)
-      .def("join", &accel::SparseGroup::join, py::call_guard<py::gil_scoped_release>())
-      .def("allreduce", &allreduce, py::arg("n"), py::arg("indices").noconvert(), py::arg("values").noconvert(),
-           py::arg("tag") = 0)
-      .def("close", &accel::SparseGroup::close, py::call_guard<py::gil_scoped_release>());
+#if ACCEL_HAVE_UCX
+  bind_sparse_group(m);
+#else
+  // The estimators and top-k work without UCX; the sparse allreduce does not.
+  m.attr("sparse_group_missing") = "this accel was built without UCX (libucx-dev), so it has no SparseGroup: "
+                                   "install UCX and rebuild (pip install . or scripts/build.sh) to use the sparse allreduce";
+#endif
 }
