@@ -13,6 +13,7 @@
 #include <sstream>
 #include <streambuf>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <string_view>
 
@@ -234,39 +235,84 @@ LabeledCsr read_libsvm_lines(const std::string& path, const std::vector<std::int
   return out;
 }
 
-// In pieces of whole lines, one per thread (a worker parses the 300 MB of
-// Fashion-MNIST's LIBSVM text the coordinator pushed it before round 1):
-// each piece's line numbers start after the lines of the pieces before it,
-// and the first error in file order is the one thrown.
-LabeledCsr parse_libsvm_csr(std::span<const std::byte> text, const std::string& source) {
-  const char* b = reinterpret_cast<const char*>(text.data());
-  const std::size_t n = text.size();
-  const int pieces = n < (std::size_t{8} << 20) ? 1 : std::max(1, omp_get_max_threads());
-  std::vector<std::size_t> cut(static_cast<std::size_t>(pieces) + 1, n);
-  cut[0] = 0;
-  for (int t = 1; t < pieces; ++t) {
-    std::size_t at = std::max(cut[t - 1], n / pieces * t);
-    const void* nl = at < n ? std::memchr(b + at, '\n', n - at) : nullptr;
-    cut[t] = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - b) + 1 : n;
+namespace {
+
+// Text cut into pieces of whole lines, one per thread (one piece below
+// 8 MiB): piece t is [cut[t], cut[t + 1]) and its lines are numbered after
+// first[t], the lines of the pieces before it.
+struct Pieces {
+  std::vector<std::size_t> cut;
+  std::vector<std::int64_t> first;
+  explicit Pieces(std::span<const std::byte> text) {
+    const char* b = reinterpret_cast<const char*>(text.data());
+    const std::size_t n = text.size();
+    const int pieces = n < (std::size_t{8} << 20) ? 1 : std::max(1, omp_get_max_threads());
+    cut.assign(static_cast<std::size_t>(pieces) + 1, n);
+    cut[0] = 0;
+    for (int t = 1; t < pieces; ++t) {
+      std::size_t at = std::max(cut[t - 1], n / pieces * t);
+      const void* nl = at < n ? std::memchr(b + at, '\n', n - at) : nullptr;
+      cut[t] = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - b) + 1 : n;
+    }
+    first.assign(static_cast<std::size_t>(pieces), 0);
+    for (int t = 1; t < pieces; ++t) first[t] = first[t - 1] + std::count(b + cut[t - 1], b + cut[t], '\n');
   }
-  std::vector<std::int64_t> first(static_cast<std::size_t>(pieces), 0);
-  for (int t = 1; t < pieces; ++t)
-    first[t] = first[t - 1] + std::count(b + cut[t - 1], b + cut[t], '\n');
-  std::vector<LabeledCsr> parts(static_cast<std::size_t>(pieces));
-  std::vector<std::exception_ptr> failed(static_cast<std::size_t>(pieces));
-#pragma omp parallel for schedule(static, 1) num_threads(pieces)
-  for (int t = 0; t < pieces; ++t) {
+  int size() const { return static_cast<int>(first.size()); }
+};
+
+// parse() over every piece on its own thread, each piece's result handed
+// to take(t, piece) there; the first error in file order is the one thrown.
+template <class Take>
+void parse_pieces(std::span<const std::byte> text, const Pieces& p, const std::string& source,
+                  const std::function<bool(std::int64_t)>& keep, bool offsets, Take take) {
+  std::vector<std::exception_ptr> failed(static_cast<std::size_t>(p.size()));
+#pragma omp parallel for schedule(static, 1) num_threads(p.size())
+  for (int t = 0; t < p.size(); ++t) {
     try {
-      SpanBuf buf(text.subspan(cut[t], cut[t + 1] - cut[t]));
+      SpanBuf buf(text.subspan(p.cut[t], p.cut[t + 1] - p.cut[t]));
       std::istream in(&buf);
-      parts[t] = parse(in, source, {}, nullptr, first[t]);
+      std::int64_t nnz = 0;
+      std::vector<std::int64_t> at;
+      LabeledCsr part = parse(in, source, keep, &nnz, p.first[t], offsets ? &at : nullptr);
+      take(t, std::move(part), nnz, std::move(at));
     } catch (...) {
       failed[t] = std::current_exception();
     }
   }
   for (const auto& e : failed)
     if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+// A worker parses the 300 MB of Fashion-MNIST's LIBSVM text the
+// coordinator pushed it before round 1 on every thread.
+LabeledCsr parse_libsvm_csr(std::span<const std::byte> text, const std::string& source) {
+  const Pieces p(text);
+  std::vector<LabeledCsr> parts(static_cast<std::size_t>(p.size()));
+  parse_pieces(text, p, source, {}, false,
+               [&](int t, LabeledCsr part, std::int64_t, std::vector<std::int64_t>) { parts[t] = std::move(part); });
   return joined(parts, source);
+}
+
+LabeledCsr read_libsvm_labels(const std::string& path, std::int64_t* nonzeros, std::vector<std::int64_t>* offsets) {
+  const MappedFile f(path);
+  const auto text = f.bytes();
+  const Pieces p(text);
+  std::vector<LabeledCsr> parts(static_cast<std::size_t>(p.size()));
+  std::vector<std::int64_t> nnz(parts.size(), 0);
+  std::vector<std::vector<std::int64_t>> at(parts.size());
+  parse_pieces(text, p, path, [](std::int64_t) { return false; }, offsets != nullptr,
+               [&](int t, LabeledCsr part, std::int64_t n, std::vector<std::int64_t> a) {
+                 parts[t] = std::move(part);
+                 nnz[t] = n;
+                 for (auto& o : a) o += static_cast<std::int64_t>(p.cut[t]);
+                 at[t] = std::move(a);
+               });
+  if (nonzeros) *nonzeros = std::accumulate(nnz.begin(), nnz.end(), std::int64_t{0});
+  if (offsets)
+    for (const auto& a : at) offsets->insert(offsets->end(), a.begin(), a.end());
+  return joined(parts, path);
 }
 
 }  // namespace accel

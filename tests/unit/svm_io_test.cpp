@@ -94,6 +94,17 @@ TEST_F(SvmIo, TextInMemoryParsesInPiecesAsTheFileReads) {
                            back.x.values.begin() + back.x.row_ptr[i], back.x.values.begin() + back.x.row_ptr[i + 1]))
         << "row " << r;
   }
+  // The labels alone, in pieces: what read_libsvm_rows keeping nothing gives.
+  std::int64_t nnz_labels = 0;
+  std::vector<std::int64_t> offsets_labels;
+  const LabeledCsr labels = read_libsvm_labels(p, &nnz_labels, &offsets_labels);
+  EXPECT_EQ(nnz_labels, want.x.nnz());
+  EXPECT_EQ(offsets_labels, offsets);
+  EXPECT_EQ(labels.labels, want.labels);
+  EXPECT_EQ(labels.lines, want.lines);
+  EXPECT_EQ(labels.x.cols, want.x.cols);
+  ASSERT_EQ(labels.x.rows, want.x.rows);
+  EXPECT_EQ(labels.x.nnz(), 0);
   std::filesystem::resize_file(p, static_cast<std::uintmax_t>(offsets[119999]));  // the file cut since
   EXPECT_THROW(read_libsvm_lines(p, {offsets[119999]}, {want.lines[119999]}), InputError);
   EXPECT_EQ(nnz, want.x.nnz());
@@ -115,6 +126,13 @@ TEST_F(SvmIo, TextInMemoryParsesInPiecesAsTheFileReads) {
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("pushed.txt:" + std::to_string(line) + ":"), std::string::npos) << e.what();
+  }
+  const std::string q = file("bad.txt", bad);
+  try {
+    read_libsvm_labels(q);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(q + ":" + std::to_string(line) + ":"), std::string::npos) << e.what();
   }
 }
 

@@ -55,6 +55,12 @@ LabeledCsr read_libsvm_csr(const std::string& path);
 // The distributed SVM's coordinator reads the labels this way.
 LabeledCsr read_libsvm_rows(const std::string& path, const std::function<bool(std::int64_t)>& keep,
                            std::int64_t* nonzeros = nullptr, std::vector<std::int64_t>* offsets = nullptr);
+// read_libsvm_rows keeping no values: the labels, lines and shape (every
+// line still checked), the nonzeros and each row's line offset, parsed in
+// pieces of whole lines on every thread. What a coordinator that holds no
+// rows reads.
+LabeledCsr read_libsvm_labels(const std::string& path, std::int64_t* nonzeros = nullptr,
+                              std::vector<std::int64_t>* offsets = nullptr);
 // Rows read back by where read_libsvm_rows found them (offsets: their
 // lines' byte offsets; lines: their line numbers, for errors), in that
 // order: the support vectors' rows, without parsing the file again.

@@ -265,8 +265,7 @@ void SvmJob::read_training_set() {
     parts_.push_back(p);
     if (p.file_bytes == 0 && names_parts(o_.train_file)) continue;
     std::int64_t nonzeros = 0;
-    const LabeledCsr d = full_ ? read_libsvm_csr(f)
-                               : read_libsvm_rows(f, [](std::int64_t) { return false; }, &nonzeros, &offsets);
+    const LabeledCsr d = full_ ? read_libsvm_csr(f) : read_libsvm_labels(f, &nonzeros, &offsets);
     nonzeros_ += full_ ? d.x.nnz() : nonzeros;
     for (std::size_t r = 0; r < offsets.size(); r += TextMarks::kStride) {
       parts_.back().marks.offset.push_back(offsets[r]);
