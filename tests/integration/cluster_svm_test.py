@@ -220,16 +220,23 @@ def scenario_svm_pull(a, tmp):
     if job.summary()["rows_moved"] != 0:
         fail("rows moved without failures")
     data = long_data(tmp)
+    pull_kill_check(a, tmp, data, data, "3 workers, --pull, worker 2 killed")
+
+
+def pull_kill_check(a, tmp, data, given, what):
+    """3 workers with --pull on `given` (the data, or its part files), worker
+    2 killed -9 at round 200 and not restarted: its rows move, and the model
+    is single-node's on `data`."""
     params = PARAMS + ["--shrink", "multi2"]
     ref = single_node(a, tmp, data, params)
-    job = SvmJob(a, Path(tmp) / "kill", 3, data, params, extra=["--pull"])
+    job = SvmJob(a, Path(tmp) / "kill", 3, given, params, extra=["--pull"])
     job.wait_round(200)
     job.kill(2)
     print(f"killed worker 2 at round {job.round()}")
     job.finish()
     if job.summary()["rows_moved"] < 1:
         fail("worker 2's rows did not move")
-    check_model(job, ref, "3 workers, --pull, worker 2 killed")
+    check_model(job, ref, what)
 
 
 def split_parts(data, directory, cuts):
@@ -268,16 +275,7 @@ def scenario_svm_parts(a, tmp):
     check_model(job, single_node(a, tmp, three, b1), "-b 1, 2 workers, --pull on part files", failures=False)
     data = long_data(tmp)
     glob = split_parts(data, Path(tmp) / "long", [0, 4097, 4097, 9000, 9001, 16000])
-    params = PARAMS + ["--shrink", "multi2"]
-    ref = single_node(a, tmp, data, params)
-    job = SvmJob(a, Path(tmp) / "kill", 3, glob, params, extra=["--pull"])
-    job.wait_round(200)
-    job.kill(2)
-    print(f"killed worker 2 at round {job.round()}")
-    job.finish()
-    if job.summary()["rows_moved"] < 1:
-        fail("worker 2's rows did not move")
-    check_model(job, ref, "3 workers, --pull on part files, worker 2 killed")
+    pull_kill_check(a, tmp, data, glob, "3 workers, --pull on part files, worker 2 killed")
 
 
 def scenario_svm_pull_other_file(a, tmp):
