@@ -260,21 +260,43 @@ struct Pieces {
   int size() const { return static_cast<int>(first.size()); }
 };
 
-// parse() over every piece on its own thread, each piece's result handed
-// to take(t, piece) there; the first error in file order is the one thrown.
-template <class Take>
+// parse() over every piece on its own thread, in blocks of whole lines of
+// about `block` bytes (each block's offsets made the text's, and the
+// block handed to done() once parsed), each piece's result handed to
+// take(t, piece, nonzeros, offsets) there; the first error in file order is
+// the one thrown.
+template <class Take, class Done>
 void parse_pieces(std::span<const std::byte> text, const Pieces& p, const std::string& source,
-                  const std::function<bool(std::int64_t)>& keep, bool offsets, Take take) {
+                  const std::function<bool(std::int64_t)>& keep, bool offsets, std::size_t block, Take take,
+                  Done done) {
+  const char* b = reinterpret_cast<const char*>(text.data());
   std::vector<std::exception_ptr> failed(static_cast<std::size_t>(p.size()));
 #pragma omp parallel for schedule(static, 1) num_threads(p.size())
   for (int t = 0; t < p.size(); ++t) {
     try {
-      SpanBuf buf(text.subspan(p.cut[t], p.cut[t + 1] - p.cut[t]));
-      std::istream in(&buf);
-      std::int64_t nnz = 0;
+      LabeledCsr piece;
+      std::int64_t nnz = 0, line = p.first[t];
       std::vector<std::int64_t> at;
-      LabeledCsr part = parse(in, source, keep, &nnz, p.first[t], offsets ? &at : nullptr);
-      take(t, std::move(part), nnz, std::move(at));
+      for (std::size_t from = p.cut[t]; from < p.cut[t + 1];) {
+        std::size_t to = p.cut[t + 1];
+        if (to - from > block) {
+          const void* nl = std::memchr(b + from + block, '\n', to - from - block);
+          if (nl) to = static_cast<std::size_t>(static_cast<const char*>(nl) - b) + 1;
+        }
+        SpanBuf buf(text.subspan(from, to - from));
+        std::istream in(&buf);
+        std::int64_t n = 0;
+        std::vector<std::int64_t> here;
+        LabeledCsr part = parse(in, source, keep, &n, line, offsets ? &here : nullptr);
+        for (const auto o : here) at.push_back(o + static_cast<std::int64_t>(from));
+        nnz += n;
+        line += std::count(b + from, b + to, '\n');
+        if (piece.x.rows == 0 && piece.labels.empty()) piece = std::move(part);
+        else append_rows(piece, part);
+        done(text.subspan(from, to - from));
+        from = to;
+      }
+      take(t, std::move(piece), nnz, std::move(at));
     } catch (...) {
       failed[t] = std::current_exception();
     }
@@ -290,25 +312,31 @@ void parse_pieces(std::span<const std::byte> text, const Pieces& p, const std::s
 LabeledCsr parse_libsvm_csr(std::span<const std::byte> text, const std::string& source) {
   const Pieces p(text);
   std::vector<LabeledCsr> parts(static_cast<std::size_t>(p.size()));
-  parse_pieces(text, p, source, {}, false,
-               [&](int t, LabeledCsr part, std::int64_t, std::vector<std::int64_t>) { parts[t] = std::move(part); });
+  parse_pieces(
+      text, p, source, {}, false, SIZE_MAX,
+      [&](int t, LabeledCsr part, std::int64_t, std::vector<std::int64_t>) { parts[t] = std::move(part); },
+      [](std::span<const std::byte>) {});
   return joined(parts, source);
 }
 
 LabeledCsr read_libsvm_labels(const std::string& path, std::int64_t* nonzeros, std::vector<std::int64_t>* offsets) {
+  // Mapped, not read: the pieces' threads parse it in place.
   const MappedFile f(path);
   const auto text = f.bytes();
   const Pieces p(text);
   std::vector<LabeledCsr> parts(static_cast<std::size_t>(p.size()));
   std::vector<std::int64_t> nnz(parts.size(), 0);
   std::vector<std::vector<std::int64_t>> at(parts.size());
-  parse_pieces(text, p, path, [](std::int64_t) { return false; }, offsets != nullptr,
-               [&](int t, LabeledCsr part, std::int64_t n, std::vector<std::int64_t> a) {
-                 parts[t] = std::move(part);
-                 nnz[t] = n;
-                 for (auto& o : a) o += static_cast<std::int64_t>(p.cut[t]);
-                 at[t] = std::move(a);
-               });
+  // Blocks of 1 MiB, each one's pages given back once parsed: the
+  // coordinator passes over the file without holding it.
+  parse_pieces(
+      text, p, path, [](std::int64_t) { return false; }, offsets != nullptr, std::size_t{1} << 20,
+      [&](int t, LabeledCsr part, std::int64_t n, std::vector<std::int64_t> a) {
+        parts[t] = std::move(part);
+        nnz[t] = n;
+        at[t] = std::move(a);
+      },
+      [&](std::span<const std::byte> parsed) { f.release(parsed); });
   if (nonzeros) *nonzeros = std::accumulate(nnz.begin(), nnz.end(), std::int64_t{0});
   if (offsets)
     for (const auto& a : at) offsets->insert(offsets->end(), a.begin(), a.end());
