@@ -60,7 +60,7 @@ int calibrate_main(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < n; ++i) big[i] = static_cast<float>(i & 1023);
   // Four independent vector sums per thread: one float sum (which is what
   // `omp simd reduction` compiled to here) is a chain of dependent adds, and
-  // measured that chain's latency (3.2 GB/s) instead of the memory (11 GB/s).
+  // would measure that chain's latency instead of the memory.
   double best_read = 1e30;
   volatile float sink = 0;
   typedef float v8f __attribute__((vector_size(32)));

@@ -235,8 +235,8 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
   const Fault fault = parse_fault(a.fail_spec, std::max(a.o.size, a.o.max_size));
   SparseGroup group(a.o);
   const auto rank = static_cast<std::uint32_t>(group.join());  // a joiner's pairs are its rank's
-  // Every step's pairs first: generating them (~2 ms at 25k pairs) inside
-  // the loop made every member wait for the slowest generator each step.
+  // Every step's pairs first: generating them inside the loop would make
+  // every member wait for the slowest generator each step.
   std::vector<Pairs> all;
   for (std::int64_t s = 1; s <= a.steps; ++s) all.push_back(synthetic(a.seed, s, rank, a.n, a.ratio, a.overlap));
   Tally tally;

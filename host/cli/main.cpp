@@ -58,20 +58,18 @@ int main(int argc, char** argv) {
   // SMO launches two short kernel rows per step from the queue thread of
   // the cpu device while the solver's own thread does serial work in
   // between: OpenMP workers that spin-wait after each launch (libgomp's
-  // default) take the cores those two threads need. Measured on Fashion-
-  // MNIST 10k on the shared 2-core machine: 15.3 s with spinning, 8.0 s
-  // with OMP_WAIT_POLICY=passive. libgomp reads the variable only when it
-  // loads, so the svm commands set it and re-execute themselves once; an
-  // explicit setting by the user is left alone.
+  // default) take the cores those two threads need. libgomp reads the
+  // variable only when it loads, so these commands set
+  // OMP_WAIT_POLICY=passive and re-execute themselves once; an explicit
+  // setting by the user is left alone.
   // The distributed job has the same shape, worse: several processes per
   // node, each with an OpenMP pool spinning between iterations, starve the
-  // barrier (measured: 4 workers + coordinator on 2 cores, median
-  // synchronization 5.5-7.3 ms spinning, 1.15 ms passive).
+  // barrier when processes outnumber cores.
   // k-means too: its launches are one parallel region each (no barrier
-  // inside), but at 500k x 8, K = 8 a Lloyd iteration is 1.3 ms, and
-  // beside two busy processes on the same 2 cores a spinning pool took 8 ms
-  // an iteration (the idle thread spins away the share its partner needs),
-  // passive 1.7 ms; on idle cores it costs 0-0.2 ms an iteration.
+  // inside), but a small Lloyd iteration is short, and beside busy
+  // processes on the same cores a spinning pool slows every iteration
+  // several-fold (the idle thread spins away the share its partner needs);
+  // on idle cores passive waiting costs next to nothing.
   if ((name == "svm-train" || name == "svm-predict" || name == "coordinator" || name == "worker" ||
        name == "kmeans") &&
       std::getenv("OMP_WAIT_POLICY") == nullptr &&

@@ -1,5 +1,5 @@
 // What the readers' error messages share: a bad value shown as text (a NUL
-// byte inside one had cut the whole message short), and the one-line
+// byte inside one would cut the whole message short), and the one-line
 // refusal of a path that is not a regular file.
 #pragma once
 

@@ -83,8 +83,8 @@ NpyLayout read_layout(std::ifstream& in, const std::string& path, bool allow_1d)
   l.rows = dims[0];
   l.cols = dims[1];
   // The data the header promises must be in the file before anything is
-  // allocated or mapped for it (a 368-byte file claiming 1e9 x 4 had
-  // reached 15.8 GB).
+  // allocated or mapped for it: a tiny file claiming a huge shape must not
+  // make us allocate gigabytes.
   std::int64_t bytes = 0;
   if (__builtin_mul_overflow(l.rows, l.cols, &l.count) || __builtin_mul_overflow(l.count, std::int64_t{l.width}, &bytes))
     throw InputError(path + ": shape " + shape + " overflows");
@@ -120,7 +120,7 @@ Matrix read_values(std::ifstream& in, const NpyLayout& l, const std::string& pat
 }
 
 // The file's float32 values mapped read-only: the rows are the page cache's
-// pages, not a copy (a k-means input of 4 GB no longer takes 8). The
+// pages, not a copy, so an input is not held twice in memory. The
 // pointer's deleter unmaps. A file truncated while mapped would fault on
 // access (SIGBUS); inputs are not expected to change under a run.
 std::shared_ptr<const float> map_values(const std::string& path, const NpyLayout& l) {

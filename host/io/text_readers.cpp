@@ -130,7 +130,7 @@ Matrix read_libsvm_dense_rows(const std::string& path, std::int64_t begin, std::
   // A dense consumer gets rows x (largest index) floats. Refused: more than
   // half of this machine's memory, or over 256 MB and 64 times the file
   // itself (data that sparse is not for a dense consumer; a 14-byte
-  // '1 200000000:1' had reached 13-19 GB resident). Dense-ish data such as
+  // '1 200000000:1' would become 200M floats). Dense-ish data such as
   // Fashion-MNIST densifies to about 1.5 times its file.
   std::int64_t values = 0;
   const double budget = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE) / 2;

@@ -40,9 +40,9 @@ std::string device_option_help(const std::string& what) {
 
 Registry Registry::discover_all() {
   // One discovery at a time in a process: vendor runtimes are not all safe
-  // to initialise from two threads at once (PoCL 3.1 crashed in
+  // to initialise from two threads at once (PoCL 3.1 can crash in
   // clGetDeviceInfo when the Python module's registry and a sparse
-  // allreduce group's engine discovered together).
+  // allreduce group's engine discover together).
   static std::mutex discovering;
   std::lock_guard lock(discovering);
   auto list = registered();

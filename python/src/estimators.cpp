@@ -187,9 +187,8 @@ accel::CsrMatrix csr_from(const py::array_t<std::int64_t, py::array::c_style | p
 
 // A dense C-contiguous (n, d) array (float32 or float64) as CSR, values
 // rounded to float32 and their zeros left out: rows counted, then filled,
-// in parallel (one pass into per-thread buffers measured 40 ms against 11-20
-// on Fashion-MNIST's 10,000 x 784: its appends do not vectorise). NaN or
-// Inf is refused in the counting pass.
+// in parallel (one pass into per-thread buffers is slower: its appends do
+// not vectorise). NaN or Inf is refused in the counting pass.
 template <class T>
 accel::CsrMatrix csr_dense(const py::array_t<T, py::array::c_style>& x) {
   if (x.ndim() != 2) throw accel::InputError("expected a 2-D array");

@@ -215,11 +215,9 @@ double update_centroids(const std::vector<double>& sums, std::vector<std::int64_
 bool kmeans_uses_bounds(const std::string& algorithm, std::int64_t d) {
   if (algorithm == "lloyd") return false;
   if (algorithm == "yinyang") return true;
-  // Past d = 64 (1M x 128, K = 64: 0.87 s Lloyd, 0.54 s Yinyang, 8
-  // iterations). Up to it Lloyd's direct loops are faster than keeping the
-  // bounds: 400k x 48, K = 100 ran 17 ms a Lloyd iteration against 65-258
-  // ms with bounds, 1M x 16, K = 256 0.29 s against 1.07 s; at d = 64,
-  // K = 256 Lloyd was 12% faster.
+  // Past d = 64 a distance costs enough that the distances Yinyang's bounds
+  // skip pay for keeping them. Up to it Lloyd's direct loops are faster
+  // than reading and updating the bounds.
   if (algorithm == "auto") return d > 64;
   throw InputError("unknown k-means algorithm '" + algorithm + "' (auto, lloyd, yinyang)");
 }

@@ -59,8 +59,7 @@ void add_candidates(const Matrix& x, const std::vector<std::int64_t>& cand, std:
         const std::int64_t i0 = b * kRows, m = std::min(kRows, n - i0);
         // Scores candidate-major (f x m, row stride m): the running minimum
         // then goes down the candidates with every lane a row, the layout
-        // Lloyd's gemm path also found faster here (rows x f ran at under
-        // half the rate).
+        // Lloyd's gemm path also finds faster.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(f), static_cast<int>(m),
                     static_cast<int>(d), 1.0f, c.data(), static_cast<int>(d), x.row(i0), static_cast<int>(d), 0.0f,
                     dot.data(), static_cast<int>(m));

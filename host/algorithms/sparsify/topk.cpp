@@ -401,8 +401,8 @@ namespace {
 
 // The rank-th largest of v (1-based). A small rank (the window floor's: ~92
 // of 64Ki) keeps the rank largest in a min-heap, so most values cost one
-// compare with its top: a quarter of nth_element's time here, where that
-// had been 0.25 ms of a 16M-float selection's ~2 ms.
+// compare with its top, far less than nth_element's partitioning passes
+// over every value.
 float rank_th_largest(std::vector<float>& v, std::int64_t rank) {
   const auto m = static_cast<std::int64_t>(v.size());
   if (rank * 64 > m) {
@@ -426,10 +426,10 @@ float rank_th_largest(std::vector<float>& v, std::int64_t rank) {
 // above the threshold. That many above it put, with ~3 standard deviations
 // to spare, at least k values of R above it, whatever the distribution (a
 // Laplacian estimate can overshoot a non-Laplacian tail, a uniform one by
-// 3x, and miss). For a Laplacian at ratio 0.001 the window holds ~1.4k
-// values; the earlier floor, 3/4 of the kk-th largest, held ~5.6k, and every
-// one of them is read again (scattered) to pick S. Returned as float bits
-// on the histogram's global grid; 0 (no window) for small R.
+// 3x, and miss). The floor is kept this close to the threshold because
+// every value in the window is read again (scattered) to pick S.
+// Returned as float bits on the histogram's global grid; 0 (no window)
+// for small R.
 std::uint32_t window_floor(const float* r, const Buffer* data, std::int64_t n, double ratio, std::int64_t k) {
   if (n < (1 << 20) || k == 0) return 0;
   // Evenly spaced blocks: one strided copy when R is on a device.
@@ -461,8 +461,8 @@ std::uint32_t window_floor(const float* r, const Buffer* data, std::int64_t n, d
 // Indices in ascending order. Past a few thousand, an LSD radix sort on
 // 11-bit digits of the index (indices < n), the threads counting and
 // scattering their own contiguous slices: a GPU's candidates come in any
-// order, and S (k of them) is sorted once picked (std::sort took 15 ms
-// for 268k indices, one thread of this radix sort 1.3-2.5 ms).
+// order, and S (k of them) is sorted once picked: a radix sort is linear
+// in the count, where std::sort makes n log n comparisons.
 void sort_indices(std::vector<std::int64_t>& v, std::int64_t n, std::vector<std::int64_t>& tmp) {
   if (v.size() < 4096) {
     std::sort(v.begin(), v.end());
@@ -504,8 +504,8 @@ void sort_indices(std::vector<std::int64_t>& v, std::int64_t n, std::vector<std:
 // The listed candidates split by their values' bits: indices at or above
 // `to` appended to above, (index, value) in [from, to) to inside. Threads
 // take contiguous slices, count, then write at their offsets, so ascending
-// candidates stay ascending (the H200's 390k candidates of a 256M-float
-// top-k took milliseconds in one thread).
+// candidates stay ascending (a GPU's large top-k leaves hundreds of
+// thousands of candidates, too many for one thread).
 void split_candidates(std::span<const std::int64_t> idx, std::span<const float> val, std::uint32_t from,
                       std::uint32_t to, std::vector<std::int64_t>& above, std::vector<std::int64_t>& inside,
                       std::vector<float>& inside_values) {

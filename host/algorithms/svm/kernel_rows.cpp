@@ -37,7 +37,7 @@ using clock_type = std::chrono::steady_clock;
 
 // Storage of cached rows: resize leaves new values uninitialised, since
 // every one is written before it is read (a launch's output is copied in
-// whole), and zeroing 40 KB a row first was a second pass over memory
+// whole), and zeroing a row first would be a second pass over memory
 // that is touched for the first time.
 template <class T>
 struct Uninit : std::allocator<T> {

@@ -21,8 +21,7 @@ constexpr std::int64_t kMinWs = 64, kMaxWs = 512;
 // A subproblem is solved until its own gap is this fraction of the gap it
 // started with (or eps). ThunderSVM stops at 0.1; solving further costs
 // host time on the q x q block only and saves rounds, each of which costs
-// q/2 kernel rows (Fashion-MNIST 20k: 24 rounds instead of 30, 2.8 s
-// instead of 3.0 s).
+// q/2 kernel rows.
 constexpr double kLocalTolerance = 0.01;
 
 // The n best samples of `cand` by `better`, best first.
@@ -88,8 +87,8 @@ namespace {
 // the gradient update of a step and the search for the next pair in one
 // pass over flat arrays. It picks the pairs extremes() picks (the first of
 // equal values) and updates G by the same expression, so its result is the
-// general loop's to the bit, for a third of its time (Fashion-MNIST 10k:
-// 25,000 local steps of 512 variables in a fit of 0.6 s).
+// general loop's to the bit, in much less time, and a fit runs a great
+// many local steps.
 std::int64_t solve_first_order(State& ls, const std::vector<float>& Kws, const std::vector<double>& diag,
                                std::int64_t max_steps, double eps) {
   const std::int64_t q = static_cast<std::int64_t>(ls.y.size());
@@ -176,8 +175,8 @@ std::int64_t batch_ws_size(const SvmParams& params, std::int64_t n) {
   if (q <= 0) {
     // The power of two nearest (in ratio) to the full rows the cache holds,
     // within [64, 512]: a round's rows then live in the cache's budget.
-    // Larger sets mean fewer rounds but more rows computed in all; on
-    // Fashion-MNIST 512 was as fast as 1024 at 60k rows, faster at 20k.
+    // Larger sets mean fewer rounds but more rows computed in all, which
+    // past 512 no longer pays.
     const double fit = std::max(0.0, params.cache_mb) * 1048576.0 / (4.0 * std::max<std::int64_t>(1, n));
     q = kMinWs;
     while (q * 2 <= kMaxWs && fit >= q * 1.4142) q *= 2;

@@ -397,8 +397,8 @@ void BootServer::answer(Conn& c) {
 }
 
 // Every refusal is counted; the lines are bounded to kRefusalLines a
-// kRefusalWindow, the rest summed up in one line when the window ends (a
-// flood of bad handshakes had printed 32,680 lines in 13 s).
+// kRefusalWindow, the rest summed up in one line when the window ends: a
+// flood of bad handshakes must not flood the log as well.
 void BootServer::refuse(const Conn& c, const std::string& why) {
   std::lock_guard lock(mu_);
   ++refused_total_;

@@ -65,10 +65,11 @@ Checkpoint load_checkpoint(const std::string& path);
 double young_interval(double cost_s, double mtbf_s, double floor_s = 0);
 
 // A fingerprint of a job's input, so that a resume with another input is
-// refused rather than mixed: crc32 of every byte up to 256 MiB (about 0.1 s
-// a GiB here); past that, of 4096 blocks of 64 KiB spread evenly, the first
-// and the last MiB, and the size. A change confined to the bytes between
-// those blocks of an input over 256 MiB goes unseen (docs/cluster.md).
+// refused rather than mixed: crc32 of every byte up to 256 MiB (a small
+// cost beside reading the input); past that, of 4096 blocks of 64 KiB
+// spread evenly, the first and the last MiB, and the size. A change
+// confined to the bytes between those blocks of an input over 256 MiB
+// goes unseen (docs/cluster.md).
 std::uint64_t checkpoint_fingerprint(std::span<const std::byte> data);
 
 }  // namespace accel::cluster

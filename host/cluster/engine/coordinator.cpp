@@ -543,8 +543,8 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
 // one.
 // Before anything starts (nothing is written): a resume must be the same
 // job, or it is refused naming what differs (a resume with another --seed
-// had run on with the checkpoint's centroids and exited 0; another --k had
-// started and failed rounds later).
+// would run on with the checkpoint's centroids and exit 0; another --k
+// would start and fail rounds later).
 void Coordinator::check_resumable() {
   const Checkpoint& c = *resume_;
   const std::string where = checkpoint_path(o_.checkpoint_dir) + ": ";
@@ -908,9 +908,9 @@ nlohmann::json moves_json(const std::vector<Move>& moves) {
 
 // A new plan, when the membership changed, goes out with this round's
 // contribution; the workers read the rows it gives them beside the rounds
-// (a leave at 6M x 64 rows had held its round up to 3.9x the median while
-// they read), and once each has said so it is committed, in effect from
-// the next round on every side. One plan is pending at a time; a change
+// (a round that waited for a large read would stall every member), and
+// once each has said so it is committed, in effect from the next round on
+// every side. One plan is pending at a time; a change
 // meanwhile is planned once it is in effect.
 void Coordinator::announce_moves(Contribution& mine, std::int64_t t) {
   if (announced_) {

@@ -1,7 +1,7 @@
 // The job token when none is given on the command line: random per job,
 // handed to the workers in a file only its owner can read, or by the
 // launcher's environment. The handshake (bootstrap.hpp) keys on it, so a
-// guessable default (it was 1) let anyone on the network join a job.
+// guessable default would let anyone on the network join a job.
 //
 // Where a worker finds it, first match wins: --job, --job-file FILE, the
 // environment's ACCEL_JOB_TOKEN, then the coordinator's default file for

@@ -278,10 +278,10 @@ std::unique_ptr<Partition> Incarnation::open_partition() {
 
 // The snapshot (the task, and the data with --snapshot-rows; fsynced) is
 // written beside the first rounds rather than before this worker says it is
-// ready: with 100 MB of rows that write held the whole job's start by 0.3 s.
-// Nor does any round wait for it: it waits on the disk (an fsync; 0.1-0.4 s
-// with the rows here), several rounds of a fast job. From the round it
-// lands in (logged as the "snapshot" event) a restarted worker can resume;
+// ready: with many rows that write would hold the whole job's start.
+// Nor does any round wait for it: it waits on the disk (an fsync), which
+// can take several rounds of a fast job. From the round it lands in
+// (logged as the "snapshot" event) a restarted worker can resume;
 // a crash before then leaves no snapshot (the rename keeps the file whole or
 // absent) and the job goes on without this member.
 void Incarnation::start_snapshot() {

@@ -24,8 +24,8 @@ class RateCollector {
   // The median of each member's last kKept rates (units per second): a
   // member that slows down is followed once most of them are slow, the
   // drift policy's 3 rounds; one round stalled by the machine (a process
-  // descheduled, a page fault storm) moves nothing. An exponential average
-  // let one such round move an SVM split from 5490:4510 rows to 454:9546.
+  // descheduled, a page fault storm) moves nothing, where an exponential
+  // average lets one such round move most of a member's rows away.
   static constexpr std::size_t kKept = 5;
   std::map<std::uint32_t, std::deque<double>> last_;
 };
@@ -64,9 +64,8 @@ class DriftPolicy {
 // fair scheduler), a member's speed depends on its own load: busy most of a
 // round, it gets its fair share of the core; with fewer rows it sleeps
 // more and runs at full speed when it wakes. Its measured rate rises after
-// it loses rows, and Algorithm 1 gives them back: an SVM job with a busy
-// process beside one worker swung between 66:34 and 50:50 of the rows up to
-// 8 times in 200 rounds, and its rounds got slower than not moving at all.
+// it loses rows, and Algorithm 1 gives them back: the split swings back and
+// forth, and the moves cost the rounds more than not moving at all.
 // The step adapts as in RPROP (Riedmiller and Braun, "A direct adaptive
 // method for faster backpropagation learning: the RPROP algorithm", 1993):
 // a move that reverses the last one (a member that lost rows gains some

@@ -72,8 +72,8 @@ void save_snapshot(const std::string& path, const Snapshot& s, bool with_data) {
   };
   if (!write_at(fd, buf.data(), buf.size(), 0)) fail("write");
   // The rows' whole pages with O_DIRECT: the disk reads them from memory
-  // (0.004 s of CPU for 100 MB, against 0.05-0.15 s to copy them into the
-  // page cache, on a core that is computing the first iteration). Where the
+  // (next to no CPU, where copying them into the page cache would take
+  // time from a core that is computing the first iteration). Where the
   // file system refuses it (tmpfs), or for the last partial page, plain writes.
   const char* rows = reinterpret_cast<const char*>(s.data.data());
   const std::size_t bytes = rlen;

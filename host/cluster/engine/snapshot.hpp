@@ -10,10 +10,11 @@
 // alive anyway (it confirms the task and the current iteration), and the
 // coordinator holds every row for the whole job, so the resuming worker asks
 // it for its partition again, as Spark recomputes a lost cached partition
-// from its source. Writing ~100 MB of rows here cost 0.1-0.15 s of a 1.5 s
-// job on both cores of this VM (the disk's emulation competes with them),
-// for a file that a job without failures never reads. --snapshot-rows keeps
-// them in the file, for a resume that must not depend on the network.
+// from its source. Writing the rows here would cost a short job a sizeable
+// share of its time (the disk's emulation competes with the computing
+// cores), for a file that a job without failures never reads.
+// --snapshot-rows keeps them in the file, for a resume that must not
+// depend on the network.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,8 @@ namespace accel::cluster {
 // Rows live in page-aligned memory that resize() leaves uninitialised:
 // aligned so the snapshot can write them with O_DIRECT (no copy through the
 // page cache on the worker's busy core), uninitialised because they are
-// written at once by the receive or the read (zeroing 100 MB first cost
-// 30-40 ms of every job's start).
+// written at once by the receive or the read (zeroing them first would
+// add a pass over every row to every job's start).
 template <class T>
 struct RowAllocator {
   using value_type = T;

@@ -23,8 +23,8 @@ struct DeviceInfo {
   std::string type = "cpu";  // "cpu" | "gpu" | "accelerator" (OpenCL's device types)
   // Computes on the host's cores beside the cpu device (an emulator, an
   // OpenCL CPU runtime): it would only take cores from the cpu device, so
-  // it joins "all" and "auto" only when named (measured: k-means with cpu +
-  // fpga-emu on one core ran at half the cpu's rate alone).
+  // it joins "all" and "auto" only when named: sharing the cores, the two
+  // together run slower than the cpu device alone.
   bool on_host_cores = false;
   int auto_priority = 0;    // "auto" takes the devices of the highest priority present
   std::string description;  // model, SIMD level, platform ...

@@ -13,7 +13,7 @@ namespace accel {
 // F times slower from step R on (steps counted from 0, as the caller
 // counts them): a slowed step waits (F - 1) times its own time inside the
 // timed part, so the slowdown is the same in every round. (A busy process
-// on the member's core slowed short rounds only by chance, and the
+// on the member's core slows short rounds only by chance, and the
 // re-split tests need it repeatable.)
 struct Slowdown {
   long long from = -1;  // none

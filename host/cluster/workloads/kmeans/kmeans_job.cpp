@@ -257,10 +257,10 @@ class KMeansWorkload final : public Workload {
 
   // Rows per second of this node's devices for the job's shape ([SysInfo]'s processor of measured speed): one assignment step on synthetic
   // rows, on each device alone, summed. Measuring them together would split the probe evenly and
-  // let the slowest device set the node's rate (an fpga-emu beside the cpu made a worker look 20x
-  // slower than it is). The per-device rates land in local.model, so the job's first split among
+  // let the slowest device set the node's rate (an emulated fpga beside the cpu would make a worker
+  // look many times slower than it is). The per-device rates land in local.model, so the job's first split among
   // them follows them too. The probe is on every job's critical path, so it is kept short: the rows
-  // come from a multiplicative hash (normal deviates cost 56 ms of a 200 ms probe at d = 784), and
+  // come from a multiplicative hash (normal deviates would take a large share of the probe), and
   // the warm-up step (allocations, thread pools, the cpu's sgemm layout choice) runs on a prefix of
   // them.
   double measure(std::span<const std::byte> probe, Local& local) const override {
@@ -280,10 +280,9 @@ class KMeansWorkload final : public Workload {
     fill(c, 7);
     const std::int64_t warm = std::min<std::int64_t>(n, 1024);
     // Each device: a warm-up launch, then measured launches until two in a
-    // row agree within 10% (at most four), and the fastest. A single
-    // measured launch (~15 ms) had been off by up to 1.9x in about one job
-    // in five here, and the partition it set then cost every round the
-    // difference.
+    // row agree within 10% (at most four), and the fastest. A single short
+    // launch is often far off on a shared machine, and the partition it
+    // set would then cost every round the difference.
     double total = 0;
     for (Device* dev : devices_for(local, k, d)) {
       PerfModel scratch;

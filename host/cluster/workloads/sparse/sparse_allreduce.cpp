@@ -397,8 +397,8 @@ SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t>
                                  std::span<const float> values, std::uint64_t tag) {
   // Bad pairs of this member's own still make a step: it takes part with
   // no pairs, and throws once the step is over, so the next call is the
-  // next step everywhere. (Skipping it had the others sum this member's
-  // next step into their current one, silently, from then on.)
+  // next step everywhere. (Skipping it would have the others sum this
+  // member's next step into their current one, silently, from then on.)
   std::string local;
   try {
     cluster::sparse::check_pairs(n, indices, values);

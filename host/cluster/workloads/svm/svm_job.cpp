@@ -164,7 +164,7 @@ class SvmWorkload final : public Workload {
   // Kernel values per second of the local devices on rows shaped like the
   // job's (columns, non-zeros per row): 32 queries against 2048 rows, the
   // shape of a round's kernel rows; the faster of two after a warm-up. Kept
-  // short (~20 ms): it is on the job's critical path, and the rounds'
+  // short: it is on the job's critical path, and the rounds'
   // own measurements correct the split (DriftPolicy).
   double measure(std::span<const std::byte> probe, Local& local) const override {
     In in(probe);
@@ -489,8 +489,9 @@ void SvmJob::measure(const Reports& reports) {
     if (r.seconds > 0 && r.owned > 0) {
       // Only the rows: every member waits for the coordinator's decision
       // alike (none computes before it comes), so deciding is no member's
-      // share. Counting it in the coordinator's moved ~1,100 of its 5,000
-      // Fashion-MNIST rows to an equally fast worker, and rounds got slower.
+      // share. Counting it in the coordinator's would make the coordinator
+      // look slower than an equally fast worker, move rows to that worker,
+      // and slow the rounds.
       if (!drift_.settling()) rates_.record(id, static_cast<double>(r.active), r.seconds);
       seconds[id] = r.seconds;
     }
@@ -528,9 +529,8 @@ void SvmJob::resplit(const Reports& reports) {
     throw std::logic_error("svm: a re-split over members that do not own every row");
   // A worker back after a re-split that left it out owns nothing: it gets
   // rows whatever the damping and the price of the move say. (Priced like a
-  // move between busy members, the move was sometimes not made, and the
-  // worker sat idle for the rest of the job: cluster.svm_kill_restart
-  // failed 2 runs in 6.)
+  // move between busy members, the move is sometimes not made, and the
+  // worker would sit idle for the rest of the job.)
   bool homeless = false;
   for (std::size_t i = 0; i < ids.size(); ++i) homeless = homeless || (ids[i] != 0 && loads[i] == 0);
   const std::vector<std::int64_t> target = rebalance(loads, caps, 0.05);
@@ -574,7 +574,7 @@ void SvmJob::resplit(const Reports& reports) {
 // noise of a shared machine asks for, cost more than they save; and a
 // saving the rates put under 10% of a round is within their noise (a
 // member on a shared core runs its rounds at one speed or half of it), so
-// it is not made: such moves re-split a job 10 times in 200 rounds.
+// it is not made: such moves would re-split a job over and over.
 bool SvmJob::worth_moving(const std::vector<std::uint32_t>& ids, const std::vector<std::int64_t>& active,
                           const std::vector<double>& caps, const std::vector<Range>& home) const {
   double now = 0, then = 0;
@@ -606,9 +606,9 @@ static std::uint32_t owner_of(const std::vector<Range>& owners, std::int64_t r) 
 // A re-split's move: every member makes its gradients exact and reports
 // them, and the new owners get those of the variables they gain with the
 // assignment, instead of rebuilding them from the support vectors (Alg. 6
-// from zero, support x gained kernel values: 0.05-0.2 s for 1-3k rows
-// here, more than many rounds). Gradients a lost member took with it are
-// rebuilt by their new owner.
+// from zero, support x gained kernel values, costs more than many
+// rounds). Gradients a lost member took with it are rebuilt by their new
+// owner.
 accel::Task<SvmJob::Reports> SvmJob::move_rows(std::vector<Range> before) {
   const auto t0 = Clock::now();
   Op report;
