@@ -1,6 +1,6 @@
-// cuBLAS, opened at first use (dlopen) instead of linked. Linking it cost
-// every accel process ~210 MB of resident memory at start-up (the
-// libraries' relocations), with or without a GPU; a build with CUDA now
+// cuBLAS, opened at first use (dlopen) instead of linked. Linking it would
+// cost every accel process a large resident footprint at start-up (the
+// libraries' relocations), with or without a GPU; a build with CUDA
 // pays that only in a process that launches a CUDA k-means.
 #pragma once
 

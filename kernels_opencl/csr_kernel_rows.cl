@@ -44,7 +44,7 @@ double kernel_value(double dot, double nu, double nv, int type, double gamma, do
 
 // kernel_value of 16 dot products against 16 queries (norms nu) at once:
 // exp and tanh of the runtime's vector library run in SIMD lanes, where a
-// scalar call per value took most of a launch on PoCL.
+// scalar call per value would take most of a launch on PoCL.
 double16 kernel_values16(double16 dot, double16 nu, double nv, int type, double gamma, double coef0, int degree) {
   if (type == 0) return dot;
   if (type == 1) {

@@ -21,8 +21,8 @@
 // serves them all (the centroids are re-read for every row group, so this
 // divides that traffic by KMEANS_ROWS); centroids per pass: each row
 // vector loaded serves them all. 4 x 4 16-lane accumulators, 4 centroid
-// vectors and a row take 21 of AVX-512's 32 vector registers (8 x 2, 8 x 3
-// and 6 x 4 ran at the same rate on PoCL).
+// vectors and a row take 21 of AVX-512's 32 vector registers (other
+// shapes that fit, 8 x 2, 8 x 3 and 6 x 4, run no faster on PoCL).
 #define KMEANS_ROWS 4
 #define KMEANS_CENTS 4
 
@@ -91,9 +91,8 @@ __kernel void kmeans_centroid_norms(__global const float* c, int d, int k, __glo
 }
 
 // The nearest centroid by distance in double, the lowest index on an exact
-// tie: for the rows (1.7% of Fashion-MNIST's at K = 256) whose float scores
-// cannot tell. Eight doubles a step: the scalar loop over every centroid
-// made a whole launch 1.7x slower on PoCL.
+// tie: for the few rows whose float scores cannot tell. Eight doubles a
+// step: a scalar loop over every centroid slows the whole launch on PoCL.
 int nearest_exactly(__global const float* xr, int d, __global const float* c, int k) {
   int arg = 0;
   double best = INFINITY;

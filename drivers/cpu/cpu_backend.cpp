@@ -45,7 +45,7 @@ DeviceInfo probe() {
     hwloc_topology_destroy(topo);
   }
   // The kernel's view of RAM: hwloc sums NUMA nodes, which some VMs report
-  // only partly (seen here: 5-7 GiB of 24).
+  // only partly.
   info.memory_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   info.compute_units = omp_get_max_threads();
   info.description = (model.empty() ? std::string("host CPU") : model) + ", " + std::to_string(cores) +

@@ -16,9 +16,8 @@
 //
 // Single precision by default, as the values are stored (dgemm when the
 // launch asks for exact products: prediction): the float dot's error (~1e-6
-// of |u||v|, magnified by the RBF's |u|^2 + |v|^2 - 2u.v) moved the
-// Fashion-MNIST dual objective by ~1e-6 relative against LIBSVM's double,
-// for twice dgemm's rate.
+// of |u||v|, magnified by the RBF's |u|^2 + |v|^2 - 2u.v) moves the dual
+// objective only slightly against LIBSVM's double, for twice dgemm's rate.
 #include <omp.h>
 
 #include <algorithm>
@@ -36,8 +35,8 @@ namespace {
 
 // A column is dense when at least this fraction of the rows use it: the
 // sparse form then costs about f^2 q m scattered multiply-adds against 2 q m
-// flops of sgemm, and sgemm runs ~100x faster per flop than a scattered add.
-constexpr double kDenseFraction = 1.0 / 16;  // 1/8, 1/32 and 1/100 were slower on the sparse benchmark set
+// flops of sgemm, and sgemm runs orders of magnitude faster per flop than a scattered add.
+constexpr double kDenseFraction = 1.0 / 16;  // the fastest of the fractions tried on the sparse benchmark set
 // At most this many dense columns (the most used): wider tiles cost more to
 // write out than the product saves.
 constexpr std::int64_t kMaxDense = 4096;

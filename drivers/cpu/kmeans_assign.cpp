@@ -35,7 +35,8 @@ namespace {
 // loop). Sums in double (kmeans_assign_wide.cpp's WideAcc says why not
 // float).
 // One cache line (or more) per thread: the per-row inertia adds of two
-// threads' partials had shared one, and the line went back and forth.
+// threads' partials would otherwise share one, and the line would go back
+// and forth.
 struct alignas(64) Partial {
   std::vector<double> sums;
   std::vector<std::int64_t> counts;
@@ -67,7 +68,7 @@ void merge(std::vector<Partial>& parts, std::int64_t k, std::int64_t d, double* 
 // (d, k, threads). Both are the same product, and which wins depends on the
 // shape, the thread count and the OpenBLAS build, so it is measured, on the
 // job's own blocks (LayoutPicker below) rather than on extra products: a
-// separate trial had cost 30-40 ms of every job's first launch.
+// separate trial would add its products to every job's first launch.
 struct LayoutKey {
   std::int64_t d, k;
   int threads;
@@ -117,10 +118,9 @@ LayoutPicker::LayoutPicker(std::int64_t d, std::int64_t k, std::int64_t rows)
 // Full blocks 0, 2, 4 run k x rows and 1, 3 run rows x k; block 0 only
 // warms up, so the winner is known after block 2 when one layout is 1.3x
 // faster, else after block 4 by the faster of two blocks each. k x rows
-// goes first because of what OpenBLAS 0.3.21 (Zen, one thread) did here for
-// d = 784, k = 256: rows x k ran at 12-14 GFLOP/s, call after call, until
-// the process had run one k x rows product, and at 37-45 from then on; k x
-// rows first ran at 25-35.
+// goes first because OpenBLAS 0.3.21 (Zen, one thread) can run rows x k at
+// a fraction of its speed, call after call, until the process has run one
+// k x rows product; a trial that started with rows x k would misjudge it.
 bool LayoutPicker::transposed() {
   std::lock_guard lock(layout_mu);
   const LayoutTrial& t = layout_trials[LayoutKey{d_, k_, threads_, rows_}];
@@ -233,8 +233,8 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
                         std::int32_t* labels, double* sums, std::int64_t* counts, double* inertia, int layout) {
   // argmin_k ||x||^2 - 2 x.c_k + ||c_k||^2 = argmax_k x.c_k - ||c_k||^2 / 2.
   // The block's score matrix starts as -||c_k||^2 / 2 everywhere and sgemm
-  // adds x.c with beta = 1: no separate pass for beta = 0 (4% of the time
-  // when measured), and the argmax pass refills each score as it reads it.
+  // adds x.c with beta = 1: no separate pass over the matrix for beta = 0,
+  // and the argmax pass refills each score as it reads it.
   // -|c|^2/2 summed in double and rounded once: its error then stays
   // within the half ulp the tie bound's slack allows for it.
   const std::vector<float> half_norm = detail::half_norms(c, k, d);
@@ -242,11 +242,10 @@ void kmeans_assign_gemm(const float* x, std::int64_t n, std::int64_t d, const fl
   // One parallel region for the whole call: each thread takes whole blocks
   // (static, so the partial sums are the same every run), runs a one-thread
   // sgemm on its block (OpenBLAS's OpenMP build runs one thread inside a
-  // parallel region) and the fused argmax. The earlier form, a threaded
-  // sgemm and then a parallel argmax per block, synchronised the threads
-  // twice a block: 300 times an iteration at 400k x 48, K = 100, which cost
-  // nothing on idle cores and a scheduler time slice each when two busy
-  // processes shared them (21.6 s for 6 iterations against 0.30 s quiet).
+  // parallel region) and the fused argmax. A threaded sgemm and then a
+  // parallel argmax per block would synchronise the threads twice a block,
+  // hundreds of times an iteration: nothing on idle cores, but a scheduler
+  // time slice each when busy processes share them.
   const int threads = omp_get_max_threads();
   const std::int64_t rows = detail::thread_block_rows(n, k, threads);
   const std::int64_t blocks = (n + rows - 1) / rows;

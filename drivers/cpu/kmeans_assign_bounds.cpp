@@ -85,7 +85,7 @@ inline void dist2_x2(const float* x, const float* c0, const float* c1, std::int6
 
 // ||x - c_q||^2 for four centroids: each slice of x is loaded once.
 inline void dist2_x4(const float* x, const float* const (&cs)[4], std::int64_t d, float* out) {
-  // Four named sums, not an array: `v8f acc[4] = {}` was zeroed with rep stos.
+  // Four named sums, not an array: `v8f acc[4] = {}` is zeroed with rep stos.
   v8f a0{}, a1{}, a2{}, a3{};
   std::int64_t j = 0;
   for (; j + 8 <= d; j += 8) {
@@ -107,8 +107,8 @@ inline void dist2_x4(const float* x, const float* const (&cs)[4], std::int64_t d
 // out[q] = ||x - c_{idx[q]}||^2 for nc centroids: four at a time, and a
 // remainder of one or two with the kernels above (a remainder of three
 // repeats its last centroid in dist2_x4, which costs no more than one dist2
-// plus one dist2_x2). The remainder had been scored one dist2 at a time,
-// each waiting on its adds' latency, which took a fifth of a later launch.
+// plus one dist2_x2). Scored one dist2 at a time, the remainder would wait
+// on each one's adds' latency, a sizeable share of a later launch.
 inline void score(const float* x, const float* c, std::int64_t d, const std::int32_t* idx, int nc, float* out) {
   int q = 0;
   for (; q + 3 <= nc; q += 4) {
@@ -127,9 +127,9 @@ inline void score(const float* x, const float* c, std::int64_t d, const std::int
 // D_j (the sum of every launch's delta_j): an entry written as b + D_j(t)
 // stands for b - (D_j(now) - D_j(t)), exactly the bound that subtracting
 // each launch's delta_j would have left, so a launch only reads the bounds
-// and rewrites the few entries it scores (a row's 256 bounds had been read
-// and written back every launch). Rounding: storing b + D and the two
-// roundings of D err by at most 2 ulp of the stored value, so the stored
+// and rewrites the few entries it scores, rather than reading and writing
+// back all of a row's bounds every launch. Rounding: storing b + D and the
+// two roundings of D err by at most 2 ulp of the stored value, so the stored
 // value is lowered by 2^-20 of itself (8 ulp) before D is subtracted.
 constexpr float kKeep = 1.0f - 0x1p-20f;
 
@@ -303,7 +303,7 @@ double first_bounds(const float* xi, std::int64_t d, const float* c, std::int64_
                     std::vector<float>& gmin) {
   const std::int64_t G = s.l.groups;
   const std::int64_t arg = detail::argmax_low(sc, k);
-  const double xx_exact = detail::norm2_exact(xi, d);  // in double lanes (sequential, it took a third of this loop's samples)
+  const double xx_exact = detail::norm2_exact(xi, d);  // in double lanes (sequential, it would be a large share of this loop)
   const float xx = static_cast<float>(xx_exact);
   float* lower = s.lower + i * G;
   // ||x - c||^2 from the score, lowered by its worst-case error.

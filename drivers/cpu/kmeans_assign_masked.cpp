@@ -31,7 +31,7 @@ namespace {
 // vector of eight doubles per sum): where a launch's rows begin then moves
 // the sums and the inertia by double rounding only, as in the other loops
 // (kmeans_assign_wide.cpp's WideAcc says why that matters). Float lanes
-// flushed every 512 points had grouped rows by where the launch began.
+// flushed every 512 points would group rows by where the launch began.
 constexpr std::int64_t kMaskedMaxKD = 64;
 
 typedef float v8f __attribute__((vector_size(32)));
@@ -142,8 +142,7 @@ inline void masked_step(const v8f (&xs)[D], const float* c, std::int64_t k_rt, i
   for (std::int32_t kk = 0; kk < k; ++kk) {
 #if defined(__AVX512F__) && defined(__AVX512VL__)
     // A mask register: one masked add per sum. (Widening the 32-bit mask
-    // to 64-bit lanes and selecting took three instructions a sum, and the
-    // loop ran at half its float lanes' speed.)
+    // to 64-bit lanes and selecting takes three instructions a sum.)
     const __mmask8 mine = _mm256_cmpeq_epi32_mask(reinterpret_cast<__m256i>(arg), _mm256_set1_epi32(kk));
     L.count[kk] = reinterpret_cast<v8i>(_mm256_mask_sub_epi32(reinterpret_cast<__m256i>(L.count[kk]), mine,
                                                               reinterpret_cast<__m256i>(L.count[kk]),
@@ -236,13 +235,12 @@ void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::i
 
 #if defined(__AVX512F__)
 // Sixteen points a vector for k <= 8 (k * d <= 32; the sums fit in
-// registers up to k * d = 16, past that some spill, and the loop was still
+// registers up to k * d = 16, past that some spill, and the loop is still
 // faster than the wide one and than eight lanes at k = 8):
 // one AVX-512 vector holds twice the points, so each distance, compare and
-// select serves sixteen (the blobs benchmark's d = 2, k = 4 ran at eight
-// instructions a point with eight lanes). Each sum stays one vector of
-// eight doubles; the two halves of the sixteen points are added into it by
-// two masked adds.
+// select serves sixteen, half the instructions a point of eight lanes.
+// Each sum stays one vector of eight doubles; the two halves of the
+// sixteen points are added into it by two masked adds.
 typedef std::int32_t v16i __attribute__((vector_size(64)));
 using detail::v16f;
 
@@ -304,9 +302,8 @@ void kmeans_assign_masked16(const float* x, std::int64_t n, const float* c, std:
 #endif
 
 #if defined(__AVX512F__)
-// The sixteen-lane loop for k = K <= 8 (at d = 2, k = 12 and 16 its
-// spilled sums made it slower than the wide loop, 1.1 and 1.4 ms against 0.8
-// and 0.85 at 1M rows).
+// The sixteen-lane loop for k = K <= 8 (past that its sums spill out of
+// the registers and the wide loop is faster).
 template <int D, int K>
 bool masked16_if(std::int64_t k, const float* x, std::int64_t n, const float* c, std::int32_t* labels, double* sums,
                  std::int64_t* counts, double* inertia) {

@@ -1,23 +1,20 @@
 // Which CPU kmeans_assign loop runs a shape. Over a grid of d = 2..784 and
 // k = 4..1024 (1M rows, bench_kmeans.py --grid, timed per loop) the
-// fastest loop changed with the shape: masked at d <= 4 with k <= 8
-// (sixteen points a vector with AVX-512; the wide loop had been 5-15%
-// faster at k = 8 than its eight-lane form); the rows loop from d = 64
-// with k <= 8 and from d = 128 with k <= 16 (at d = 48, and at d = 64 with
-// k = 16, the wide loop was faster; at d = 100, k = 16, sgemm); the
-// register-transposed wide loop elsewhere where it is built (d <= 16, 24,
-// 32, 48 and 64 at every k: it beat sgemm by 10-25% at d = 64; d = 128 up
-// to k = 256: sgemm was 8% faster at k = 1024); and sgemm for the rest.
-// That rule is the default.
+// fastest loop changes with the shape, and the rule follows it: masked at
+// d <= 4 with k <= 8 (sixteen points a vector with AVX-512; an eight-lane
+// form loses to the wide loop); the rows loop from d = 64 with k <= 8 and
+// from d = 128 with k <= 16; the register-transposed wide loop elsewhere
+// where it is built (d <= 16, 24, 32, 48 and 64 at every k; d = 128 up to
+// k = 256); and sgemm for the rest. That rule is the default.
 //
 // The default is a rule, not a timing, because every process must run the
 // same loop on a shape: the loops sum in different orders (one loop's sums
 // move only by double rounding with where a launch's rows begin), and the
 // cluster engine has participants stand in for lost members' rows and
 // checks that a run with failures ends where the failure-free one does.
-// Choosing by timing in each process broke that (participants that timed
-// differently disagreed in the last bits; CI's kill_restart and
-// coordinator_restart scenarios).
+// Choosing by timing in each process would break that: participants that
+// time differently disagree in the last bits (CI's kill_restart and
+// coordinator_restart scenarios check it).
 //
 // ACCEL_KMEANS_LOOP=timed times the loops instead, for one process on a
 // machine unlike the grid's: the first launch of a (d, k, threads) shape
@@ -104,15 +101,14 @@ std::optional<Loop> forced(const std::vector<Loop>& loops) {
   return std::nullopt;
 }
 
-// The grid's rule (above): the default. (It was opt-in while the wide
-// loop summed distances in float lanes: a coordinator re-running
-// iterations after a restart logged inertias 1e-10 away from the first
-// run's, CI's cluster.coordinator_restart_worker_lost. Its lanes are
-// double now.)
+// The grid's rule (above): the default. It can be, because every loop sums
+// distances in double lanes: with float lanes a coordinator re-running
+// iterations after a restart would log inertias off from the first run's
+// in the last bits (CI's cluster.coordinator_restart_worker_lost checks it).
 Loop rule(std::int64_t d, std::int64_t k) {
 #if defined(__AVX512F__)
   if (kmeans_assign_masked_fits(d, k) && k <= 8) return Loop::Masked;
-#else  // eight lanes: at k = 8 the wide loop was faster for d = 3 and 4
+#else  // eight lanes: at k = 8 the wide loop is faster for d = 3 and 4
   if (kmeans_assign_masked_fits(d, k) && (k <= 7 || (d <= 2 && k <= 8))) return Loop::Masked;
 #endif
   if (kmeans_assign_rows_fits(d, k) && (d >= 128 || (d >= 64 && k <= 8))) return Loop::Rows;

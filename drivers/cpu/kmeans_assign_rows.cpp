@@ -1,19 +1,19 @@
 // CPU kmeans_assign for d >= 16 with up to 16 centroids, a few rows at a
 // time. There the input's read is the limit (1M x 784 floats, k = 4: 3 GB
-// of rows, 25 MFLOP a thousand rows), and the gemm path ran at a quarter of
+// of rows, 25 MFLOP a thousand rows), and the gemm path falls far short of
 // it: sgemm on a k = 4 block is far below its rate, and the path reads each
 // row again for the exact distance and for the sums.
 //
 // Here each row is read from memory once. Two rows' sixteen-float chunks
 // are multiplied into x.c for eight centroids at a time, |x|^2 alongside, in
-// registers (one FMA per row, centroid and float; the difference form it
-// replaces took a subtraction as well, and its rate at k = 8 was half of
-// this). The rows are then labelled as the gemm path labels them, with the
-// same helpers (kmeans_dist.hpp): the best score x.c - |c|^2/2, a near tie
-// settled by distance in double; sixteen rows a block are labelled a vector
-// at a time. So the labels are the gemm path's, and each row's distance
-// too (detail::dist2, as the gemm path takes it); only the sums' grouping
-// differs. Each row is added into double sums for its label.
+// registers (one FMA per row, centroid and float, where the difference
+// form needs a subtraction as well). The rows are then labelled as the
+// gemm path labels them, with the same helpers (kmeans_dist.hpp): the
+// best score x.c - |c|^2/2, a near tie settled by distance in double;
+// sixteen rows a block are labelled a vector at a time. So the labels are
+// the gemm path's, and each row's distance too (detail::dist2, as the
+// gemm path takes it); only the sums' grouping differs. Each row is added
+// into double sums for its label.
 #include "kmeans_assign.hpp"
 #include "kmeans_dist.hpp"
 
@@ -48,7 +48,7 @@ inline v16f load16(const float* p) {
 // Sums of many vectors' lanes, folded together: each fold of two vectors
 // adds their halves side by side (three instructions for two vectors'
 // halving), so M vectors take about 3M instructions where summing each on
-// its own took eight (a third of a row's time at d = 64, k = 4).
+// its own takes eight, a large share of a row's time at small k.
 // fold<1>(a, b): lanes 0-7 a's eight partial sums, 8-15 b's; fold<2> of
 // two such: four lanes each for four vectors, in order; and so on, until
 // fold<4> leaves one lane for each of sixteen vectors, in order.
@@ -90,9 +90,9 @@ ACCEL_ROWS_INLINE void lane_sums(v16f* v, float* out) {
 }
 
 // Double sums (kmeans_assign_wide.cpp's WideAcc says why not float).
-// alignas: the per-row inertia adds of two threads' RowAccs had shared a
-// cache line (1M x 64, k = 4: 47 ms an iteration; the line went back and
-// forth between the cores).
+// alignas: the per-row inertia adds of two threads' RowAccs would otherwise
+// share a cache line, and the line would go back and forth between the
+// cores.
 struct alignas(64) RowAcc {
   std::vector<double> dsum;
   std::vector<std::int64_t> dcount;
@@ -116,8 +116,8 @@ inline void take_row(const float* xi, std::int64_t d, const float* c, std::int32
 // float |x|^2 into xx[r], in one pass over the rows' chunks:
 // one FMA per row, centroid and float. R x G sums stay in registers; each
 // centroid chunk loaded serves R rows. The next rows' lines are fetched a
-// chunk at a time by the first group (the hardware prefetcher alone left
-// the loads of x waiting: a third of the loop's time at d = 784).
+// chunk at a time by the first group (the hardware prefetcher alone leaves
+// the loads of x waiting, a large share of the loop's time at large d).
 template <int R, int G>
 inline void scores(const float* x, std::int64_t d, const float* c, const float* half, bool first_group, float* out,
                    int rs, int gs, float* xx) {
@@ -199,8 +199,8 @@ struct LaneBound {
 // come again from L1 for the next eight), the scores stored by centroid
 // (sc[g][r]), then labelled as the gemm path labels its rows, sixteen rows
 // a vector: the best score, the runner-up and the tie test in lanes, not a
-// branchy scalar loop a row (half of a row's instructions at d = 64,
-// k = 4). A row whose runner-up lies within the bound is settled by
+// branchy scalar loop a row (a large share of a row's instructions at
+// small k). A row whose runner-up lies within the bound is settled by
 // distance in double.
 constexpr int kBlockRows = 16;
 template <int K>

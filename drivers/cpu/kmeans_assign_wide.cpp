@@ -1,8 +1,8 @@
-// CPU kmeans_assign for d <= 16, 24, 32, 48, 64 and 128. At 500k x 8, k = 8, the rows
-// are memory-bound (one read is 0.7 ms at 22 GB/s, the distances 0.5 ms of
-// sgemm), and the earlier direct loop ran at ~9% of that limit: it staged
-// points through memory with masked scalar loads and added each row into
-// double sums one value at a time.
+// CPU kmeans_assign for d <= 16, 24, 32, 48, 64 and 128. At small d and k the rows
+// are memory-bound (one read of them costs more than the distances' sgemm),
+// and a direct loop falls far short of that limit when it stages points
+// through memory with masked scalar loads and adds each row into double
+// sums one value at a time.
 //
 // Here sixteen points are transposed in registers (three shuffle stages per
 // 8 x 8 tile), distances are computed exactly, (x - c)^2 summed over d in
@@ -133,8 +133,8 @@ inline void transpose16(const float* p, v16f* xs) {
 // vector, two AVX ones; on Zen 4 the wider vectors halve the instructions
 // per point. Four groups: each centroid's distance is a chain of D
 // dependent FMAs and each running minimum a chain of compares and
-// selects, and one group alone waited on them (latency, not throughput,
-// bound: 1M x 2, k = 1024 ran at a fifth of the FMA units' rate).
+// selects, and one group alone waits on them (latency, not throughput,
+// bound: far below the FMA units' rate).
 constexpr int kGroups = 4;
 constexpr int kStep = 16 * kGroups;
 
@@ -163,9 +163,9 @@ inline void step(const float* p, int valid, const float* c, std::int64_t k, std:
   const v16i lane = v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   for (int g = 0; g < kGroups; ++g) acc.add((lane + 16 * g) < valid ? best[g] : v16f{});
   // The labels leave their vectors in one store, and the sums' addresses
-  // come from locals: read through acc in the loop, they were loaded again
-  // after every count's increment (an int64 store that might alias them),
-  // and each point's label came out of the stack by a computed index.
+  // come from locals: read through acc in the loop, they would be loaded
+  // again after every count's increment (an int64 store that might alias
+  // them), and each point's label would come out of the stack by a computed index.
   alignas(64) std::int32_t lab[kStep];
   std::memcpy(lab, arg, sizeof lab);
   std::memcpy(labels, lab, sizeof(std::int32_t) * valid);

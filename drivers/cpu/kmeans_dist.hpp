@@ -1,8 +1,8 @@
 // Distances and norms of one row for the cpu k-means loops, in vector
 // lanes summed at the end. GCC's `omp simd reduction` adds its lanes one
 // after another through memory; per row, in the gemm path's finish (|x|^2
-// for the tie bound, the winner's distance), those chains were half of an
-// iteration at 1M x 64, K = 8.
+// for the tie bound, the winner's distance), those chains would be a large
+// share of an iteration.
 #pragma once
 
 #include <algorithm>
@@ -89,10 +89,10 @@ inline std::vector<float> half_norms(const float* c, std::int64_t k, std::int64_
 }
 
 // A label must not depend on the order sgemm summed a score in: the two
-// layouts sum x.c in different orders on some OpenBLAS kernels (Zen 4's:
-// 844 of 20,000 rows halfway between two centroids were labelled
-// differently), and the layout is picked by timing. Where another float
-// score lies within the rounding bound of the best, the label is the
+// layouts sum x.c in different orders on some OpenBLAS kernels (Zen 4's
+// do, and rows halfway between two centroids then get different labels),
+// and the layout is picked by timing. Where another float score lies
+// within the rounding bound of the best, the label is the
 // nearest of those contenders by distance in double, the lowest index on
 // an exact tie. A float score x.c - |c|^2/2 of d terms is within
 // (d + 2) 2^-24 (|x| |c| + |c|^2/2) of the exact one (Higham's bound for

@@ -10,7 +10,7 @@ typedef float v16f __attribute__((vector_size(64)));
 
 // Sixteen rows of D <= 4 floats at p (16 * D consecutive floats) into
 // xs[j], element j of every row, in order: two or three two-source
-// shuffles an element (lanes gathered one at a time took an insert each).
+// shuffles an element (lanes gathered one at a time take an insert each).
 template <int D>
 inline void narrow16(const float* p, v16f* xs) {
   static_assert(D >= 1 && D <= 4);

@@ -41,12 +41,12 @@ struct Local {
 
 // Magnitude bits as signed lanes: |x|'s bits are below 2^31 and so is every
 // window edge, so one signed compare (vpcmpgtd) orders them; the unsigned
-// compare of the same lanes had compiled to a min and an equality test.
+// compare of the same lanes compiles to a min and an equality test.
 typedef std::int32_t v8i __attribute__((vector_size(32)));
 
 // One bit per lane of a comparison's result (all ones or all zeros per
-// lane): a single movemask where AVX has it (the portable loop had compiled
-// to eight extracts and shifts, a third of the window loop's time).
+// lane): a single movemask where AVX has it (the portable loop compiles
+// to eight extracts and shifts, a large share of the window loop's time).
 inline std::uint32_t lane_mask(v8i hit) {
 #ifdef __AVX__
   __m256 h;
@@ -124,8 +124,8 @@ inline void add_moments(float v, float& s, float& s2, float& mx) {
 }
 
 // The moments of a block. Four sets of lanes: with one running sum (omp
-// simd) every add waited on the previous one, and this loop took half of the
-// kernel's time.
+// simd) every add waits on the previous one, and this loop becomes a large
+// share of the kernel's time.
 inline void block_moments(const float* x, std::int64_t m, float& s, float& s2, float& mx) {
   MomentLanes l0, l1, l2, l3;
   std::int64_t i = 0;
@@ -142,9 +142,9 @@ inline void block_moments(const float* x, std::int64_t m, float& s, float& s2, f
 // only a group with a lane at or above lo looks at its lanes, and only
 // those lanes go through the scalar classification. `below` is what was not
 // classified. The block's moments are taken in the same pass: each value
-// is loaded once, into registers (a separate moments loop had read every
-// block twice, and counting `below` per vector had made the loop
-// compute-bound at this machine's read rate).
+// is loaded once, into registers (a separate moments loop would read every
+// block twice, and counting `below` per vector would make the loop
+// compute-bound at memory's read rate).
 template <bool Collect, class Lanes = MomentLanes>
 void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint32_t lo, std::uint32_t hi, int shift,
                     std::int64_t bins, Local& L, float& s, float& s2, float& mx) {

@@ -303,8 +303,8 @@ class CudaDevice final : public Device {
   void* mine(Buffer* b) const { return b ? static_cast<CudaBuffer*>(b)->data() : nullptr; }
 
 
-  // Stream and cuBLAS handle, made on first launch (cuBLAS init costs ~100 ms
-  // and memory, which discovery should not pay).
+  // Stream and cuBLAS handle, made on first launch (cuBLAS init is slow and
+  // takes memory, which discovery should not pay).
   void ensure_context(const std::string& where) {
     if (stream_ == nullptr) check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), where + ": stream");
     if (blas_ == nullptr) {

@@ -375,9 +375,9 @@ bool Transport::progress_until(const std::function<bool()>& pred, std::chrono::m
       idle = 0;
     } else if (++idle > (impl_->event_fd >= 0 ? 50u : 1000u)) {
       // Nothing is moving: stop spinning so a peer on the same core can run.
-      // With an event fd, block almost at once: measured with 5 processes on
-      // 2 cores, 1000 spins before blocking gave a median barrier of 1.13 ms,
-      // 50 gave 0.24-0.32 ms (the spinning took the CPU the others needed).
+      // With an event fd, block almost at once: where processes outnumber
+      // cores, spinning takes the CPU the others need, and a barrier waits
+      // on them.
       if (impl_->event_fd >= 0) {
         // Block until UCX has an event (or 10 ms, to re-check pred and the
         // deadline); UCS_ERR_BUSY means events are pending: progress again.

@@ -63,7 +63,7 @@ struct Options {
   std::size_t max_endpoints = 1024;         // further connection requests are rejected
   // Bulk push: block size ([Antimatroid]'s 64 MiB); blocks in flight at once are
   // bounded by both a count and bytes (small blocks need a deeper pipeline:
-  // measured 0.37x of ucx_perftest at 1 MiB blocks with only 4 in flight).
+  // with few of them in flight the link idles between blocks).
   std::size_t block_bytes = 64u << 20;
   std::size_t max_blocks_in_flight = 64;
   std::size_t max_bytes_in_flight = 256u << 20;
@@ -161,9 +161,9 @@ class Transport {
   // --- bulk transfers ------------------------------------------------------
   // Memory that UCX allocates and registers (ucp_mem_map with ALLOCATE).
   // Peers on this host can map it (posix shared memory), so a put into it
-  // is one memcpy by the sender instead of a cross-process copy through the
-  // kernel (cma): measured ~2.7x faster for 64 MiB blocks. expect() into
-  // it reuses the registration. Valid until deallocate() or ~Transport.
+  // is one memcpy by the sender instead of a slower cross-process copy
+  // through the kernel (cma). expect() into it reuses the registration.
+  // Valid until deallocate() or ~Transport.
   void* allocate(std::size_t bytes, MemoryType memory = MemoryType::Host);
   void deallocate(void* p);
 
@@ -192,7 +192,7 @@ class Transport {
                      std::size_t window = 0, BlockSent sent = {});
   // What Auto means on this endpoint: Put when UCX gave it an RMA lane over
   // a transport with hardware or shared-memory put, else ActiveMessage (tcp
-  // emulates put in software, measured ~100x slower than rendezvous am).
+  // emulates put in software, orders of magnitude slower than rendezvous am).
   BulkProtocol resolve_protocol(EndpointId ep) const;
 
   Stats stats() const;
