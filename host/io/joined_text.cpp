@@ -18,11 +18,9 @@ template <class Put>
 void join_parts(const std::vector<InputPart>& parts, Put put) {
   static const std::byte newline{'\n'};
   for (std::size_t k = 0; k < parts.size(); ++k) {
+    check_file_bytes(parts[k].path, parts[k].file_bytes);
     const MappedFile f(parts[k].path);
     const auto b = f.bytes();
-    if (static_cast<std::int64_t>(b.size()) != parts[k].file_bytes)
-      throw InputError(parts[k].path + ": " + std::to_string(b.size()) + " bytes, not the job's " +
-                       std::to_string(parts[k].file_bytes) + " (another file, or changed since the job began)");
     put(b);
     f.release();
     if (k + 1 < parts.size() && !b.empty() && b.back() != newline) put(std::span<const std::byte>(&newline, 1));

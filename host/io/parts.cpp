@@ -187,9 +187,7 @@ void load_parts_rows(const std::vector<InputPart>& parts, std::int64_t cols, std
     const std::int64_t lo = std::max(begin, first), hi = std::min(begin + count, first + p.rows);
     if (lo < hi) {
       io::require_file(p.path);
-      if (const std::int64_t now = io::size_of(p.path); now != p.file_bytes)
-        throw InputError(p.path + ": " + std::to_string(now) + " bytes, not the job's " + std::to_string(p.file_bytes) +
-                         " (another file, or changed since the job began)");
+      check_file_bytes(p.path, p.file_bytes);
       load_matrix_rows(p.path, p.rows, cols, lo - first, hi - lo, out + (lo - begin) * cols,
                        p.marks.empty() ? nullptr : &p.marks);
     }

@@ -224,11 +224,13 @@ void read_text_rows(const std::string& path, bool csv, const TextMarks& marks, s
 
 namespace accel {
 
-void check_marked_file(const std::string& path, const TextMarks& marks) {
-  if (const std::int64_t now = io::file_bytes(path); now != marks.file_bytes)
-    throw InputError(path + ": " + std::to_string(now) + " bytes, not the job's " + std::to_string(marks.file_bytes) +
+void check_file_bytes(const std::string& path, std::int64_t bytes) {
+  if (const std::int64_t now = io::file_bytes(path); now != bytes)
+    throw InputError(path + ": " + std::to_string(now) + " bytes, not the job's " + std::to_string(bytes) +
                      " (another file, or changed since the job began)");
 }
+
+void check_marked_file(const std::string& path, const TextMarks& marks) { check_file_bytes(path, marks.file_bytes); }
 
 LabeledCsr read_libsvm_range(const std::string& path, const TextMarks& marks, std::int64_t begin, std::int64_t count) {
   if (count <= 0) return {};

@@ -125,6 +125,9 @@ void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t c
 void load_parts_rows(const std::vector<InputPart>& parts, std::int64_t cols, std::int64_t begin, std::int64_t count,
                      float* out);
 
+// InputError naming the file when its size is not `bytes`, the job's
+// (another file at the path, or one changed since the job began).
+void check_file_bytes(const std::string& path, std::int64_t bytes);
 // InputError naming the file when its size is not the marks' (another
 // file at the path, or one changed since the marks were taken).
 void check_marked_file(const std::string& path, const TextMarks& marks);
