@@ -125,6 +125,7 @@ int coordinator_main(const std::vector<std::string>& args) {
   o.input = ko.input;
   ko.resumed = !o.resume_dir.empty();
   ko.rows_may_drop = !o.move_lost_rows;
+  ko.pull = o.pull;
   cluster::KMeansJob job(ko);
   return cluster::run_coordinator(o, job);
 }

@@ -72,7 +72,7 @@ const char* format_name(Format f) {
 
 namespace {
 
-Matrix load_any(const std::string& path, bool streamed) {
+Matrix load_any(const std::string& path, bool streamed, bool check = true) {
   if (names_parts(path)) return io::load_parts(path, streamed);
   io::require_file(path);
   const io::Format f = io::format_of(path);
@@ -83,7 +83,7 @@ Matrix load_any(const std::string& path, bool streamed) {
   else m = f == io::Format::Csv ? read_csv(path) : read_libsvm_dense(path);
   if (m.rows == 0 || m.cols == 0) throw InputError(path + ": empty matrix");
   m.streamed = streamed && m.view != nullptr;
-  check_finite(m, path);
+  if (check) check_finite(m, path);
   return m;
 }
 
@@ -91,6 +91,8 @@ Matrix load_any(const std::string& path, bool streamed) {
 
 Matrix load_matrix(const std::string& path) { return load_any(path, false); }
 Matrix load_matrix_streamed(const std::string& path) { return load_any(path, true); }
+
+Matrix load_matrix_streamed_unchecked(const std::string& path) { return load_any(path, true, false); }
 
 void release_rows(const Matrix& m, std::int64_t begin, std::int64_t end) {
   if (!m.streamed || !m.view || end <= begin) return;

@@ -472,6 +472,96 @@ def scenario_pull_parts(a, tmp):
         fail("the centroids of the part files differ from the single-node run on one file")
 
 
+def scenario_parallel_seeding(a, tmp):
+    # --init kmeans-parallel: the members draw the k-means|| seeds from their
+    # own rows in the job's first rounds (pick, cost, sample, cost, sample,
+    # weigh), so the coordinator reads none but its share. With --pull,
+    # worker 2 dies mid-send in the first sample round (3) and worker 3 in
+    # the weigh round (6): others compute their rows, and the
+    # seeds and centroids are single-node k-means||'s. Then CSV with --pull,
+    # each member drawing from the lines it parsed itself.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 200000, 8, 24, 5)
+    iters = 12
+    job = Job(a, tmp, 4, data, 24, iters, 1000, extra=["--pull"], init="kmeans-parallel",
+              worker_env={2: {"ACCEL_FAULT_PARTIAL_SEND": "3:1"}, 3: {"ACCEL_FAULT_PARTIAL_SEND": "6:2"}})
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    s = job.summary()
+    if s.get("seeding_rounds") != 6 or s["iterations"] != iters or s["members"]["active"] != [0, 1, 4]:
+        fail(f"unexpected summary {s}")
+    for w, r in ((2, 3), (3, 6)):
+        if f"dying in round {r}" not in (job.tmp / f"worker-{w}.err").read_text():
+            fail(f"worker {w}'s fault was not injected")
+    check_agreement(job, {0, 1, 4})
+    check_same_result(job, {0, 1, 4}, key="candidates")
+    check_same_result(job, {0, 1, 4})
+    worst = failure_free_difference(a, tmp, data, 24, iters, init="kmeans-parallel")
+    if worst > 0:
+        fail(f"the centroids differ from single-node k-means|| by {worst:.1e}")
+    csv = Path(tmp) / "x.csv"
+    x = read_npy_floats(data)
+    with open(csv, "w") as f:
+        for i in range(50000):
+            f.write(",".join(repr(v) for v in x[i * 8:(i + 1) * 8]) + "\n")
+    tmp2 = Path(tmp) / "csv"
+    tmp2.mkdir()
+    job = Job(a, tmp2, 2, str(csv), 10, iters, 1000, extra=["--pull"], init="kmeans-parallel")
+    if job.finish() != 0:
+        fail("coordinator failed on CSV: " + (tmp2 / "coordinator.err").read_text()[-800:])
+    worst_csv = failure_free_difference(a, tmp2, str(csv), 10, iters, init="kmeans-parallel")
+    if worst_csv > 0:
+        fail(f"the CSV job's centroids differ from single-node k-means|| by {worst_csv:.1e}")
+    # Nobody reads the whole file, so a NaN is found by the worker that
+    # reads its row: one line naming the file and the row, exit 2.
+    bad = Path(tmp) / "nan.npy"
+    body = bytearray(Path(data).read_bytes())
+    hlen = struct.unpack("<H", body[8:10])[0]
+    struct.pack_into("<f", body, 10 + hlen + (150000 * 8 + 3) * 4, float("nan"))
+    bad.write_bytes(bytes(body))
+    tmp3 = Path(tmp) / "nan"
+    tmp3.mkdir()
+    job = Job(a, tmp3, 2, str(bad), 10, iters, 1000, extra=["--pull"], init="kmeans-parallel")
+    rc = job.finish()
+    err = (tmp3 / "coordinator.err").read_text()
+    if rc != 2 or f"{bad}: row 150001, column 4 is NaN" not in err:
+        fail(f"a NaN in a worker's rows: exit {rc}, {err[-300:]}")
+    print(f"k-means|| drawn by the members in {s['seeding_rounds']} rounds, workers 2 and 3 killed in rounds 3 and 6: "
+          f"centroids equal single-node's ({worst:.1e}); CSV --pull: {worst_csv:.1e}")
+
+
+def scenario_pull_lost_in_turn(a, tmp):
+    # --pull, and the workers are lost one after another, each once the rows
+    # of the one before have moved to it: the last holds everyone's when it
+    # dies, the plan then has nobody to give them to, and the coordinator
+    # must stand in for all three members' rows (it once stood in for the
+    # last one's own rows only, and the others' counted nowhere).
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 300000, 8, 16, 3)
+    job = Job(a, tmp, 3, data, 16, 60, 1000, extra=["--pull"])
+
+    def moved(n):
+        job.wait_for(lambda: sum(1 for j in jsonl(job.coord_log) if j.get("event") == "rows_moved") >= n, 60,
+                     f"plan {n} in effect")
+
+    job.wait_iteration(4)
+    for w, plans in ((3, 1), (1, 2), (2, 3)):
+        job.procs[w].send_signal(signal.SIGKILL)
+        job.procs[w].wait()
+        moved(plans)
+    if job.finish() != 0:
+        fail("coordinator failed: " + (Path(tmp) / "coordinator.err").read_text()[-800:])
+    taken = [j for j in job.logs()[0] if j.get("event") == "rows_taken_over"]
+    last = {j["worker"]: j["rows"] for j in taken if j["iteration"] == taken[-1]["iteration"]}
+    if sorted(last) != [1, 2, 3] or sum(last.values()) != sum(job.summary()["rows"][1:]):
+        fail(f"the coordinator does not stand in for every lost member's rows at the end: {last}")
+    worst = failure_free_difference(a, tmp, data, 16, 60)
+    print(f"workers lost in turn, each holding the rows of the one before; at the end the coordinator stands in "
+          f"for {last}; centroids within {worst:.1e} of the failure-free run")
+    if worst > 1e-6:
+        fail("the centroids differ from the failure-free run")
+
+
 def scenario_large_partials(a, tmp):
     # k x d doubles over 1 MiB per partial (Fashion-MNIST's k = 256 is 1.6 MB).
     data = str(Path(tmp) / "x.npy")
@@ -954,12 +1044,12 @@ def scenario_sigterm_leave_push(a, tmp):
     scenario_sigterm_leave(a, tmp, pull=False)
 
 
-def failure_free_difference(a, tmp, data, k, iters):
+def failure_free_difference(a, tmp, data, k, iters, init="random"):
     """Largest relative difference between the job's centroids and a
     single-node run's (the failure-free result)."""
     single = Path(tmp) / "single.npy"
     r = subprocess.run([a.accel, "kmeans", "--input", data, "--k", str(k), "--max-iter", str(iters), "--tol", "0",
-                        "--init", "random", "--device", "cpu", "--output-centroids", str(single)],
+                        "--init", init, "--device", "cpu", "--output-centroids", str(single)],
                        capture_output=True, text=True)
     if r.returncode != 0:
         fail(r.stderr)

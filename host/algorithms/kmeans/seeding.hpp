@@ -58,7 +58,8 @@ class Seeder {
 float sqdist(const float* a, const float* b, std::int64_t d);
 
 Matrix plusplus(const Matrix& x, const double* weight, std::int64_t k, std::mt19937_64& rng);
-Matrix kmeans_parallel(const Matrix& x, std::int64_t k, std::mt19937_64& rng);
+// seed: the job's, which the rows' draws are computed from (kmeans_parallel.hpp).
+Matrix kmeans_parallel(const Matrix& x, std::int64_t k, std::uint64_t seed, std::mt19937_64& rng);
 Matrix random_rows(const Matrix& x, std::int64_t k, std::mt19937_64& rng);
 
 }  // namespace accel::seeding

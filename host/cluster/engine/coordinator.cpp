@@ -454,6 +454,7 @@ bool Coordinator::step() {
     return false;
   }
   checkpoint(t, false);
+  if (out.last) over_ = true;
   return true;
 }
 
@@ -673,7 +674,7 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
   const auto t0 = Clock::now();
   all_to_all(*own_).members(view.active);
   mine.data = own_->contribute(t);
-  mine.work_rows = all_to_all(*own_).rows();
+  mine.work_rows = all_to_all(*own_).timed() ? all_to_all(*own_).rows() : 0;
   mine.work_seconds = secs(t0, Clock::now());  // its rows' rate: stand-ins aside
   for (auto q : taken_over_) mine.stand_ins.emplace_back(q, all_to_all(*own_).stand_in(q));
   computing_ = secs(t0, Clock::now());
@@ -967,6 +968,11 @@ void Coordinator::apply_moves(std::int64_t t) {
     stood_.erase(q);
     if (!take_over(q, t)) log_.write({{"event", "rows_handed_on"}, {"worker", q}, {"iteration", t}});
   }
+  // A lost member whose rows the plan gives back to it (no worker is left
+  // to take them: the last one was lost holding them) is stood in for
+  // again, or they would count nowhere.
+  for (const auto q : std::set<std::uint32_t>(inactive_))
+    if (!taken_over_.count(q)) take_over(q, t);
 }
 
 // Star form: the members' contributions to this node, the job's decision,

@@ -347,8 +347,12 @@ bool Incarnation::step() {
                          {"evicted", st.evicted}};
   line.update(out.log);
   log_.write(line);
-  if (out.stop) over_ = true;
-  else ++t_;
+  if (out.stop) {
+    over_ = true;
+  } else {
+    ++t_;
+    if (out.last) over_ = true;
+  }
   return true;
 }
 
@@ -371,7 +375,7 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   if (!recovering_) all_to_all(*part_).members(view_.active);
   mine.data = recovering_ ? part_->idle() : part_->contribute(t);
   computing = computed_since(t0, t);
-  mine.work_rows = recovering_ ? 0 : all_to_all(*part_).rows();
+  mine.work_rows = recovering_ || !all_to_all(*part_).timed() ? 0 : all_to_all(*part_).rows();
   mine.work_seconds = computing;
   const bool member = std::find(view_.active.begin(), view_.active.end(), o_.id) != view_.active.end();
   if (!member) mine.reply_address = node_.net().worker_address();  // returning: peers answer it

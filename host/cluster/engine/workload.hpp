@@ -39,8 +39,9 @@ enum class Exchange : std::uint8_t {
 };
 
 struct RoundOutcome {
-  bool stop = false;                                // the job ends after this round
+  bool stop = false;                                // the job ends after this round: it converged
   nlohmann::json log = nlohmann::json::object();    // fields added to this round's log line
+  bool last = false;  // the job ends after this round: its rule's limit (rounds the workload counts itself)
 };
 
 // A node's devices for a job: the spec (--device), the process's registry, and the per-device rates
@@ -136,6 +137,10 @@ class AllToAllPartition : public Partition {
   virtual void drop_extra(std::uint32_t member) { (void)member; }
   // Rows this partition computes now (its own; extras included).
   virtual std::int64_t rows() const { return 0; }
+  // Whether the round about to be computed measures this partition's rate
+  // (rows per second): false for rounds of other work (k-means||'s
+  // seeding), which then sizes no partition.
+  virtual bool timed() const { return true; }
 };
 
 // Exchange::Central: contributions go to the coordinator, whose Job

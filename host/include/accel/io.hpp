@@ -79,6 +79,10 @@ Matrix load_matrix(const std::string& path);
 // TMPDIR or /var/tmp) mapped the same way, with its rows' marks; a float64
 // .npy is converted into one a block at a time. IDX is in memory.
 Matrix load_matrix_streamed(const std::string& path);
+// The same without the pass that reads the values to check them finite,
+// for a caller that checks the rows it uses (a --pull coordinator that
+// seeds from few rows).
+Matrix load_matrix_streamed_unchecked(const std::string& path);
 // Gives back the pages of rows [begin, end) of a streamed matrix (the
 // whole pages inside them); they are read again from the page cache or the
 // file when next touched. Nothing for any other matrix.

@@ -10,6 +10,7 @@
 #include "accel/kmeans.hpp"
 #include "labels_file.hpp"
 #include "marks_wire.hpp"
+#include "seeding_rounds.hpp"
 #include "session.hpp"
 
 namespace accel::cluster {
@@ -20,6 +21,10 @@ struct Params {
   std::int64_t d = 0, k = 0;
   double tol = 0;
   bool bounds = false;  // keep Yinyang bounds between rounds (--algorithm)
+  // --init kmeans-parallel: the members draw the seeds in the first rounds
+  // (seeding_rounds.hpp), from this seed; no centroids come with the task.
+  bool seeding = false;
+  std::uint64_t seed = 0;
   std::vector<float> centroids;  // k x d, the initial ones
   std::int64_t max_iter = 0;
   // --output-labels: the shared file each member writes its rows' labels
@@ -41,6 +46,8 @@ Bytes encode_params(const Params& p) {
   o.put(p.k);
   o.put(p.tol);
   o.put<std::uint8_t>(p.bounds);
+  o.put<std::uint8_t>(p.seeding);
+  o.put(p.seed);
   o.array(p.centroids);
   o.put(p.max_iter);
   o.text(p.labels);
@@ -58,7 +65,9 @@ Params decode_params(std::span<const std::byte> in) {
   if (p.d < 1 || p.d > kMaxD || p.k < 1 || p.k > kMaxK || !(p.tol >= 0))
     throw InputError("k-means task with an impossible shape");
   p.bounds = i.get<std::uint8_t>() != 0;
-  p.centroids = i.exactly<float>(static_cast<std::uint64_t>(p.k * p.d), "centroids");
+  p.seeding = i.get<std::uint8_t>() != 0;
+  p.seed = i.get<std::uint64_t>();
+  p.centroids = i.exactly<float>(p.seeding ? 0 : static_cast<std::uint64_t>(p.k * p.d), "centroids");
   p.max_iter = i.get<std::int64_t>();
   p.labels = i.text(4096);
   if (p.max_iter < 0) throw InputError("k-means task with an impossible iteration limit");
@@ -101,21 +110,25 @@ void add_into(PartialStep& total, const PartialStep& s) {
 class KMeansPartition final : public AllToAllPartition {
  public:
   KMeansPartition(Params p, const Task& task, const float* rows, Local& local)
-      : p_(std::move(p)), c_(p_.centroids), local_(local), rows_(rows), begin_(task.begin), home_(task.rows),
+      : p_(std::move(p)), c_(p_.seeding ? std::vector<float>(p_.k * p_.d, 0.0f) : p_.centroids), local_(local),
+        rows_(rows), begin_(task.begin), home_(task.rows),
         kept_(task.rows),
         assigner_(std::make_unique<PartialAssigner>(rows, task.rows, p_.d, p_.k, devices_for(local, p_.k, p_.d),
                                                     local.model, p_.bounds)) {
     if (!p_.labels.empty()) labels_ = std::make_unique<LabelsWriter>(p_.labels, task.units);
+    if (p_.seeding) seeding_ = SeedingRounds(p_.seed, task.units, p_.d, p_.k);
   }
 
   // Own rows, then the rows computed for other members (in id order),
   // summed; in the labels round, each one's labels written as well.
   Bytes contribute(std::int64_t) override {
+    if (!seeding_.done()) return seeding_.contribute(pieces());
     PartialStep s = step(*assigner_, begin_);
     for (auto& [id, e] : extra_) add_into(s, step(*e.assigner, e.begin));
     if (labelling_) labels_->sync();
     return encode_step(s);
   }
+  bool timed() const override { return seeding_.done(); }
   std::int64_t rows() const override {
     std::int64_t n = kept_;
     for (const auto& [id, e] : extra_) n += e.rows;
@@ -125,15 +138,17 @@ class KMeansPartition final : public AllToAllPartition {
     rows = std::clamp<std::int64_t>(rows, 0, home_);
     if (rows == kept_) return true;
     kept_ = rows;
+    own_piece_.reset();
     assigner_ = std::make_unique<PartialAssigner>(rows_, kept_, p_.d, p_.k, devices_for(local_, p_.k, p_.d),
                                                   local_.model, p_.bounds);
     return true;
   }
   bool add_extra(std::uint32_t member, std::int64_t begin, std::int64_t rows, std::span<const std::byte> data) override {
     if (data.size() != static_cast<std::size_t>(rows * p_.d) * sizeof(float)) return false;
-    extra_[member] = {std::make_unique<PartialAssigner>(reinterpret_cast<const float*>(data.data()), rows, p_.d, p_.k,
-                                                        devices_for(local_, p_.k, p_.d), local_.model, p_.bounds),
-                      begin, rows};
+    const auto* x = reinterpret_cast<const float*>(data.data());
+    extra_[member] = {std::make_unique<PartialAssigner>(x, rows, p_.d, p_.k, devices_for(local_, p_.k, p_.d),
+                                                        local_.model, p_.bounds),
+                      x, begin, rows, nullptr};
     return true;
   }
   void drop_extra(std::uint32_t member) override { extra_.erase(member); }
@@ -141,6 +156,7 @@ class KMeansPartition final : public AllToAllPartition {
   Bytes stand_in(std::uint32_t member) override {
     auto it = taken_.find(member);
     if (it == taken_.end()) return idle();
+    if (!seeding_.done()) return seed_in(it->second);
     PartialStep s = nothing();
     for (auto& b : it->second.blocks) {
       add_into(s, step(*b.assigner, b.begin));
@@ -161,15 +177,16 @@ class KMeansPartition final : public AllToAllPartition {
       const std::int64_t n = std::min(per, rows - at);
       t.blocks.push_back({std::make_unique<PartialAssigner>(x + at * p_.d, n, p_.d, p_.k,
                                                             devices_for(local_, p_.k, p_.d), local_.model, p_.bounds),
-                          begin + at, n});
+                          x + at * p_.d, begin + at, n, nullptr});
     }
     return true;
   }
   void hand_back(std::uint32_t member) override { taken_.erase(member); }
-  Bytes idle() const override {
-    return encode_step(nothing());
+  Bytes idle() const override { return seeding_.done() ? encode_step(nothing()) : seeding_.nothing(); }
+  void validate(std::span<const std::byte> b) const override {
+    if (!seeding_.done()) return seeding_.validate(b);
+    decode_step(b, p_.k, p_.d);
   }
-  void validate(std::span<const std::byte> b) const override { decode_step(b, p_.k, p_.d); }
 
   // Sum of the members' partials, in id order: every participant runs the
   // same update on the same numbers.
@@ -179,7 +196,22 @@ class KMeansPartition final : public AllToAllPartition {
   // it computes to the final centroids and writes their labels (the
   // single-node final assignment), and the centroids stay; its inertia is
   // theirs, as single-node reports it.
+  //
+  // The seeding rounds (--init kmeans-parallel) come first and are no
+  // iterations: the limit counts Lloyd's rounds only.
   RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) override {
+    if (!seeding_.done()) {
+      RoundOutcome out{false, seeding_.absorb(contributions)};
+      if (seeding_.done()) {
+        c_ = seeding_.seeds();
+        forget_pieces();
+      }
+      return out;
+    }
+    // A coordinator resumed from the checkpoint of the last round runs one
+    // more, which changes nothing.
+    if (ended_) return {false, {}, true};
+    const std::int64_t iteration = round - seeding_.rounds();
     PartialStep total = nothing();
     for (const auto& [id, bytes] : contributions) add_into(total, decode_step(bytes, p_.k, p_.d));
     inertia_ = total.inertia;
@@ -187,8 +219,10 @@ class KMeansPartition final : public AllToAllPartition {
     std::int64_t reseeded = 0;
     const double shift = update_centroids(total.sums, total.counts, c_, p_.k, p_.d, &reseeded);
     const bool stop = p_.tol > 0 && shift < p_.tol;
-    labelling_ = labels_ && (stop || round >= p_.max_iter);
-    return {stop && !labels_, {{"inertia", total.inertia}, {"max_shift", shift}}};
+    labelling_ = labels_ && (stop || iteration >= p_.max_iter);
+    RoundOutcome out{stop && !labels_, {{"inertia", total.inertia}, {"max_shift", shift}}};
+    out.last = ended_ = !labels_ && iteration >= p_.max_iter;
+    return out;
   }
 
   Bytes shared_state() const override {
@@ -196,6 +230,8 @@ class KMeansPartition final : public AllToAllPartition {
     o.array(c_);
     o.put(inertia_);
     o.put<std::uint8_t>(labelling_);
+    o.put<std::uint8_t>(ended_);
+    seeding_.put(o);
     return std::move(o.b);
   }
   void adopt(std::span<const std::byte> state) override {
@@ -203,7 +239,10 @@ class KMeansPartition final : public AllToAllPartition {
     c_ = i.exactly<float>(static_cast<std::uint64_t>(p_.k * p_.d), "centroids");
     inertia_ = i.get<double>();
     labelling_ = i.get<std::uint8_t>() != 0 && labels_;
+    ended_ = i.get<std::uint8_t>() != 0;
+    seeding_.get(i);
     i.end();
+    forget_pieces();  // measured against the candidates of before
   }
 
  private:
@@ -235,7 +274,9 @@ class KMeansPartition final : public AllToAllPartition {
   std::unique_ptr<PartialAssigner> assigner_;
   struct Block {
     std::unique_ptr<PartialAssigner> assigner;
+    const float* x;
     std::int64_t begin, rows;  // of the input
+    std::unique_ptr<kmeans_parallel::Piece> piece;  // while seeding
   };
   struct Taken {
     std::vector<Block> blocks;
@@ -244,11 +285,46 @@ class KMeansPartition final : public AllToAllPartition {
   std::map<std::uint32_t, Taken> taken_;  // lost members' rows, stood in for
   struct Extra {
     std::unique_ptr<PartialAssigner> assigner;
+    const float* x;
     std::int64_t begin, rows;  // of the input
+    std::unique_ptr<kmeans_parallel::Piece> piece;  // while seeding
   };
   std::map<std::uint32_t, Extra> extra_;  // other members' tails (re-split)
   std::unique_ptr<LabelsWriter> labels_;  // --output-labels
   bool labelling_ = false;                // this round writes the labels
+  bool ended_ = false;                    // the iteration limit was reached
+  SeedingRounds seeding_;                 // done from the start unless --init kmeans-parallel
+  std::unique_ptr<kmeans_parallel::Piece> own_piece_;
+
+  // The seeding's pieces of the rows this participant computes: its own
+  // and other members' tails, each made when first needed.
+  std::vector<kmeans_parallel::Piece*> pieces() {
+    if (!own_piece_) own_piece_ = std::make_unique<kmeans_parallel::Piece>(rows_, begin_, kept_, p_.d);
+    std::vector<kmeans_parallel::Piece*> out{own_piece_.get()};
+    for (auto& [id, e] : extra_) {
+      if (!e.piece) e.piece = std::make_unique<kmeans_parallel::Piece>(e.x, e.begin, e.rows, p_.d);
+      out.push_back(e.piece.get());
+    }
+    return out;
+  }
+  // A lost member's seeding contribution, its blocks given back as read.
+  Bytes seed_in(Taken& t) {
+    std::vector<kmeans_parallel::Piece*> ps;
+    for (auto& b : t.blocks) {
+      if (!b.piece) b.piece = std::make_unique<kmeans_parallel::Piece>(b.x, b.begin, b.rows, p_.d);
+      ps.push_back(b.piece.get());
+    }
+    Bytes out = seeding_.contribute(ps);
+    if (t.release)
+      for (const auto& b : t.blocks) t.release(b.begin, b.begin + b.rows);
+    return out;
+  }
+  void forget_pieces() {
+    own_piece_.reset();
+    for (auto& [id, e] : extra_) e.piece.reset();
+    for (auto& [id, t] : taken_)
+      for (auto& b : t.blocks) b.piece.reset();
+  }
 };
 
 class KMeansWorkload final : public Workload {
@@ -328,14 +404,26 @@ KMeansJob::KMeansJob(const KMeansJobOptions& o) : o_(o) {
   const auto t0 = Clock::now();
   // Streamed: the checks and the seeding pass over a mapped .npy and give
   // its pages back, so the coordinator holds its own share, not the file.
-  x_ = load_matrix_streamed(o.input);
+  // With --pull and a seeding that needs few rows, the coordinator reads
+  // only the rows it computes, checked as data() hands them out; each
+  // worker checks the rows it reads.
+  checked_ = reads_every_row();
+  x_ = checked_ ? load_matrix_streamed(o.input) : load_matrix_streamed_unchecked(o.input);
   KMeansOptions ko;
   ko.k = o.k;
   ko.max_iter = o.max_iter;
   ko.tol = o.tol;
   ko.init = o.init;
   ko.seed = o.seed;
-  init_ = kmeans_init(x_, ko).data;
+  // k-means|| is drawn by the members in the job's first rounds, each from
+  // its own rows; the other seedings here.
+  if (seeding()) {
+    if (o.k < 1) throw InputError("--k " + std::to_string(o.k) + ": must be at least 1");
+    if (o.k > x_.rows)
+      throw InputError("--k " + std::to_string(o.k) + " exceeds the " + std::to_string(x_.rows) + " input rows");
+  } else {
+    init_ = kmeans_init(x_, ko).data;
+  }
   loading_ = secs(t0, Clock::now());
   bounds_ = kmeans_uses_bounds(o.algorithm, x_.cols);
   if (!o.output_labels.empty())
@@ -365,9 +453,8 @@ Job::Options KMeansJob::result_options() const {
 }
 
 Bytes KMeansJob::params() const {
-  return encode_params(
-      {x_.cols, o_.k, o_.tol, bounds_, init_, o_.max_iter, labels_ ? labels_->partial() : "", x_.marks,
-       x_.parts});
+  return encode_params({x_.cols, o_.k, o_.tol, bounds_, seeding(), o_.seed, init_, o_.max_iter,
+                        labels_ ? labels_->partial() : "", x_.marks, x_.parts});
 }
 
 std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const {
@@ -375,6 +462,13 @@ std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const 
 }
 
 std::span<const std::byte> KMeansJob::data(std::int64_t begin, std::int64_t end) {
+  if (!checked_) {
+    Matrix rows;
+    rows.rows = end - begin;
+    rows.cols = x_.cols;
+    rows.view = std::shared_ptr<const float>(x_.row(begin), [](const float*) {});
+    check_finite(rows, o_.input, begin);
+  }
   return {reinterpret_cast<const std::byte*>(x_.row(begin)), data_bytes(begin, end)};
 }
 
@@ -384,6 +478,14 @@ std::string KMeansJob::finish(std::span<const std::byte> state, nlohmann::json& 
   In i(state);
   const auto c = i.exactly<float>(static_cast<std::uint64_t>(o_.k * x_.cols), "centroids");
   const double inertia = i.get<double>();
+  i.get<std::uint8_t>();  // labelling
+  i.get<std::uint8_t>();  // ended
+  SeedingRounds seeding;
+  seeding.get(i);
+  if (seeding.rounds() > 0) {
+    summary["iterations"] = summary["iterations"].get<std::int64_t>() - seeding.rounds();
+    summary["seeding_rounds"] = seeding.rounds();
+  }
   if (labels_) {
     // The labels round is no iteration of the algorithm.
     summary["iterations"] = summary["iterations"].get<std::int64_t>() - 1;

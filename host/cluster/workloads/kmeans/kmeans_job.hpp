@@ -10,6 +10,7 @@
 #include "accel/io.hpp"
 #include "engine.hpp"
 #include "labels_file.hpp"
+#include "seeding_rounds.hpp"
 
 namespace accel::cluster {
 
@@ -19,6 +20,7 @@ struct KMeansJobOptions {
   std::string output_labels;
   bool resumed = false;     // from a checkpoint: keep the labels written so far
   bool rows_may_drop = false;  // --on-loss drop: rows left out stay unlabelled (-1)
+  bool pull = false;           // --pull: the workers read their own rows (and check them)
   std::string algorithm = "auto";  // lloyd | yinyang | auto, for every participant
   std::int64_t k = 8;
   int max_iter = 100;
@@ -32,8 +34,11 @@ class KMeansJob final : public Job {
   explicit KMeansJob(const KMeansJobOptions& o);
   std::string workload() const override { return "kmeans"; }
   std::int64_t units() const override { return x_.rows; }
-  // With labels, one more round writes them.
-  std::int64_t max_rounds() const override { return o_.max_iter + (labels_ ? 1 : 0); }
+  // With labels, one more round writes them; k-means|| takes rounds before
+  // the iterations (the partition counts them and ends the job).
+  std::int64_t max_rounds() const override {
+    return o_.max_iter + (labels_ ? 1 : 0) + (seeding() ? SeedingRounds::kMaxRounds : 0);
+  }
   Options result_options() const override;
   std::string input_name() const override { return o_.input; }
   Bytes probe() const override;
@@ -44,11 +49,15 @@ class KMeansJob final : public Job {
   std::string finish(std::span<const std::byte> state, nlohmann::json& summary) override;
 
  private:
+  bool seeding() const { return o_.init == "kmeans-parallel"; }
+  // Whether the coordinator reads every row: to seed k-means++, or to push.
+  bool reads_every_row() const { return !o_.pull || o_.init == "kmeans++"; }
   KMeansJobOptions o_;
   Matrix x_;
   std::vector<float> init_;
   bool bounds_ = false;
   double loading_ = 0;
+  bool checked_ = true;  // every row checked finite at loading (else each range data() hands out)
   std::unique_ptr<LabelsFile> labels_;
 };
 
