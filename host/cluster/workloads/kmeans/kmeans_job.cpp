@@ -307,11 +307,12 @@ class KMeansPartition final : public AllToAllPartition {
     }
     return out;
   }
-  // A lost member's seeding contribution, its blocks given back as read.
+  // A lost member's seeding contribution, its rows' pages given back as
+  // each sgemm block of them is measured (they are not this node's rows).
   Bytes seed_in(Taken& t) {
     std::vector<kmeans_parallel::Piece*> ps;
     for (auto& b : t.blocks) {
-      if (!b.piece) b.piece = std::make_unique<kmeans_parallel::Piece>(b.x, b.begin, b.rows, p_.d);
+      if (!b.piece) b.piece = std::make_unique<kmeans_parallel::Piece>(b.x, b.begin, b.rows, p_.d, t.release);
       ps.push_back(b.piece.get());
     }
     Bytes out = seeding_.contribute(ps);
@@ -462,17 +463,26 @@ std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const 
 }
 
 std::span<const std::byte> KMeansJob::data(std::int64_t begin, std::int64_t end) {
-  if (!checked_) {
-    Matrix rows;
-    rows.rows = end - begin;
-    rows.cols = x_.cols;
-    rows.view = std::shared_ptr<const float>(x_.row(begin), [](const float*) {});
-    check_finite(rows, o_.input, begin);
-  }
+  if (!checked_) check_rows(begin, end);
   return {reinterpret_cast<const std::byte*>(x_.row(begin)), data_bytes(begin, end)};
 }
 
 void KMeansJob::release(std::int64_t begin, std::int64_t end) { release_rows(x_, begin, end); }
+
+// Rows [begin, end) checked finite a block at a time, each block's pages
+// given back: the range may be a lost member's, which the stand-in reads
+// a block at a time later.
+void KMeansJob::check_rows(std::int64_t begin, std::int64_t end) const {
+  const std::int64_t per = std::max<std::int64_t>(1024, (std::int64_t{32} << 20) / (x_.cols * 4));
+  for (std::int64_t at = begin; at < end; at += per) {
+    Matrix rows;
+    rows.rows = std::min(per, end - at);
+    rows.cols = x_.cols;
+    rows.view = std::shared_ptr<const float>(x_.row(at), [](const float*) {});
+    check_finite(rows, o_.input, at);
+    release_rows(x_, at, at + rows.rows);
+  }
+}
 
 std::string KMeansJob::finish(std::span<const std::byte> state, nlohmann::json& summary) {
   In i(state);

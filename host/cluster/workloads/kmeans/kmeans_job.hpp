@@ -50,6 +50,7 @@ class KMeansJob final : public Job {
 
  private:
   bool seeding() const { return o_.init == "kmeans-parallel"; }
+  void check_rows(std::int64_t begin, std::int64_t end) const;
   // Whether the coordinator reads every row: to seed k-means++, or to push.
   bool reads_every_row() const { return !o_.pull || o_.init == "kmeans++"; }
   KMeansJobOptions o_;
