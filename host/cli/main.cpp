@@ -7,8 +7,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "accel/config.hpp"
 #include "accel/error.hpp"
@@ -33,6 +36,17 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
     {"svm-predict", {accel::cli::svm_predict_main, "predict with a LIBSVM model, print the accuracy"}},
 };
 
+// The command line after the program's name. Called as accel-svm-train
+// or accel-svm-predict (links to accel), the name is the command: LIBSVM's
+// tools run one executable by path (svm-grid -svmtrain PATH).
+std::vector<std::string> command_line(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string self = std::filesystem::path(argv[0]).filename().string();
+  for (const char* tool : {"svm-train", "svm-predict"})
+    if (self == std::string("accel-") + tool) args.insert(args.begin(), tool);
+  return args;
+}
+
 void usage(std::ostream& out) {
   out << "accel " ACCEL_VERSION " - machine-learning kernels on CPUs, GPUs and FPGAs\n\n"
       << "usage: accel <command> [options]   (accel <command> --help for its options)\n\n";
@@ -42,11 +56,12 @@ void usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
+  const std::vector<std::string> args = command_line(argc, argv);
+  if (args.empty()) {
     usage(std::cerr);
     return 2;
   }
-  const std::string name = argv[1];
+  const std::string name = args[0];
   if (name == "--help" || name == "-h" || name == "help") {
     usage(std::cout);
     return 0;
@@ -83,7 +98,7 @@ int main(int argc, char** argv) {
   }
   try {
     accel::set_faults(accel::faults_from_environment());  // the cluster scenarios' faults
-    return it->second.first(std::vector<std::string>(argv + 2, argv + argc));
+    return it->second.first(std::vector<std::string>(args.begin() + 1, args.end()));
   } catch (const accel::InputError& e) {
     accel::log::error("accel " + name) << e.what();
     return 2;

@@ -7,6 +7,7 @@ tensors (any shape; they are read as flat). Anything else raises TypeError
 outside (0, 1], NaN/Inf under nonfinite="error", ...).
 """
 import numpy as _np
+import os as _os
 
 from ._accel import topk_device as _topk_device
 from ._accel import BucketSparsifier as _BucketSparsifier, InputError, Sparsifier as _Sparsifier
@@ -152,7 +153,9 @@ class SparseGroup:
     sum out. Rank 0 runs the job's coordinator in this process and listens
     on `coordinator`; the other ranks connect to it. rank, size and
     coordinator default to the launcher's environment (OMPI_COMM_WORLD_*,
-    SLURM_*, PMI_*, ACCEL_COORDINATOR). The group's engine runs inside
+    SLURM_*, PMI_*, torchrun's RANK and WORLD_SIZE; ACCEL_COORDINATOR, else
+    torchrun's MASTER_ADDR with MASTER_PORT + 1). from_torch() makes the
+    group of a torch.distributed process group. The group's engine runs inside
     allreduce() and close(), on the calling thread.
     exchange (rank 0's): "auto", "allgather" or "reduce-scatter".
     Elastic membership: with max_size (rank 0's) above size, members
@@ -160,6 +163,35 @@ class SparseGroup:
     rank (join(), or its first allreduce) and counts from the step it
     reaches. close() on a rank other than 0 leaves the group at a step
     boundary."""
+
+    @classmethod
+    def from_torch(cls, group=None, host=None, **options):
+        """The group of a torch.distributed process group (default: the
+        world), as a DDP user already has one: its ranks and size, and a
+        coordinator on a free port of rank 0's host (host: the address the
+        others reach it at; default: torch's MASTER_ADDR, else this host's
+        name) with a fresh job token, both sent to the others through the
+        process group. Every member of the group must call it."""
+        import secrets
+        import socket
+        import torch.distributed as dist
+        if not dist.is_available() or not dist.is_initialized():
+            raise ValueError("from_torch: torch.distributed is not initialized (call init_process_group first)")
+        rank, size = dist.get_rank(group), dist.get_world_size(group)
+        if rank < 0:
+            raise ValueError("from_torch: this process is not a member of the group")
+        info = [None]
+        if rank == 0:
+            host = host or _os.environ.get("MASTER_ADDR") or socket.gethostname()
+            with socket.socket() as s:  # a free port; the coordinator binds it at once
+                s.bind(("", 0))
+                port = s.getsockname()[1]
+            info = [(f"{host}:{port}", secrets.randbits(63) | 1)]
+        global_rank = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank  # torch < 2
+        src = 0 if group is None else global_rank(group, 0)
+        dist.broadcast_object_list(info, src=src, group=group)
+        coordinator, token = info[0]
+        return cls(rank=rank, size=size, coordinator=coordinator, job=token, **options)
 
     def __init__(self, rank=None, size=None, coordinator=None, job=None, timeout_ms=None, keepalive_ms=None,
                  tls=None, log_json=None, snapshot_dir=None, exchange=None, max_size=None):

@@ -2,7 +2,10 @@
 small MLP on seeded synthetic data for a few steps with DistributedDataParallel
 (gloo for DDP's own set-up), the gradients exchanged by accel's sparse hook
 (--ratio) or by DDP's dense allreduce (--dense), and saves its parameters
-and losses to OUT/rank-R.npz."""
+and losses to OUT/rank-R.npz. --group env or torch: started by torchrun,
+the ranks and addresses from its environment, the accel group from that
+environment (SparseGroup()) or from the torch process group
+(SparseGroup.from_torch())."""
 import argparse
 import os
 
@@ -16,10 +19,11 @@ from accel.torch import SparseHookState, sparse_allreduce_hook
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--rank", type=int, required=True)
-    p.add_argument("--size", type=int, required=True)
-    p.add_argument("--gloo-port", type=int, required=True)
-    p.add_argument("--accel-port", type=int, required=True)
+    p.add_argument("--rank", type=int)
+    p.add_argument("--size", type=int)
+    p.add_argument("--gloo-port", type=int)
+    p.add_argument("--accel-port", type=int)
+    p.add_argument("--group", choices=["args", "env", "torch"], default="args")
     p.add_argument("--ratio", type=float, default=0.01)
     p.add_argument("--dense", action="store_true")
     p.add_argument("--steps", type=int, default=30)
@@ -27,14 +31,23 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(a.gloo_port)
+    if a.group == "args":
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(a.gloo_port)
+    else:  # torchrun's environment
+        a.rank, a.size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=a.rank, world_size=a.size)
     net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.01)  # several buckets
     group = None
     if not a.dense:
-        group = accel.SparseGroup(rank=a.rank, size=a.size, coordinator=f"127.0.0.1:{a.accel_port}",
-                                  timeout_ms=20000)
+        if a.group == "args":
+            group = accel.SparseGroup(rank=a.rank, size=a.size, coordinator=f"127.0.0.1:{a.accel_port}",
+                                      timeout_ms=20000)
+        elif a.group == "env":
+            group = accel.SparseGroup(timeout_ms=20000)
+        else:
+            group = accel.SparseGroup.from_torch(timeout_ms=20000)
+        assert (group.rank, group.size) == (a.rank, a.size)
         state = SparseHookState(group, ratio=a.ratio)
         model.register_comm_hook(state, sparse_allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

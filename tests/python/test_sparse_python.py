@@ -295,6 +295,44 @@ def test_ddp_hook_at_ratio_one_equals_dense_allreduce(tmp_path):
         np.testing.assert_allclose(s["params"], d["params"], rtol=1e-4, atol=1e-5)
 
 
+def run_torchrun(size, extra, tmp_path, timeout=240):
+    port = free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("ACCEL_COORDINATOR", None)
+    # --redirects/--tee 2: with their defaults ("0"), Debian's torch 1.13 on
+    # Python 3.11 fails before starting a rank (an IntFlag of value 0 is no
+    # longer among those its parser iterates).
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(size), "--redirects", "2",
+                        "--tee", "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
+                        str(HERE / "ddp_worker.py"), "--out", str(tmp_path),
+                        *extra], env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    return [np.load(tmp_path / f"rank-{r}.npz") for r in range(size)]
+
+
+@pytest.mark.parametrize("group", ["env", "torch"])
+def test_ddp_hook_under_torchrun_trains_as_started_by_hand(tmp_path, group):
+    # torchrun's RANK/WORLD_SIZE/MASTER_* make the group with no arguments
+    # (its coordinator on MASTER_PORT + 1), or from_torch() makes it from
+    # the process group: either way the training is the by-hand one, bit
+    # for bit.
+    (tmp_path / "hand").mkdir()
+    (tmp_path / "torchrun").mkdir()
+    hand = run_ranks(2, ["--ratio", "0.05", "--steps", "20"], tmp_path / "hand")
+    launched = run_torchrun(2, ["--ratio", "0.05", "--steps", "20", "--group", group], tmp_path / "torchrun")
+    for h, t in zip(hand, launched):
+        np.testing.assert_array_equal(t["params"], h["params"])
+        np.testing.assert_array_equal(t["losses"], h["losses"])
+
+
+def test_from_torch_needs_an_initialized_process_group():
+    torch_dist = pytest.importorskip("torch.distributed")
+    if torch_dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    with pytest.raises(ValueError, match="not initialized"):
+        accel.SparseGroup.from_torch()
+
+
 def test_ddp_hook_sparse_trains_and_keeps_ranks_identical(tmp_path):
     out = run_ranks(3, ["--ratio", "0.05", "--steps", "60"], tmp_path)
     for o in out[1:]:

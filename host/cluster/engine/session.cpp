@@ -70,7 +70,12 @@ int env_int(std::initializer_list<const char*> names, int fallback) {
 
 }  // namespace
 
-int launcher_rank(int fallback) { return env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}, fallback); }
-int launcher_size(int fallback) { return env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, fallback); }
+// OpenMPI, Slurm, PMI (MPICH, Intel MPI), then torchrun's.
+int launcher_rank(int fallback) {
+  return env_int({"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", "RANK"}, fallback);
+}
+int launcher_size(int fallback) {
+  return env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE", "WORLD_SIZE"}, fallback);
+}
 
 }  // namespace accel::cluster

@@ -270,7 +270,17 @@ class SparseJob final : public Job {
 SparseGroupOptions sparse_group_options_from_env(SparseGroupOptions o) {
   o.rank = cluster::launcher_rank(o.rank);
   o.size = cluster::launcher_size(o.size);
-  if (const char* a = std::getenv("ACCEL_COORDINATOR")) o.coordinator = a;
+  if (const char* a = std::getenv("ACCEL_COORDINATOR")) {
+    o.coordinator = a;
+  } else if (const char* host = std::getenv("MASTER_ADDR"), *port = std::getenv("MASTER_PORT"); host && port) {
+    // torchrun: the c10d store listens on MASTER_PORT; the group's
+    // coordinator on the port after it.
+    char* end = nullptr;
+    const long p = std::strtol(port, &end, 10);
+    if (end == port || *end != '\0' || p < 1 || p > 65534)
+      throw InputError(std::string("MASTER_PORT '") + port + "' is not a port below 65535");
+    o.coordinator = std::string(host) + ":" + std::to_string(p + 1);
+  }
   return o;
 }
 
