@@ -14,6 +14,7 @@ PACKAGES=(
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo  # the opencl driver; PoCL runs it on the CPU
   dataset-fashion-mnist      # the demo's default data
   libsvm-tools               # LIBSVM svm-train/svm-predict: the SVM peer
+  openmpi-bin                # mpirun: accel kmeans|svm-train --distributed under a launcher (tests)
   python3 python3-venv       # benchmark scripts (their own virtualenv)
   python3-pytest python3-sklearn  # tests/python: accel against LIBSVM on scikit-learn's datasets
   pybind11-dev python3-dev python3-numpy  # the Python module accel._accel

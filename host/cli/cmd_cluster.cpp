@@ -39,6 +39,8 @@ void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) 
        "workers started without --id may join the running job up to this many in all (0: --workers); with --pull "
        "they get a share of the rows by measured rate")
       ("listen", po::value(&o.listen)->default_value("127.0.0.1:13337"), "ADDR:PORT to listen on")
+      ("rendezvous", po::value(&o.rendezvous_file),
+       "once listening, write ADDR:PORT and the job token to this file (0600), for the other ranks of a launcher")
       ("pull", po::bool_switch(&o.pull),
        "workers read their rows from the input file (shared storage) instead of receiving them")
       ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")

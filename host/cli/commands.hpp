@@ -31,6 +31,9 @@ int bench_kernels_main(const std::vector<std::string>& args);
 int topk_main(const std::vector<std::string>& args);
 int coordinator_main(const std::vector<std::string>& args);
 int worker_main(const std::vector<std::string>& args);
+// `accel kmeans|svm-train ... --distributed` under a launcher: rank 0
+// coordinates, the others work (cmd_distributed.cpp).
+int distributed_main(const std::string& command, std::vector<std::string> args);
 int sparse_allreduce_main(const std::vector<std::string>& args);
 int svm_train_main(const std::vector<std::string>& args);
 int svm_predict_main(const std::vector<std::string>& args);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <boost/program_options/errors.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,7 +99,16 @@ int main(int argc, char** argv) {
   }
   try {
     accel::set_faults(accel::faults_from_environment());  // the cluster scenarios' faults
-    return it->second.first(std::vector<std::string>(args.begin() + 1, args.end()));
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    const bool distributed = std::find(rest.begin(), rest.end(), "--distributed") != rest.end();
+    if (distributed && (name == "kmeans" || name == "svm-train")) {
+#if ACCEL_HAVE_UCX
+      return accel::cli::distributed_main(name, rest);
+#else
+      throw accel::InputError("--distributed: this accel was built without UCX, which distributed jobs need");
+#endif
+    }
+    return it->second.first(rest);
   } catch (const accel::InputError& e) {
     accel::log::error("accel " + name) << e.what();
     return 2;

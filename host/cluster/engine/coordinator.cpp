@@ -195,6 +195,7 @@ void Coordinator::listen() {
     write_job_file(token_file_, o_.job);
     log::info("accel coordinator") << (resume_ ? "the job token is again in " : "a new job token is in ") << token_file_;
   }
+  if (!o_.rendezvous_file.empty()) write_rendezvous(o_.rendezvous_file, {listen_address_, o_.job});
   log::info("accel coordinator") << "listening on " << ip << ":" << bound << " for " << N_ << " workers";
   log_.write({{"event", "listening"}, {"address", ip + ":" + std::to_string(bound)}});
 }

@@ -29,6 +29,9 @@ struct CoordinatorOptions : Common {
   int workers = 1;      // waited for before round 1
   int max_workers = 0;  // more may join a running job without --id, up to this many (0: workers)
   std::string listen = "127.0.0.1:0";
+  // Written once listening: the address and the job token, for the other
+  // ranks of a launcher (accel kmeans|svm-train --distributed).
+  std::string rendezvous_file;
   std::size_t block_size = 64u << 20;
   std::string protocol = "auto";  // bulk: auto | put | am
   bool pull = false;              // workers read their rows from the input file themselves

@@ -43,28 +43,55 @@ std::uint64_t parse_job_token(const std::string& text, const std::string& where)
   return v;
 }
 
-void write_job_file(const std::string& path, std::uint64_t token) {
+namespace {
+
+// `text` into `path`, mode 0600, the directory made 0700 when missing.
+void write_private_file(const std::string& path, const std::string& text, const char* what) {
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty() && !std::filesystem::exists(dir)) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) throw InputError(dir.string() + ": cannot create the job token's directory: " + ec.message());
+    if (ec) throw InputError(dir.string() + ": cannot create the " + what + "'s directory: " + ec.message());
     ::chmod(dir.c_str(), 0700);
   }
-  // A new file each time (write, then rename): a reader never sees half a
-  // token, and an earlier job's file of other permissions is replaced.
+  // A new file each time (write, then rename): a reader never sees half of
+  // it, and an earlier job's file of other permissions is replaced.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw InputError(path + ": cannot write the job token: " + std::strerror(errno));
-  std::ostringstream s;
-  s << "0x" << std::hex << token << "\n";
-  const std::string text = s.str();
+  if (fd < 0) throw InputError(path + ": cannot write the " + what + ": " + std::strerror(errno));
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(fd);
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
-    throw InputError(path + ": cannot write the job token");
+    throw InputError(path + ": cannot write the " + what);
   }
+}
+
+std::string hex(std::uint64_t token) {
+  std::ostringstream s;
+  s << "0x" << std::hex << token;
+  return s.str();
+}
+
+}  // namespace
+
+void write_job_file(const std::string& path, std::uint64_t token) {
+  write_private_file(path, hex(token) + "\n", "job token");
+}
+
+void write_rendezvous(const std::string& path, const Rendezvous& r) {
+  write_private_file(path, r.address + " " + hex(r.token) + "\n", "rendezvous");
+}
+
+std::optional<Rendezvous> read_rendezvous(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  Rendezvous r;
+  std::string token;
+  if (!(in >> r.address >> token) || r.address.find(':') == std::string::npos)
+    throw InputError(path + ": not a rendezvous (ADDR:PORT and a job token)");
+  r.token = parse_job_token(token, path);
+  return r;
 }
 
 std::optional<std::uint64_t> read_job_file(const std::string& path) {

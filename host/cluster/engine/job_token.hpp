@@ -32,4 +32,16 @@ std::optional<std::uint64_t> env_job_token();
 // Parses a token ("0x..." or decimal); throws InputError naming `where`.
 std::uint64_t parse_job_token(const std::string& text, const std::string& where);
 
+// A launcher's rendezvous (accel kmeans|svm-train --distributed): the
+// coordinator's ADDR:PORT and the job token, written by rank 0 once it
+// listens (0600, as the token file) and read by the other ranks.
+struct Rendezvous {
+  std::string address;
+  std::uint64_t token = 0;
+};
+void write_rendezvous(const std::string& path, const Rendezvous& r);
+// Nothing while the file is absent; InputError naming it when it is not
+// a rendezvous.
+std::optional<Rendezvous> read_rendezvous(const std::string& path);
+
 }  // namespace accel::cluster
