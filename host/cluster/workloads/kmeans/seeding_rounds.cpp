@@ -135,15 +135,22 @@ nlohmann::json SeedingRounds::absorb(const std::map<std::uint32_t, Bytes>& contr
   return {{"seeding", name(phase)}, {"candidates", candidates()}};
 }
 
-// The rows asked for, from whoever holds them. A row nobody sent (left
-// out under --on-loss drop) is replaced by another drawn at random.
-void SeedingRounds::absorb_pick(const std::map<std::uint32_t, Bytes>& contributions) {
-  std::map<std::int64_t, std::vector<float>> got;
+// The rows the members sent, by row number (the first copy of each).
+std::map<std::int64_t, std::vector<float>> SeedingRounds::gather(
+    const std::map<std::uint32_t, Bytes>& contributions) const {
+  std::map<std::int64_t, std::vector<float>> rows;
   for (const auto& [id, b] : contributions) {
     const Rows r = decode_rows(b);
     for (std::size_t q = 0; q < r.ids.size(); ++q)
-      got.try_emplace(r.ids[q], r.data.begin() + q * d_, r.data.begin() + (q + 1) * d_);
+      rows.try_emplace(r.ids[q], r.data.begin() + q * d_, r.data.begin() + (q + 1) * d_);
   }
+  return rows;
+}
+
+// The rows asked for, from whoever holds them. A row nobody sent (left
+// out under --on-loss drop) is replaced by another drawn at random.
+void SeedingRounds::absorb_pick(const std::map<std::uint32_t, Bytes>& contributions) {
+  auto got = gather(contributions);
   std::set<std::int64_t> asked(wanted_.begin(), wanted_.end());
   bool missing = false;
   for (auto& id : wanted_) {
@@ -166,12 +173,7 @@ void SeedingRounds::absorb_pick(const std::map<std::uint32_t, Bytes>& contributi
 // The rows drawn join the candidates in the order of their row numbers:
 // the order one process draws them in.
 void SeedingRounds::absorb_sample(const std::map<std::uint32_t, Bytes>& contributions) {
-  std::map<std::int64_t, std::vector<float>> drawn;
-  for (const auto& [id, b] : contributions) {
-    const Rows r = decode_rows(b);
-    for (std::size_t q = 0; q < r.ids.size(); ++q)
-      drawn.try_emplace(r.ids[q], r.data.begin() + q * d_, r.data.begin() + (q + 1) * d_);
-  }
+  const auto drawn = gather(contributions);
   for (const auto& [row, v] : drawn) cand_.insert(cand_.end(), v.begin(), v.end());
   ++drawn_;
   phase_ = drawn_ < kp::kRounds ? Phase::Cost : Phase::Weigh;

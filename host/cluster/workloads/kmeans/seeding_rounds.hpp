@@ -67,6 +67,7 @@ class SeedingRounds {
     std::vector<float> data;
   };
   Rows decode_rows(std::span<const std::byte> b) const;
+  std::map<std::int64_t, std::vector<float>> gather(const std::map<std::uint32_t, Bytes>& contributions) const;
   void absorb_pick(const std::map<std::uint32_t, Bytes>& contributions);
   void absorb_sample(const std::map<std::uint32_t, Bytes>& contributions);
   void absorb_weigh(const std::map<std::uint32_t, Bytes>& contributions);
