@@ -130,7 +130,8 @@ def kill_started():
 
 class Job:
     def __init__(self, a, tmp, workers, data, k, iters, timeout_ms, extra=(), worker_extra=(), pin=False,
-                 worker_env=None, on_listen=None, worker_prefix=(), coord_prefix=(), init="random", prefix_of=None):
+                 worker_env=None, on_listen=None, worker_prefix=(), coord_prefix=(), init="random", prefix_of=None,
+                 coord_env=None):
         self.a, self.tmp, self.n = a, Path(tmp), workers
         self.worker_prefix = list(worker_prefix)  # a command the workers run under (/usr/bin/time)
         self.prefix_of = prefix_of or {}  # one worker's own (a mount namespace)
@@ -148,18 +149,19 @@ class Job:
                "--keepalive-ms", str(int(2000 * SCALE)), "--log-json", str(self.coord_log), "--json", "--init", init,
                "--output-centroids", str(self.tmp / "centroids.npy"), *extra]
         self.coord_cmd = cmd
-        self.start_coordinator()
+        self.start_coordinator(env=coord_env)
         if on_listen is not None:  # before any worker: an attack on the front door, say
             on_listen(self)
         for i in range(1, workers + 1):
             self.start_worker(i, (worker_env or {}).get(i))
 
-    def start_coordinator(self, extra=()):
-        """The coordinator, with `extra` options (a restart: --resume DIR)."""
+    def start_coordinator(self, extra=(), env=None):
+        """The coordinator, with `extra` options (a restart: --resume DIR)
+        and `env` added to the environment."""
         err = self.tmp / "coordinator.err"
         said = err.read_text().count("listening") if err.exists() else 0
         self.coord = start(self.coord_cmd + list(extra), stdout=open(self.tmp / "coordinator.out", "w"),
-                           stderr=open(err, "a"))
+                           stderr=open(err, "a"), env=None if env is None else {**os.environ, **env})
         self.wait_for(lambda: err.read_text().count("listening") > said, 20, "the coordinator to listen")
         self.port = listening_port(err)
         self.addr = f"127.0.0.1:{self.port}"
@@ -560,6 +562,34 @@ def scenario_pull_lost_in_turn(a, tmp):
           f"for {last}; centroids within {worst:.1e} of the failure-free run")
     if worst > 1e-6:
         fail("the centroids differ from the failure-free run")
+
+
+def scenario_coordinator_restart_seeding(a, tmp):
+    # The coordinator dies mid-send in round 4 of a k-means|| seeding (the
+    # second cost round; checkpoints every round) and is restarted with
+    # --resume: it goes on from the seeding state of its last checkpoint,
+    # and the centroids are single-node k-means||'s.
+    data = str(Path(tmp) / "x.npy")
+    blobs(data, 200000, 8, 16, 21)
+    ckpt = Path(tmp) / "checkpoint"
+    job = Job(a, tmp, 3, data, 16, 30, 1000, extra=["--checkpoint-dir", str(ckpt), "--mtbf", "0.001"],
+              init="kmeans-parallel", coord_env={"ACCEL_FAULT_PARTIAL_SEND": "4:1"},
+              worker_extra=["--coordinator-timeout", str(int(60000 * SCALE))])
+    job.coord.wait()
+    if "dying in round 4" not in (job.tmp / "coordinator.err").read_text():
+        fail("the coordinator's fault was not injected")
+    saved = [j["iteration"] for j in jsonl(job.coord_log) if j.get("event") == "checkpoint"]
+    job.start_coordinator(["--resume", str(ckpt)])
+    if job.finish() != 0:
+        fail("the resumed coordinator failed: " + (job.tmp / "coordinator.err").read_text()[-600:])
+    s = job.summary()
+    if s.get("seeding_rounds") != 6 or s["iterations"] != 30 or s["members"]["active"] != [0, 1, 2, 3]:
+        fail(f"unexpected summary {s}")
+    worst = failure_free_difference(a, tmp, data, 16, 30, init="kmeans-parallel")
+    print(f"coordinator killed in seeding round 4 (checkpoints {saved}), resumed: centroids within {worst:.1e} "
+          "of single-node k-means||")
+    if worst > 0:
+        fail("the centroids differ from single-node k-means||")
 
 
 def scenario_large_partials(a, tmp):
