@@ -493,7 +493,10 @@ std::string KMeansJob::finish(std::span<const std::byte> state, nlohmann::json& 
   SeedingRounds seeding;
   seeding.get(i);
   if (seeding.rounds() > 0) {
-    summary["iterations"] = summary["iterations"].get<std::int64_t>() - seeding.rounds();
+    // Lloyd's rounds; a resume from the last round's checkpoint ran one
+    // more that changed nothing (the partition's `ended_`).
+    const std::int64_t lloyd = summary["iterations"].get<std::int64_t>() - seeding.rounds();
+    summary["iterations"] = std::min<std::int64_t>(lloyd, o_.max_iter + (labels_ ? 1 : 0));
     summary["seeding_rounds"] = seeding.rounds();
   }
   if (labels_) {
