@@ -147,6 +147,17 @@ class BucketSparsifier(_Residuals):
     def step(self, bucket):
         return self._s.step(as_float32_view(bucket, "bucket"))
 
+    @property
+    def velocity(self):
+        """Momentum correction's U (empty without momentum)."""
+        return self._s.velocity
+
+    def load(self, at, residual, velocity=None):
+        """Values [at, at + len(residual)) of the residual and velocity set
+        from another sparsifier's (a layer whose bucket was laid out anew)."""
+        self._s.load(int(at), as_float32_view(residual, "residual"),
+                     None if velocity is None else as_float32_view(velocity, "velocity"))
+
 
 class SparseGroup:
     """A sparse allreduce group: every member's (indices, values) in, their
@@ -187,8 +198,10 @@ class SparseGroup:
                 s.bind(("", 0))
                 port = s.getsockname()[1]
             info = [(f"{host}:{port}", secrets.randbits(63) | 1)]
-        global_rank = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank  # torch < 2
-        src = 0 if group is None else global_rank(group, 0)
+        src = 0
+        if group is not None and group is not dist.distributed_c10d._get_default_group():
+            global_rank = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank  # torch < 2
+            src = global_rank(group, 0)
         dist.broadcast_object_list(info, src=src, group=group)
         coordinator, token = info[0]
         return cls(rank=rank, size=size, coordinator=coordinator, job=token, **options)

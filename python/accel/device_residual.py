@@ -67,6 +67,22 @@ class TorchBucketSparsifier:
     def residual(self):
         return self._r.cpu().numpy()
 
+    @property
+    def velocity(self):
+        return self._u.cpu().numpy() if self._u is not None else np.zeros(0, np.float32)
+
+    def load(self, at, residual, velocity=None):
+        """Values [at, at + len(residual)) of the residual and velocity set
+        from another sparsifier's (a layer whose bucket was laid out anew)."""
+        r = torch.as_tensor(np.asarray(residual, np.float32))
+        n = r.numel()
+        if at < 0 or at + n > self.size:
+            raise ValueError(f"sparsifier state for values [{at}, {at + n}) of a bucket of {self.size}")
+        self._r[at:at + n] = r.to(self.device)
+        if self._u is not None:
+            self._u[at:at + n] = 0.0 if velocity is None else torch.as_tensor(np.asarray(velocity, np.float32)).to(
+                self.device)
+
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
 

@@ -3,6 +3,11 @@ through accel's sparse allreduce instead of a dense allreduce (residual
 gradient compression: each member sends only the top `ratio` of its
 accumulated gradient, per layer, and keeps the rest as its residual).
 
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    state = accel.torch.sparsify(model, optimizer, ratio=0.001)   # hook and optimizer set up together
+
+or, by hand:
+
     import torch.distributed as dist
     from accel.torch import SparseHookState, sparse_allreduce_hook
     dist.init_process_group("gloo", ...)               # DDP's own set-up
@@ -58,6 +63,8 @@ class SparseHookState:
         self.bytes_sent = 0
         self.pairs_sent = 0
         self._sparsifiers = {}  # (bucket index, layer sizes) -> BucketSparsifier
+        self._layers = {}  # the same key -> {id(parameter): (offset, size)}
+        self._retired = []  # (sparsifier, layout) of buckets DDP has just laid out anew
 
     def set_epoch(self, epoch):
         """Warm-up (if on) follows the epoch: ratio 25%, 6.25%, ... down to `ratio`."""
@@ -98,18 +105,48 @@ class SparseHookState:
         device = self.selection_device(bucket.buffer())
         key = (bucket.index(), sizes, device)
         if key not in self._sparsifiers:
-            # DDP rebuilds its buckets after the first iteration: a bucket
-            # index with other layers replaces the old sparsifier (and its
-            # residual, whose offsets no longer mean the same layers).
-            for old in [k for k in self._sparsifiers if k[0] == key[0]]:
-                del self._sparsifiers[old]
             if self.residual_on_device and bucket.buffer().device.type == "cuda" and device.startswith("cuda"):
                 s = TorchBucketSparsifier(sizes, device=bucket.buffer().device, **self.options)
             else:
                 s = BucketSparsifier(sizes, device=device, **self.options)
             s.set_epoch(self.epoch)
+            # DDP rebuilds its buckets after the first iteration: a bucket
+            # index with other layers replaces the old sparsifier, and each
+            # parameter's residual and velocity move to where its layer now
+            # lies (the momentum of a step is not lost).
+            # A parameter may change buckets: the ones replaced are kept
+            # until every bucket has been laid out anew.
+            layout = self._layout(bucket)
+            for k in [k for k in self._sparsifiers if k[0] == key[0]]:
+                self._retired.append((self._sparsifiers.pop(k), self._layers.pop(k)))
+            for old, was in self._retired + [(self._sparsifiers[k], self._layers[k]) for k in self._sparsifiers]:
+                self._carry_over(old, was, s, layout)
             self._sparsifiers[key] = s
+            self._layers[key] = layout
+        else:
+            self._retired.clear()  # the buckets are laid out for good
         return self._sparsifiers[key]
+
+    def _layout(self, bucket):
+        """Each parameter of the bucket (by identity) and the offset of its
+        values in the bucket."""
+        params = bucket.parameters() if hasattr(bucket, "parameters") else []
+        out, at = {}, 0
+        for p, g in zip(params, bucket.gradients()):
+            out[id(p)] = (at, int(g.numel()))
+            at += int(g.numel())
+        return out
+
+    def _carry_over(self, old, was, new, now):
+        """The residual and velocity of each parameter the old sparsifier
+        held (was: its layout), loaded where the new one lays it (now)."""
+        if not self.per_layer:
+            return
+        residual, velocity = old.residual, old.velocity
+        for pid, (at, n) in now.items():
+            if pid in was and was[pid][1] == n:
+                at0 = was[pid][0]
+                new.load(at, residual[at0:at0 + n], velocity[at0:at0 + n] if len(velocity) else None)
 
 
 def _accel_devices():
@@ -145,3 +182,50 @@ def sparse_allreduce_hook(state, bucket):
     fut = torch.futures.Future()
     fut.set_result(out)
     return fut
+
+
+def sparsify(model, optimizer, ratio=0.001, group=None, method="ldte-hist", warmup=True, dense_below=1000,
+             masking=True, **group_options):
+    """Sparse training of a DDP model in one call, set up the way deep
+    gradient compression (Lin et al., 2018) trains well: the optimizer's
+    momentum moves into the hook's momentum correction (the optimizer then
+    runs without it, or the velocity would be applied twice), the residual
+    is masked where it was sent, the ratio warms up by epoch
+    (state.set_epoch), and layers of fewer than dense_below values go whole.
+
+        state = accel.torch.sparsify(ddp_model, torch.optim.SGD(ddp_model.parameters(), lr=0.05, momentum=0.9),
+                                     ratio=0.001)
+        for epoch in range(epochs):
+            state.set_epoch(epoch)
+            ...  # the usual loop: loss.backward(); optimizer.step()
+
+    group: an accel.SparseGroup; by default SparseGroup.from_torch() over
+    the model's process group (group_options go to it). Returns the hook's
+    SparseHookState."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ValueError(f"sparsify: ratio must be a number in (0, 1], got {ratio!r}")
+    if not isinstance(optimizer, torch.optim.SGD):
+        raise TypeError(f"sparsify: optimizer must be SGD-like (torch.optim.SGD or a subclass), got "
+                        f"{type(optimizer).__name__}: the hook's momentum correction replaces SGD's momentum, which "
+                        "adaptive optimizers such as Adam do not have")
+    momenta = {float(g.get("momentum", 0.0)) for g in optimizer.param_groups}
+    if len(momenta) != 1:
+        raise ValueError(f"sparsify: the optimizer's parameter groups have different momenta {sorted(momenta)}; "
+                         "the hook has one")
+    if any(g.get("nesterov", False) for g in optimizer.param_groups):
+        raise ValueError("sparsify: nesterov momentum is not supported (the hook's momentum correction is plain "
+                         "momentum)")
+    if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        raise TypeError(f"sparsify: model must be wrapped in torch.nn.parallel.DistributedDataParallel, got "
+                        f"{type(model).__name__}")
+    if group is None:
+        from . import SparseGroup
+        group = SparseGroup.from_torch(getattr(model, "process_group", None), **group_options)
+    momentum = momenta.pop()
+    for g in optimizer.param_groups:
+        g["momentum"] = 0.0
+        g["dampening"] = 0.0
+    state = SparseHookState(group, ratio=float(ratio), method=method, momentum=momentum, masking=masking,
+                            warmup=warmup, dense_below=dense_below)
+    model.register_comm_hook(state, sparse_allreduce_hook)
+    return state

@@ -5,6 +5,8 @@
 // numpy views of the same memory); the GIL is released around every call
 // that reads or exchanges them.
 #include <pybind11/numpy.h>
+#include <optional>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -173,6 +175,16 @@ class PyBucketSparsifier {
     std::vector<float> r = s_->residual();
     return to_numpy(std::move(r));
   }
+  py::array_t<float> velocity() const {
+    std::vector<float> u = s_->velocity();
+    return to_numpy(std::move(u));
+  }
+  void load(std::int64_t at, FloatArray residual, std::optional<FloatArray> velocity) {
+    if (velocity && velocity->size() != residual.size())
+      throw accel::InputError("sparsifier state: " + std::to_string(residual.size()) + " residual values but " +
+                              std::to_string(velocity->size()) + " velocity values");
+    s_->load(at, residual.size(), residual.data(), velocity ? velocity->data() : nullptr);
+  }
   std::int64_t size() const { return s_->size(); }
 
  private:
@@ -227,6 +239,8 @@ PYBIND11_MODULE(_accel, m) {
       .def("set_epoch", &PyBucketSparsifier::set_epoch)
       .def_property_readonly("ratio", &PyBucketSparsifier::ratio)
       .def_property_readonly("residual", &PyBucketSparsifier::residual)
+      .def_property_readonly("velocity", &PyBucketSparsifier::velocity)
+      .def("load", &PyBucketSparsifier::load, py::arg("at"), py::arg("residual"), py::arg("velocity") = py::none())
       .def_property_readonly("size", &PyBucketSparsifier::size);
 
 #if ACCEL_HAVE_UCX

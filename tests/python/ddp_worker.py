@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 import accel
-from accel.torch import SparseHookState, sparse_allreduce_hook
+from accel.torch import SparseHookState, sparse_allreduce_hook, sparsify
 
 
 def main():
@@ -24,6 +24,8 @@ def main():
     p.add_argument("--gloo-port", type=int)
     p.add_argument("--accel-port", type=int)
     p.add_argument("--group", choices=["args", "env", "torch"], default="args")
+    p.add_argument("--momentum", type=float, default=0.0, help="SGD's momentum")
+    p.add_argument("--sparsify", action="store_true", help="accel.torch.sparsify() sets up hook and optimizer")
     p.add_argument("--ratio", type=float, default=0.01)
     p.add_argument("--dense", action="store_true")
     p.add_argument("--steps", type=int, default=30)
@@ -39,7 +41,13 @@ def main():
     net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.01)  # several buckets
     group = None
-    if not a.dense:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=a.momentum)
+    if a.sparsify:
+        # Without masking: masking clears the velocity of what was sent,
+        # which at ratio 1 is all of it.
+        state = sparsify(model, opt, ratio=a.ratio, warmup=False, dense_below=0, masking=False, timeout_ms=20000)
+        group = state.group
+    elif not a.dense:
         if a.group == "args":
             group = accel.SparseGroup(rank=a.rank, size=a.size, coordinator=f"127.0.0.1:{a.accel_port}",
                                       timeout_ms=20000)
@@ -50,7 +58,6 @@ def main():
         assert (group.rank, group.size) == (a.rank, a.size)
         state = SparseHookState(group, ratio=a.ratio)
         model.register_comm_hook(state, sparse_allreduce_hook)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(100 + a.rank)  # each rank its own data
     w = torch.randn(32, 4, generator=torch.Generator().manual_seed(7))
     losses = []

@@ -325,6 +325,56 @@ def test_ddp_hook_under_torchrun_trains_as_started_by_hand(tmp_path, group):
         np.testing.assert_array_equal(t["losses"], h["losses"])
 
 
+def test_sparsify_at_ratio_one_is_momentum_sgd(tmp_path):
+    # sparsify() moves SGD's momentum into the hook's momentum correction:
+    # at ratio 1 every value goes every step, and (without masking, which
+    # would clear the velocity of every value sent) the training is DDP's
+    # dense momentum SGD -- the velocity carried over when DDP lays its
+    # buckets out anew after the first step.
+    (tmp_path / "dense").mkdir()
+    (tmp_path / "sparse").mkdir()
+    dense = run_ranks(2, ["--dense", "--momentum", "0.9", "--steps", "10"], tmp_path / "dense")
+    sparse = run_ranks(2, ["--sparsify", "--momentum", "0.9", "--ratio", "1.0", "--steps", "10"], tmp_path / "sparse")
+    for d, s in zip(dense, sparse):
+        np.testing.assert_allclose(s["params"], d["params"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(s["losses"], d["losses"], rtol=1e-4)
+
+
+def test_bucket_sparsifier_state_loads_where_a_layer_now_lies():
+    # DDP lays its buckets out anew after the first step; the hook moves each
+    # layer's residual and velocity to the layer's new place.
+    a = accel.BucketSparsifier((3, 5), ratio=0.2, momentum=0.9, masking=False)
+    a.step(np.arange(8, dtype=np.float32) - 3)
+    b = accel.BucketSparsifier((5, 3), ratio=0.2, momentum=0.9, masking=False)
+    b.load(0, a.residual[3:], a.velocity[3:])
+    b.load(5, a.residual[:3], a.velocity[:3])
+    np.testing.assert_array_equal(b.residual, np.concatenate([a.residual[3:], a.residual[:3]]))
+    np.testing.assert_array_equal(b.velocity, np.concatenate([a.velocity[3:], a.velocity[:3]]))
+    with pytest.raises(accel.InputError, match="bucket of 8"):
+        b.load(6, a.residual[:3])
+    with pytest.raises(accel.InputError, match="velocity"):
+        b.load(0, a.residual[:3], a.velocity[:2])
+
+
+def test_sparsify_refuses_what_it_cannot_train_naming_the_parameter():
+    import accel.torch as at
+    net = torch.nn.Linear(4, 2)
+    sgd = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    for ratio in (0, -0.1, 1.5, "0.1", True, float("nan")):
+        with pytest.raises(ValueError, match="ratio"):
+            at.sparsify(net, sgd, ratio=ratio)
+    with pytest.raises(TypeError, match="optimizer must be SGD-like.*Adam"):
+        at.sparsify(net, torch.optim.Adam(net.parameters()), ratio=0.01)
+    with pytest.raises(ValueError, match="nesterov"):
+        at.sparsify(net, torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, nesterov=True), ratio=0.01)
+    two = torch.optim.SGD([{"params": [net.weight], "momentum": 0.9}, {"params": [net.bias], "momentum": 0.5}], lr=0.1)
+    with pytest.raises(ValueError, match="different momenta"):
+        at.sparsify(net, two, ratio=0.01)
+    with pytest.raises(TypeError, match="DistributedDataParallel.*Linear"):
+        at.sparsify(net, sgd, ratio=0.01)
+    assert sgd.param_groups[0]["momentum"] == 0.9  # nothing changed by a refused call
+
+
 def test_from_torch_needs_an_initialized_process_group():
     torch_dist = pytest.importorskip("torch.distributed")
     if torch_dist.is_initialized():

@@ -151,4 +151,14 @@ SparseGradient BucketSparsifier::step(const float* g) {
   return out;
 }
 
+void BucketSparsifier::load(std::int64_t at, std::int64_t n, const float* residual, const float* velocity) {
+  if (at < 0 || n < 0 || at + n > size())
+    throw InputError("sparsifier state for values [" + std::to_string(at) + ", " + std::to_string(at + n) +
+                     ") of a bucket of " + std::to_string(size()));
+  std::copy_n(residual, n, residual_.begin() + at);
+  if (velocity_.empty()) return;
+  if (velocity) std::copy_n(velocity, n, velocity_.begin() + at);
+  else std::fill_n(velocity_.begin() + at, n, 0.0f);
+}
+
 }  // namespace accel

@@ -156,6 +156,13 @@ class BucketSparsifier {
   // NaN/Inf follow the options' policy; an error names the layer and index.
   SparseGradient step(const float* bucket);
   const std::vector<float>& residual() const { return residual_; }
+  // U of momentum correction (empty without momentum).
+  const std::vector<float>& velocity() const { return velocity_; }
+  // Values [at, at + n) of the residual and (with momentum) the velocity
+  // set from another sparsifier's: state carried over when the bucket's
+  // layers are laid out anew (DDP rebuilds its buckets). velocity may be
+  // null (none kept: zeros). InputError past the end.
+  void load(std::int64_t at, std::int64_t n, const float* residual, const float* velocity);
   std::int64_t size() const { return static_cast<std::int64_t>(residual_.size()); }
   const std::vector<std::int64_t>& offsets() const { return offsets_; }  // layer starts, then the size
 
