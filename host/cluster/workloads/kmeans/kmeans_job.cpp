@@ -471,16 +471,26 @@ void KMeansJob::release(std::int64_t begin, std::int64_t end) { release_rows(x_,
 
 // Rows [begin, end) checked finite a block at a time, each block's pages
 // given back: the range may be a lost member's, which the stand-in reads
-// a block at a time later.
-void KMeansJob::check_rows(std::int64_t begin, std::int64_t end) const {
+// a block at a time later. Each row is checked once: the ranges checked
+// are kept (a stand-in's rows are digested again when a plan moves them).
+void KMeansJob::check_rows(std::int64_t begin, std::int64_t end) {
   const std::int64_t per = std::max<std::int64_t>(1024, (std::int64_t{32} << 20) / (x_.cols * 4));
-  for (std::int64_t at = begin; at < end; at += per) {
+  std::int64_t at = begin;
+  while (at < end) {
+    auto next = checked_ranges_.upper_bound(at);  // the first range starting after `at`
+    if (next != checked_ranges_.begin() && std::prev(next)->second > at) {
+      at = std::prev(next)->second;  // inside a checked range: skip to its end
+      continue;
+    }
+    const std::int64_t stop = std::min({end, at + per, next == checked_ranges_.end() ? end : next->first});
     Matrix rows;
-    rows.rows = std::min(per, end - at);
+    rows.rows = stop - at;
     rows.cols = x_.cols;
     rows.view = std::shared_ptr<const float>(x_.row(at), [](const float*) {});
     check_finite(rows, o_.input, at);
-    release_rows(x_, at, at + rows.rows);
+    release_rows(x_, at, stop);
+    checked_ranges_[at] = stop;
+    at = stop;
   }
 }
 

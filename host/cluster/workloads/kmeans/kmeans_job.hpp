@@ -5,6 +5,7 @@
 // sums, and each computes the same next centroids.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "accel/io.hpp"
@@ -50,7 +51,7 @@ class KMeansJob final : public Job {
 
  private:
   bool seeding() const { return o_.init == "kmeans-parallel"; }
-  void check_rows(std::int64_t begin, std::int64_t end) const;
+  void check_rows(std::int64_t begin, std::int64_t end);
   // Whether the coordinator reads every row: to seed k-means++, or to push.
   bool reads_every_row() const { return !o_.pull || o_.init == "kmeans++"; }
   KMeansJobOptions o_;
@@ -59,6 +60,7 @@ class KMeansJob final : public Job {
   bool bounds_ = false;
   double loading_ = 0;
   bool checked_ = true;  // every row checked finite at loading (else each range data() hands out)
+  std::map<std::int64_t, std::int64_t> checked_ranges_;  // begin -> end of the rows data() checked
   std::unique_ptr<LabelsFile> labels_;
 };
 
