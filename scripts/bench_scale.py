@@ -8,7 +8,8 @@ scale-out issue's benchmark): distributed k-means on one local float32 .npy
 Printed per run and process: the rows it owns at the end, its peak RSS
 against the bound 1.1 x those rows' bytes + 150 MB, and the cgroup's peak
 (page cache included). Per run: loading (the coordinator's read, checks and
-seeding) + sharing (until every member holds its rows), the median round,
+seeding, and the workers' count of a text input they split) + sharing
+(until every member holds its rows), the median round,
 and the centroids against a single-node `accel kmeans` with the same seed
 (max relative difference; the target is 1e-6). --kill adds a run with the
 last worker killed -9 at round 3 and not restarted. A cgroup v1 limit
@@ -18,6 +19,7 @@ own cap (and the runs read from disk, not memory).
 
     python3 scripts/bench_scale.py                       # 6M x 64, K = 1 2 3
     python3 scripts/bench_scale.py --rows 1000000 --workers 3 --kill
+    python3 scripts/bench_scale.py --rows 1000000 --workers 3 --text csv --init kmeans-parallel
 """
 import argparse
 import json
@@ -52,6 +54,23 @@ def make_data(path, rows, cols, seed=5):
             n = min(500000, rows - at)
             x = centers[rng.integers(0, 32, n)] + rng.normal(0, 1, (n, cols)).astype(np.float32)
             f.write(x.astype(np.float32).tobytes())
+    tmp.rename(path)
+
+
+def make_text(npy, path, fmt):
+    """The .npy's rows as CSV or LIBSVM text (5 significant digits), a
+    block at a time."""
+    import numpy as np
+    x = np.load(npy, mmap_mode="r")
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        for at in range(0, x.shape[0], 100000):
+            block = np.asarray(x[at:at + 100000])
+            if fmt == "csv":
+                np.savetxt(f, block, fmt="%.5g", delimiter=",")
+            else:
+                cols = " ".join(f"{j + 1}:%.5g" for j in range(block.shape[1]))
+                np.savetxt(f, block, fmt="0 " + cols)
     tmp.rename(path)
 
 
@@ -185,7 +204,8 @@ def distributed(args, data, workers, out_dir, cap_bytes, kill=False):
         procs_out.append({"rows": owned[i], "rss": max_rss(err), "cgroup_peak": caps[i].peak()})
         caps[i].close()
     return {"workers": workers, "kill": kill, "summary": summary, "procs": procs_out,
-            "loading": summary["seconds"]["loading"], "sharing": summary["seconds"]["sharing"],
+            "loading": summary["seconds"]["loading"] + summary["seconds"].get("counting", 0),
+            "counting": summary["seconds"].get("counting", 0), "sharing": summary["seconds"]["sharing"],
             "round": statistics.median(rounds[1:] or rounds), "centroids": run / "centroids.npy"}
 
 
@@ -276,6 +296,7 @@ def main():
     ap.add_argument("--elastic", action="store_true",
                     help="also a run of 2 workers (--max-workers 4) that 2 more join without ids, then worker 1 leaves")
     ap.add_argument("--elastic-iters", type=int, default=60)
+    ap.add_argument("--text", choices=["csv", "libsvm"], help="run on the rows written as this text instead")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     import numpy as np
@@ -286,6 +307,14 @@ def main():
     if not data.exists():
         print(f"writing {data} ...", flush=True)
         make_data(data, args.rows, args.cols)
+    if args.text:
+        # The same rows as text: the members count it in byte splits
+        # (--init kmeans-parallel) or the coordinator reads it all (else).
+        text = data.with_suffix("." + ("csv" if args.text == "csv" else "svm"))
+        if not text.exists():
+            print(f"writing {text} ...", flush=True)
+            make_text(data, text, args.text)
+        data = text
     size = data.stat().st_size
     row_bytes = args.cols * 4
     cap = max(args.cap_fraction * size, args.cap_floor_mb * 1e6) if args.cap_fraction > 0 else 0
@@ -311,7 +340,8 @@ def main():
         results.append(r)
         print(f"\n{workers} workers{' (last one killed -9 at round 3)' if kill else ''}"
               f"{'' if r['capped'] else ', uncapped'}: loading "
-              f"{r['loading']:.2f} s + sharing {r['sharing']:.2f} s; median round {r['round']:.3f} s; "
+              f"{r['loading']:.2f} s (the workers counting: {r['counting']:.2f} s) + sharing {r['sharing']:.2f} s; "
+              f"median round {r['round']:.3f} s; "
               f"centroids within {r['centroid_rel_diff']:.1e} of single-node")
         print(f"  {'process':<12}{'rows':>10}{'rows MB':>9}{'peak RSS MB':>13}{'bound MB':>10}{'cgroup MB':>11}  ok")
         for i, p in enumerate(r["procs"]):

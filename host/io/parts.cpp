@@ -188,6 +188,9 @@ void load_parts_rows(const std::vector<InputPart>& parts, std::int64_t cols, std
     if (lo < hi) {
       io::require_file(p.path);
       check_file_bytes(p.path, p.file_bytes);
+      if (p.sample != 0 && text_split_sample(p.path, p.first_byte, p.stop_byte) != p.sample)
+        throw InputError(p.path + ": bytes " + std::to_string(p.first_byte) + "-" + std::to_string(p.stop_byte) +
+                         " differ from the job's (another file, or changed since the job began)");
       load_matrix_rows(p.path, p.rows, cols, lo - first, hi - lo, out + (lo - begin) * cols,
                        p.marks.empty() ? nullptr : &p.marks);
     }
@@ -196,6 +199,32 @@ void load_parts_rows(const std::vector<InputPart>& parts, std::int64_t cols, std
   if (begin < 0 || count < 0 || begin > first - count)
     throw InputError("rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of part files of " +
                      std::to_string(first) + " rows");
+}
+
+Matrix stream_parts_rows(const std::vector<InputPart>& parts, std::int64_t cols, std::int64_t begin,
+                         std::int64_t count) {
+  io::SpillFile spill(parts.empty() ? std::string("the input") : parts.front().path);
+  const std::int64_t per = std::max<std::int64_t>(1024, (std::int64_t{16} << 20) / (cols * 4));
+  std::vector<float> block;
+  for (std::int64_t at = 0; at < count; at += per) {
+    const std::int64_t n = std::min(per, count - at);
+    block.resize(static_cast<std::size_t>(n * cols));
+    load_parts_rows(parts, cols, begin + at, n, block.data());
+    spill.write(block.data(), block.size());
+  }
+  Matrix m;
+  m.rows = count;
+  m.cols = cols;
+  m.view = spill.map();
+  m.streamed = m.view != nullptr;
+  return m;
+}
+
+bool text_file(const std::string& path) {
+  if (names_parts(path)) return false;
+  io::require_file(path);
+  const io::Format f = io::format_of(path);
+  return f == io::Format::Csv || f == io::Format::Libsvm;
 }
 
 }  // namespace accel

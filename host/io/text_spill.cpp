@@ -189,8 +189,12 @@ void expect_rows(const std::string& path, std::int64_t begin, std::int64_t count
                      std::to_string(begin + count) + ")");
 }
 
-// LIBSVM rows [begin, begin + count), from the mark before them.
-LabeledCsr libsvm_range(const std::string& path, const TextMarks& marks, std::int64_t begin, std::int64_t count) {
+// LIBSVM rows [begin, begin + count), from the mark before them, handed
+// to take(rows, first) in blocks of up to `per` rows (first: the block's
+// first row, counted from begin).
+template <class Take>
+void libsvm_range(const std::string& path, const TextMarks& marks, std::int64_t begin, std::int64_t count,
+                  std::int64_t per, Take take) {
   std::ifstream in;
   const std::size_t k = open_at_mark(in, path, marks, begin);
   const std::int64_t skip = begin - static_cast<std::int64_t>(k) * kStride;
@@ -199,9 +203,20 @@ LabeledCsr libsvm_range(const std::string& path, const TextMarks& marks, std::in
     const LabeledCsr passed = read_libsvm_block(in, path, line, skip);
     if (passed.x.rows == skip) line = passed.lines.back();
   }
-  LabeledCsr b = read_libsvm_block(in, path, line, count);
-  expect_rows(path, begin, count, b.x.rows);
-  return b;
+  for (std::int64_t done = 0; done < count;) {
+    LabeledCsr b = read_libsvm_block(in, path, line, std::min(per, count - done));
+    if (b.x.rows == 0) expect_rows(path, begin, count, done);
+    line = b.lines.back();
+    const std::int64_t n = b.x.rows;
+    take(std::move(b), done);
+    done += n;
+  }
+}
+
+LabeledCsr libsvm_range(const std::string& path, const TextMarks& marks, std::int64_t begin, std::int64_t count) {
+  LabeledCsr out;
+  libsvm_range(path, marks, begin, count, count, [&](LabeledCsr b, std::int64_t) { out = std::move(b); });
+  return out;
 }
 
 }  // namespace
@@ -209,7 +224,11 @@ LabeledCsr libsvm_range(const std::string& path, const TextMarks& marks, std::in
 void read_text_rows(const std::string& path, bool csv, const TextMarks& marks, std::int64_t begin, std::int64_t count,
                     std::int64_t cols, float* out) {
   if (count <= 0) return;
-  if (!csv) return densify(libsvm_range(path, marks, begin, count), cols, out, path);
+  // A block at a time: the rows' CSR is not held beside the dense rows.
+  if (!csv)
+    return libsvm_range(path, marks, begin, count, kStride, [&](const LabeledCsr& b, std::int64_t first) {
+      densify(b, cols, out + first * cols, path);
+    });
   std::ifstream in;
   const std::size_t k = open_at_mark(in, path, marks, begin);
   float* next = out;

@@ -532,6 +532,96 @@ def scenario_parallel_seeding(a, tmp):
           f"centroids equal single-node's ({worst:.1e}); CSV --pull: {worst_csv:.1e}")
 
 
+def write_libsvm_blobs(path, n, d, centers, seed):
+    """LIBSVM text of n rows near `centers` random centres, with what a
+    reader must skip: comments, blank lines, CRLF line ends, a row of no
+    features; every 7th value is left out (sparse)."""
+    rng = random.Random(seed)
+    cs = [[rng.uniform(-10, 10) for _ in range(d)] for _ in range(centers)]
+    with open(path, "w", newline="") as f:
+        f.write("# a comment line before the rows\n")
+        for i in range(n):
+            c = cs[i % centers]
+            feats = " ".join(f"{j + 1}:{c[j] + rng.uniform(-1, 1):.4f}" for j in range(d) if (i + j) % 7)
+            end = "\r\n" if i % 5 == 0 else "\n"
+            f.write(f"{i % 2} {feats}{end}" if i != 7 else f"1{end}")
+            if i % 4099 == 0:
+                f.write("\n   # blank and comment lines between the rows\n")
+
+
+def scenario_pull_text_counted(a, tmp):
+    # --pull on LIBSVM and CSV text with --init kmeans-parallel: the
+    # coordinator reads no text to number the rows. Each worker counts the
+    # rows of its byte split of the file (the lines that start in it, as
+    # Hadoop's input splits) and sends the counts and marks; the coordinator
+    # reads only the rows it computes. Worker 2 is killed -9 mid-job and
+    # its rows move to the survivors, who read them from its split. The
+    # centroids equal single-node k-means||'s exactly. Then: a bad value in
+    # worker 3's split is one line naming the file's line (the marks carry
+    # the file's line numbers), exit 2; and a coordinator killed mid-job and
+    # resumed counts the splits again itself, the same way.
+    data = Path(tmp) / "x.svm"
+    write_libsvm_blobs(data, 120000, 12, 8, 3)
+    iters = 30
+    job = Job(a, tmp, 3, str(data), 8, iters, 1000, extra=["--pull"], init="kmeans-parallel")
+    job.wait_iteration(10)
+    job.procs[2].send_signal(signal.SIGKILL)
+    job.procs[2].wait()
+    if job.finish() != 0:
+        fail("coordinator failed: " + (job.tmp / "coordinator.err").read_text()[-800:])
+    counted = [j for j in jsonl(job.coord_log) if j.get("event") == "input_counted"]
+    if not counted or counted[0]["splits"] != 3 or counted[0]["rows"] != 120000:
+        fail(f"the workers did not count the input: {counted}")
+    moved = [j for j in jsonl(job.coord_log) if j.get("event") == "rows_moved" and j["moves"]]
+    if not moved:
+        fail("worker 2's rows were not moved")
+    worst = failure_free_difference(a, tmp, str(data), 8, iters, init="kmeans-parallel")
+    if worst > 0:
+        fail(f"the centroids differ from single-node k-means|| by {worst:.1e}")
+
+    csv = Path(tmp) / "x.csv"
+    x = read_npy_floats(job.tmp / "centroids.npy")
+    rng = random.Random(4)
+    lines = ["a,b,c,d"]
+    for i in range(60000):
+        lines.append(",".join(f"{rng.gauss(x[(i % 8) * 12 + j], 1):.5f}" for j in range(4)))
+        if i % 5000 == 0:
+            lines.append("")
+    bad_line = len(lines) - 100  # in worker 3's split, the last third
+    good = "\n".join(lines) + "\n"
+    lines[bad_line - 1] = "1,2,oops,4"
+    (Path(tmp) / "bad.csv").write_text("\n".join(lines) + "\n")
+    tmp2 = Path(tmp) / "bad"
+    tmp2.mkdir()
+    job = Job(a, tmp2, 3, str(Path(tmp) / "bad.csv"), 8, iters, 1000, extra=["--pull"], init="kmeans-parallel")
+    rc = job.finish()
+    err = [l for l in (tmp2 / "coordinator.err").read_text().splitlines() if "listening" not in l and "token" not in l]
+    if rc != 2 or len(err) != 1 or f"bad.csv:{bad_line}: not a number" not in err[0] or "worker 3" not in err[0]:
+        fail(f"a bad value in worker 3's split: exit {rc}, {err}")
+    if (tmp2 / "centroids.npy").exists():
+        fail("centroids written for a job that did not run")
+
+    csv.write_text(good)
+    tmp3 = Path(tmp) / "restart"
+    tmp3.mkdir()
+    ckpt = tmp3 / "checkpoint"
+    job = Job(a, tmp3, 3, str(csv), 8, iters, 1000, extra=["--pull", "--checkpoint-dir", str(ckpt), "--mtbf", "0.001"],
+              init="kmeans-parallel", coord_env={"ACCEL_FAULT_PARTIAL_SEND": "9:1"},
+              worker_extra=["--coordinator-timeout", str(int(60000 * SCALE))])
+    job.coord.wait()
+    if "dying in round 9" not in (tmp3 / "coordinator.err").read_text():
+        fail("the coordinator's fault was not injected")
+    job.start_coordinator(["--resume", str(ckpt)])
+    if job.finish() != 0:
+        fail("the resumed coordinator failed: " + (tmp3 / "coordinator.err").read_text()[-600:])
+    worst_csv = failure_free_difference(a, tmp3, str(csv), 8, iters, init="kmeans-parallel")
+    if worst_csv > 0:
+        fail(f"the resumed CSV job's centroids differ from single-node k-means|| by {worst_csv:.1e}")
+    print(f"LIBSVM --pull counted by 3 workers in {counted[0]['seconds']:.3f} s at the coordinator, worker 2 killed: "
+          f"centroids equal single-node's ({worst:.1e}); a bad value: {err[0]}; CSV with the coordinator resumed: "
+          f"{worst_csv:.1e}")
+
+
 def scenario_pull_lost_in_turn(a, tmp):
     # --pull, and the workers are lost one after another, each once the rows
     # of the one before have moved to it: the last holds everyone's when it

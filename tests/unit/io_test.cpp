@@ -268,6 +268,88 @@ TEST_F(IoTest, StreamedFloat64NpyIsSpilled) {
 
 // Part files (a glob or a directory) are one matrix, their rows in name
 // order; a member reads any range of it from the parts that hold it.
+// Byte splits of a text file, counted apart (as cluster members count
+// theirs) and numbered in order, are the file: every data row once, the
+// widest row's columns, and rows read through the splits' marks equal the
+// whole file's, wherever the cuts fall.
+std::vector<InputPart> counted_splits(const std::string& path, int n, std::int64_t* rows, std::int64_t* cols) {
+  const auto size = static_cast<std::int64_t>(fs::file_size(path));
+  std::vector<InputPart> parts;
+  std::int64_t lines = 0, expect_first = 0;
+  *rows = *cols = 0;
+  for (int j = 0; j < n; ++j) {
+    TextSplit s = count_text_split(path, size, size * j / n, size * (j + 1) / n);
+    EXPECT_EQ(s.first, expect_first) << path << " split " << j << " of " << n;
+    expect_first = s.stop;
+    for (auto& l : s.marks.line) l += lines;
+    lines += s.lines;
+    *rows += s.rows;
+    *cols = std::max(*cols, s.cols);
+    parts.push_back({path, s.rows, size, s.marks, s.first, s.stop, s.sample});
+  }
+  EXPECT_EQ(expect_first, size);
+  return parts;
+}
+
+TEST_F(IoTest, TextSplitsCountEveryRowOnceWhereverCut) {
+  std::string csv = "x,y,z\r\n", svm = "# made for the test\n";
+  for (int i = 0; i < 9000; ++i) {
+    csv += std::to_string(i) + "," + std::to_string(i % 13) + ".5," + std::to_string(-i) + (i % 3 ? "\n" : "\r\n");
+    svm += std::to_string(i % 2) + (i == 17 ? "" : " 2:" + std::to_string(i)) + (i % 5 ? "" : " 9:1.5") + "\n";
+    if (i % 1000 == 0) csv += "\n", svm += "\n  # between the rows\n\r\n";
+  }
+  csv.pop_back();  // no newline at the end
+  for (const auto& path : {file("t.csv", csv), file("t.svm", svm)}) {
+    const Matrix whole = load_matrix(path);
+    for (int n : {1, 2, 3, 7, 64}) {
+      std::int64_t rows = 0, cols = 0;
+      const auto parts = counted_splits(path, n, &rows, &cols);
+      ASSERT_EQ(rows, whole.rows) << path << " in " << n;
+      ASSERT_EQ(cols, whole.cols) << path << " in " << n;
+      std::vector<float> got(static_cast<std::size_t>(rows * cols));
+      load_parts_rows(parts, cols, 0, rows, got.data());
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), whole.values())) << path << " in " << n;
+      load_parts_rows(parts, cols, 4095, 4098, got.data());  // across marks and splits
+      ASSERT_TRUE(std::equal(got.begin(), got.begin() + 4098 * cols, whole.row(4095))) << path << " in " << n;
+    }
+  }
+  // Two splits cut at every byte of a small file.
+  const std::string small = file("s.csv", "a,b\n1,2\n\n3,4\r\n5,6\n7,8");
+  const auto size = static_cast<std::int64_t>(fs::file_size(small));
+  for (std::int64_t c = 0; c <= size; ++c) {
+    const TextSplit p = count_text_split(small, size, 0, c), q = count_text_split(small, size, c, size);
+    EXPECT_EQ(p.stop, q.first) << c;
+    EXPECT_EQ(p.rows + q.rows, 4) << c;
+    EXPECT_EQ(p.lines + q.lines, 6) << c;
+  }
+}
+
+TEST_F(IoTest, TextSplitsNameTheFilesLineAndRefuseOtherBytes) {
+  std::string csv;
+  for (int i = 0; i < 10000; ++i) csv += (i == 8500 ? std::string("1,x") : std::to_string(i) + ",1") + "\n";
+  const std::string path = file("b.csv", csv);
+  std::int64_t rows = 0, cols = 0;
+  auto parts = counted_splits(path, 3, &rows, &cols);
+  std::vector<float> got(static_cast<std::size_t>(rows * cols));
+  try {
+    load_parts_rows(parts, cols, 8000, 2000, got.data());
+    FAIL() << "no error for the bad value";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":8501: not a number"), std::string::npos) << e.what();
+  }
+  csv[csv.size() - 3] = '7';  // the same size, other bytes in the last split
+  file("b.csv", csv);
+  try {
+    load_parts_rows(parts, cols, 9990, 10, got.data());
+    FAIL() << "no error for the changed file";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("differ from the job's"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(count_text_split(path, 5, 0, 5), InputError);  // not the job's size
+  EXPECT_THROW(count_text_split(file("x.npy", f64_npy(1, 1, std::vector<double>{1.0}.data())), 0, 0, 0),
+               InputError);
+}
+
 TEST_F(IoTest, PartFilesAreOneMatrixAndRangesReadFromTheirParts) {
   constexpr int kRows = 9000;
   std::vector<double> v(2 * kRows);

@@ -38,12 +38,16 @@ class Coordinator {
   // resumes from the checkpoint).
   void start() {
     t_start_ = Clock::now();
-    if (resume_) check_resumable();
+    if (resume_) {
+      job_.surveyed(N_, {});  // the input counted here, as the launch's workers counted it
+      check_resumable();
+    }
     listen();
     if (resume_) {
       resume();
     } else {
       join();
+      survey();
       partition();
       distribute();
       for (int i = 0; i <= N_; ++i) active_.insert(i);
@@ -59,6 +63,7 @@ class Coordinator {
   void listen();
   void join();
   void on_join_message(const Received& r);
+  void survey();
   std::map<std::uint32_t, Received> early_joiners_;  // hellos of elastic ids before round 1, answered after
   std::optional<Admission> admitted(const Received& r, bool& resume);
   void say_refusals();
@@ -101,11 +106,7 @@ class Coordinator {
   void apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t);
   void measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t);
   bool checkpointing() const { return !o_.checkpoint_dir.empty(); }
-  std::uint64_t input_fingerprint() {
-    const auto f = checkpoint_fingerprint(job_.data(0, job_.units()));
-    job_.release(0, job_.units());
-    return f;
-  }
+  std::uint64_t input_fingerprint() { return job_.fingerprint(); }
   bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(M_); }
   Membership membership() const {
     return {{active_.begin(), active_.end()}, {inactive_.begin(), inactive_.end()},
@@ -137,6 +138,7 @@ class Coordinator {
   const JobSecret secret_ = random_job_secret();  // the workers' pair keys (never sent)
   std::map<std::uint32_t, std::vector<std::byte>> address_;
   std::map<std::uint32_t, double> capability_;
+  std::map<std::uint32_t, Bytes> surveys_;  // each launch worker's count of its split (Job::survey)
   std::vector<std::int64_t> loads_, begin_;
   std::vector<std::int64_t> kept_;  // rows each worker computes now (its partition's first ones; the coordinator the rest)
   RateCollector rates_;
@@ -169,6 +171,8 @@ class Coordinator {
   std::int64_t all_lost_at_ = 0;  // the first round in which no worker counted (0: never)
   Clock::time_point t_start_;
   double waiting_ = 0, sharing_ = 0, computing_ = 0;
+  double counting_ = 0;          // the workers' count of the input (Job::survey)
+  Clock::time_point t_probed_;  // every worker joined: the probes out
 };
 
 void Coordinator::listen() {
@@ -252,7 +256,7 @@ void Coordinator::join() {
     say_refusals();
     if (static_cast<int>(address_.size()) == N_ + 1 && !capability_.count(0)) {
       waiting_ = secs(t_waiting, Clock::now());
-      const auto t0 = Clock::now();
+      const auto t0 = t_probed_ = Clock::now();
       // A coordinator that computes no share gets none (capability 0).
       capability_[0] = N_ == 0 || job_.coordinator_shares() ? workload_.measure(job_.probe(), local_) : 0.0;
       log_.write({{"event", "probe"}, {"seconds", secs(t0, Clock::now())}, {"rows_per_s", capability_[0]}});
@@ -284,9 +288,10 @@ void Coordinator::on_join_message(const Received& r) {
       return;
     }
     address_[h.sender] = a->address;
-    Out probe;  // {workload name, what to measure}
+    Out probe;  // {workload name, what to measure, what to count}
     probe.text(job_.workload());
     probe.bytes(job_.probe());
+    probe.bytes(job_.survey(h.sender, N_));
     node_->send(h.sender, kProbe, 0, probe.b);
   } else if (h.type == kTicket && known_worker(h.sender)) {
     // Data asked for by a worker resuming a snapshot (see the hello above).
@@ -298,11 +303,34 @@ void Coordinator::on_join_message(const Received& r) {
     }
   } else if (h.type == kCapability && address_.count(h.sender)) {
     try {
-      capability_[h.sender] = decode_f64(r.message.payload);
+      In in(r.message.payload);  // {rows per second, its count (the survey)}
+      const double rate = in.get<double>();
+      Bytes survey = in.bytes(node_->limits().max_data);
+      in.end();
+      capability_[h.sender] = rate;
+      surveys_[h.sender] = std::move(survey);
     } catch (const InputError& e) {
       log::warn("accel coordinator") << "dropped capability from " << h.sender << ": " << e.what();
     }
+  } else if (h.type == kFailed && address_.count(h.sender)) {
+    // The worker could not count its split (unreadable, another file): the
+    // job cannot be the whole input's.
+    In in(r.message.payload);
+    throw InputError("worker " + std::to_string(h.sender) + ": " + in.text(4096));
   }
+}
+
+// The workers' counts of the input (Job::survey), given to the job before
+// it is partitioned.
+// counting_: from the probes to the last answer (the workers measure and
+// count together).
+void Coordinator::survey() {
+  const auto t0 = Clock::now();
+  job_.surveyed(N_, surveys_);
+  if (std::none_of(surveys_.begin(), surveys_.end(), [](const auto& s) { return !s.second.empty(); })) return;
+  counting_ = secs(t_probed_, Clock::now());
+  log_.write({{"event", "input_counted"}, {"splits", N_}, {"rows", job_.units()}, {"seconds", counting_},
+              {"numbering_s", secs(t0, Clock::now())}});
 }
 
 // Partition sizes follow measured capability (Algorithm 1 of [SysInfo], starting from the uniform split [Antimatroid] uses).
@@ -896,10 +924,7 @@ std::vector<Move> Coordinator::plan_moves() const {
 // rows_digest of rows [begin, end) of a worker's as the coordinator reads
 // the input; the pages it touched are given back (they are not its rows).
 std::uint64_t Coordinator::digest_of(std::int64_t begin, std::int64_t end) const {
-  if (end <= begin) return 0;
-  const std::uint64_t d = rows_digest(job_.data(begin, end));
-  job_.release(begin, end);
-  return d;
+  return job_.digest(begin, end);
 }
 
 nlohmann::json moves_json(const std::vector<Move>& moves) {
@@ -1152,7 +1177,8 @@ int Coordinator::finish() {
                              {{"total", secs(t_start_, Clock::now())},  // the job adds its loading
                               {"waiting_for_workers", waiting_},
                               {"job", job_seconds},
-                              {"sharing", sharing_}}},
+                              {"sharing", sharing_},
+                              {"counting", counting_}}},
                             {"members", view_json(membership())}};
   const std::string text = job_.finish(own_->shared_state(), summary);
   summary["every_worker_lost_at"] = all_lost_at_;

@@ -110,6 +110,7 @@ class Incarnation {
  private:
   void refetch();
   void fresh_start();
+  void fail_start(const InputError& e);
   std::unique_ptr<Partition> open_partition();
   void start_snapshot();
   void resume_round();
@@ -214,6 +215,16 @@ void Incarnation::refetch() {
               {"from", snap_->task.pull ? "input file" : "coordinator"}});
 }
 
+// Before round 1 (the rows unreadable, an output this member cannot
+// write, its split uncountable): the job cannot be the whole input's; the
+// coordinator ends it with this member's reason rather than wait for it.
+void Incarnation::fail_start(const InputError& e) {
+  Out why;
+  why.text(e.what());
+  node_.send(0, kFailed, 0, why.b);
+  node_.net().progress_until([] { return false; }, Ms(50));  // let it leave
+}
+
 // The probe names the workload and what to measure (kProbe: {workload
 // name, the job's probe}); the task follows once every worker has answered.
 void Incarnation::fresh_start() {
@@ -230,8 +241,17 @@ void Incarnation::fresh_start() {
   In in(probe.message.payload);
   const std::string name = in.text(node_.limits().max_name);
   const Bytes spec = in.bytes(node_.limits().max_data);
+  const Bytes survey = in.bytes(node_.limits().max_data);
   in.end();
-  node_.send(0, kCapability, 0, encode_f64(workload_named(name).measure(spec, local_)));
+  Out capability;  // {rows per second, its count of its split}
+  capability.put(workload_named(name).measure(spec, local_));
+  try {
+    capability.bytes(survey.empty() ? Bytes{} : workload_named(name).survey(survey));
+  } catch (const InputError& e) {
+    fail_start(e);
+    throw;
+  }
+  node_.send(0, kCapability, 0, capability.b);
   const Received tr = expect_msg(node_, kTask, join_, "the task");
   Snapshot s;
   s.job = o_.job;
@@ -245,13 +265,7 @@ void Incarnation::fresh_start() {
     snap_ = std::move(s);
     part_ = open_partition();
   } catch (const InputError& e) {
-    // Before round 1 (the rows unreadable, an output this member cannot
-    // write): the job cannot be the whole input's; the coordinator ends it
-    // with this member's reason rather than wait for it.
-    Out why;
-    why.text(e.what());
-    node_.send(0, kFailed, 0, why.b);
-    node_.net().progress_until([] { return false; }, Ms(50));  // let it leave
+    fail_start(e);
     throw;
   }
   start_snapshot();

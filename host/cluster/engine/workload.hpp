@@ -169,6 +169,12 @@ class Workload {
   virtual std::unique_ptr<Partition> open(const Task& task, std::span<const std::byte> data, Local& local) const = 0;
   // --pull: the partition's data read from task.input by the member itself.
   virtual void read(const Task& task, std::span<std::byte> out) const = 0;
+  // A job whose members count its input before it is partitioned
+  // (Job::survey): this member's answer to the request.
+  virtual Bytes survey(std::span<const std::byte> request) const {
+    (void)request;
+    return {};
+  }
 };
 
 // The coordinator half: the whole job.
@@ -180,6 +186,23 @@ class Job {
   virtual std::int64_t max_rounds() const = 0;
   virtual Bytes probe() const = 0;
   virtual Bytes params() const = 0;  // in every task
+  // An input the members count before it is partitioned (a text file in
+  // byte splits, each counted by the worker that reads it): the request
+  // sent with launch worker `member`'s probe, of `members` (empty: none).
+  // surveyed() gets their answers (Workload::survey) before the engine asks
+  // for units() or params(); an answer missing (a resume has none) is
+  // counted by the job itself, the same way.
+  virtual Bytes survey(std::uint32_t member, int members) const {
+    (void)member, (void)members;
+    return {};
+  }
+  virtual void surveyed(int members, const std::map<std::uint32_t, Bytes>& answers) { (void)members, (void)answers; }
+  // rows_digest of rows [begin, end), which a --pull member compares with
+  // what it read (0: no check; a job whose rows carry their own, as a text
+  // split's sample). The default reads them through data().
+  virtual std::uint64_t digest(std::int64_t begin, std::int64_t end);
+  // checkpoint_fingerprint of the input, which a resume compares.
+  virtual std::uint64_t fingerprint();
   // The options that change the result, as (command-line name, value): a
   // checkpoint records them, and a resume that asks for other ones is
   // refused naming the option. input_name(): what the input is called in

@@ -41,6 +41,9 @@ inline void put_parts(Out& o, const std::vector<InputPart>& parts) {
     o.put(p.rows);
     o.put(p.file_bytes);
     put_marks(o, p.marks);
+    o.put(p.first_byte);
+    o.put(p.stop_byte);
+    o.put(p.sample);
   }
 }
 
@@ -54,6 +57,11 @@ inline std::vector<InputPart> get_parts(In& i, const std::string& what) {
     p.file_bytes = i.get<std::int64_t>();
     if (p.path.empty() || p.rows < 0 || p.file_bytes < 0) throw InputError(what + " with an impossible part file");
     p.marks = get_marks(i, what);
+    p.first_byte = i.get<std::int64_t>();
+    p.stop_byte = i.get<std::int64_t>();
+    p.sample = i.get<std::uint32_t>();
+    if (p.first_byte < 0 || p.stop_byte < p.first_byte || p.stop_byte > p.file_bytes)
+      throw InputError(what + " with an impossible split of " + p.path);
   }
   return parts;
 }

@@ -31,11 +31,39 @@ struct TextMarks {
 
 // One file of an input given as part files (a glob or a directory): its
 // rows follow the rows of the parts before it, in name order.
+//
+// A split of one text file (count_text_split) is a part too: its rows are
+// the lines that start in its bytes, and `sample` (nonzero) is the crc of
+// bytes sampled from [first_byte, stop_byte), which a reader checks before
+// it reads them (a member never computes on other bytes).
 struct InputPart {
   std::string path;  // absolute
   std::int64_t rows = 0, file_bytes = 0;
   TextMarks marks;  // text: where its rows start (empty: .npy)
+  std::int64_t first_byte = 0, stop_byte = 0;
+  std::uint32_t sample = 0;  // 0: a whole file
 };
+
+// A byte split of a CSV or LIBSVM text file, as Hadoop's input splits: the
+// lines that start in [begin, end). Counting finds where its rows are
+// (its marks, their lines counted from the split's first) without parsing
+// their values; the reader of a row parses it.
+struct TextSplit {
+  std::int64_t rows = 0, lines = 0;
+  // CSV: the fields of its first data row; LIBSVM: its largest index.
+  std::int64_t cols = 0;
+  std::int64_t first = 0, stop = 0;  // the bytes of its whole lines
+  std::uint32_t sample = 0;          // text_split_sample of them
+  TextMarks marks;
+};
+// InputError naming the file when it is not text, or not file_bytes long.
+TextSplit count_text_split(const std::string& path, std::int64_t file_bytes, std::int64_t begin, std::int64_t end);
+// InputError naming the file when rows x cols floats are far more than
+// its file_bytes (LIBSVM text too sparse to densify for k-means).
+void check_densify_text(const std::string& path, std::int64_t rows, std::int64_t cols, std::int64_t file_bytes);
+// crc32 of 16 blocks of 4 KiB spread over [first, stop) (all of it when
+// smaller), never 0.
+std::uint32_t text_split_sample(const std::string& path, std::int64_t first, std::int64_t stop);
 
 // Dense float32 matrix, row-major. Its values are `data`, or, when `view`
 // is set, a read-only view that another owner keeps alive (a memory-mapped
@@ -128,6 +156,15 @@ void load_matrix_rows(const std::string& path, std::int64_t rows, std::int64_t c
 // size is not the job's.
 void load_parts_rows(const std::vector<InputPart>& parts, std::int64_t cols, std::int64_t begin, std::int64_t count,
                      float* out);
+
+// The same rows as a streamed matrix (Matrix::streamed): read a block at a
+// time into a spill file and mapped, so that the caller holds the pages it
+// touches, not the rows (a cluster coordinator standing in for a member).
+Matrix stream_parts_rows(const std::vector<InputPart>& parts, std::int64_t cols, std::int64_t begin,
+                         std::int64_t count);
+// Whether path is one CSV or LIBSVM text file (by its first bytes, as
+// load_matrix decides); InputError when it cannot be read.
+bool text_file(const std::string& path);
 
 // InputError naming the file when its size is not `bytes`, the job's
 // (another file at the path, or one changed since the job began).

@@ -12,6 +12,7 @@
 #include "marks_wire.hpp"
 #include "seeding_rounds.hpp"
 #include "session.hpp"
+#include "text_survey.hpp"
 
 namespace accel::cluster {
 namespace {
@@ -394,6 +395,8 @@ class KMeansWorkload final : public Workload {
     if (!p.parts.empty()) return load_parts_rows(p.parts, p.d, task.begin, task.rows, rows);
     load_matrix_rows(task.input, task.units, p.d, task.begin, task.rows, rows, &p.marks);
   }
+
+  Bytes survey(std::span<const std::byte> request) const override { return count_requested_split(request); }
 };
 
 ACCEL_REGISTER_WORKLOAD("kmeans", KMeansWorkload);
@@ -409,6 +412,18 @@ KMeansJob::KMeansJob(const KMeansJobOptions& o) : o_(o) {
   // only the rows it computes, checked as data() hands them out; each
   // worker checks the rows it reads.
   checked_ = reads_every_row();
+  if (o.k < 1) throw InputError("--k " + std::to_string(o.k) + ": must be at least 1");
+  surveying_ = o.pull && seeding() && text_file(o.input);
+  if (surveying_) {
+    // Counted by the members (surveyed()); the probe's columns until then
+    // are the first MiB's.
+    text_path_ = std::filesystem::absolute(o.input).string();
+    text_bytes_ = static_cast<std::int64_t>(std::filesystem::file_size(o.input));
+    x_.cols = std::max<std::int64_t>(1, count_text_split(text_path_, text_bytes_, 0, std::min<std::int64_t>(text_bytes_, 1 << 20)).cols);
+    checked_ = true;  // each range data() reads is checked as it is parsed
+    loading_ = secs(t0, Clock::now());
+    return;
+  }
   x_ = checked_ ? load_matrix_streamed(o.input) : load_matrix_streamed_unchecked(o.input);
   KMeansOptions ko;
   ko.k = o.k;
@@ -418,24 +433,52 @@ KMeansJob::KMeansJob(const KMeansJobOptions& o) : o_(o) {
   ko.seed = o.seed;
   // k-means|| is drawn by the members in the job's first rounds, each from
   // its own rows; the other seedings here.
-  if (seeding()) {
-    if (o.k < 1) throw InputError("--k " + std::to_string(o.k) + ": must be at least 1");
-    if (o.k > x_.rows)
-      throw InputError("--k " + std::to_string(o.k) + " exceeds the " + std::to_string(x_.rows) + " input rows");
-  } else {
-    init_ = kmeans_init(x_, ko).data;
-  }
+  if (!seeding()) init_ = kmeans_init(x_, ko).data;
   loading_ = secs(t0, Clock::now());
-  bounds_ = kmeans_uses_bounds(o.algorithm, x_.cols);
-  if (!o.output_labels.empty())
-    labels_ = std::make_unique<LabelsFile>(std::filesystem::absolute(o.output_labels).string(), x_.rows, o.resumed);
+  shaped();
+}
+
+void KMeansJob::shaped() {
+  if (seeding() && o_.k > x_.rows)
+    throw InputError("--k " + std::to_string(o_.k) + " exceeds the " + std::to_string(x_.rows) + " input rows");
+  bounds_ = kmeans_uses_bounds(o_.algorithm, x_.cols);
+  if (!o_.output_labels.empty())
+    labels_ = std::make_unique<LabelsFile>(std::filesystem::absolute(o_.output_labels).string(), x_.rows, o_.resumed);
   // A contribution (k x d sums, k counts) or a task (k x d centroids, the
   // peers' addresses) must fit one control message.
-  const std::int64_t k = o.k, d = x_.cols;
+  const std::int64_t k = o_.k, d = x_.cols;
   if (k * d * 8 + k * 8 + (std::int64_t{64} << 10) > static_cast<std::int64_t>(transport::kMaxControlPayloadLimit))
     throw InputError("k x d = " + std::to_string(k) + " x " + std::to_string(d) +
                      ": partial results would exceed the " + std::to_string(transport::kMaxControlPayloadLimit >> 20) +
                      " MiB control-message bound of the distributed job");
+}
+
+Bytes KMeansJob::survey(std::uint32_t member, int members) const {
+  return surveying_ ? text_split_request(text_path_, text_bytes_, member, members) : Bytes{};
+}
+
+void KMeansJob::surveyed(int members, const std::map<std::uint32_t, Bytes>& answers) {
+  if (!surveying_) return;
+  const auto t0 = Clock::now();
+  SurveyedText s = surveyed_text(text_path_, text_bytes_, members, answers);
+  x_.rows = s.rows;
+  x_.cols = s.cols;
+  x_.parts = std::move(s.parts);
+  check_densify_text(text_path_, x_.rows, x_.cols, text_bytes_);
+  loading_ += secs(t0, Clock::now());
+  shaped();
+}
+
+// A surveyed split's bytes are sampled and checked by its reader
+// (InputPart::sample): the digest would need the coordinator to parse them.
+std::uint64_t KMeansJob::digest(std::int64_t begin, std::int64_t end) {
+  return surveying_ ? 0 : Job::digest(begin, end);
+}
+
+std::uint64_t KMeansJob::fingerprint() {
+  if (!surveying_) return Job::fingerprint();
+  return static_cast<std::uint64_t>(text_split_sample(text_path_, 0, text_bytes_)) << 32 ^
+         static_cast<std::uint64_t>(text_bytes_);
 }
 
 Bytes KMeansJob::probe() const {
@@ -463,11 +506,24 @@ std::uint64_t KMeansJob::data_bytes(std::int64_t begin, std::int64_t end) const 
 }
 
 std::span<const std::byte> KMeansJob::data(std::int64_t begin, std::int64_t end) {
+  if (surveying_) {
+    auto it = std::find_if(spilled_.begin(), spilled_.end(),
+                           [&](const auto& e) { return e.first.first <= begin && end <= e.first.second; });
+    if (it == spilled_.end())
+      it = spilled_.emplace(std::pair{begin, end}, stream_parts_rows(x_.parts, x_.cols, begin, end - begin)).first;
+    return {reinterpret_cast<const std::byte*>(it->second.row(begin - it->first.first)), data_bytes(begin, end)};
+  }
   if (!checked_) check_rows(begin, end);
   return {reinterpret_cast<const std::byte*>(x_.row(begin)), data_bytes(begin, end)};
 }
 
-void KMeansJob::release(std::int64_t begin, std::int64_t end) { release_rows(x_, begin, end); }
+void KMeansJob::release(std::int64_t begin, std::int64_t end) {
+  if (!surveying_) return release_rows(x_, begin, end);
+  for (const auto& [range, m] : spilled_) {
+    const std::int64_t lo = std::max(begin, range.first), hi = std::min(end, range.second);
+    if (lo < hi) release_rows(m, lo - range.first, hi - range.first);
+  }
+}
 
 // Rows [begin, end) checked finite a block at a time, each block's pages
 // given back: the range may be a lost member's, which the stand-in reads

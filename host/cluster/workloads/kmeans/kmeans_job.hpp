@@ -48,8 +48,16 @@ class KMeansJob final : public Job {
   std::span<const std::byte> data(std::int64_t begin, std::int64_t end) override;
   void release(std::int64_t begin, std::int64_t end) override;
   std::string finish(std::span<const std::byte> state, nlohmann::json& summary) override;
+  // --pull, k-means|| and a text input: the members count it in byte
+  // splits (text_survey.hpp), and the coordinator reads only the rows it
+  // computes.
+  Bytes survey(std::uint32_t member, int members) const override;
+  void surveyed(int members, const std::map<std::uint32_t, Bytes>& answers) override;
+  std::uint64_t digest(std::int64_t begin, std::int64_t end) override;
+  std::uint64_t fingerprint() override;
 
  private:
+  void shaped();  // the checks and outputs that need the input's shape
   bool seeding() const { return o_.init == "kmeans-parallel"; }
   void check_rows(std::int64_t begin, std::int64_t end);
   // Whether the coordinator reads every row: to seed k-means++, or to push.
@@ -62,6 +70,13 @@ class KMeansJob final : public Job {
   bool checked_ = true;  // every row checked finite at loading (else each range data() hands out)
   std::map<std::int64_t, std::int64_t> checked_ranges_;  // begin -> end of the rows data() checked
   std::unique_ptr<LabelsFile> labels_;
+  // Surveyed: the text file (absolute) and its size; the rows data() read,
+  // by [begin, end), each spilled and mapped (kept while the job runs:
+  // partitions hold spans of them).
+  bool surveying_ = false;
+  std::string text_path_;
+  std::int64_t text_bytes_ = 0;
+  std::map<std::pair<std::int64_t, std::int64_t>, Matrix> spilled_;
 };
 
 }  // namespace accel::cluster
