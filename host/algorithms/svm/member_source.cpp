@@ -4,6 +4,7 @@
 // reconstruction) is done by the members on their own rows, and each of
 // the source's operations is a round of decisions and reports.
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "accel/error.hpp"
@@ -273,15 +274,20 @@ std::vector<std::int32_t> needed(const Reports& reports) {
 Task<Reports> settle(Reports reports, std::function<Task<Reports>(Op)> round) {
   RowBlock carry;
   int idle = 0;
+  std::int64_t last_pending = std::numeric_limits<std::int64_t>::max();
   for (;;) {
     std::vector<std::int32_t> need = needed(reports);
     std::vector<std::int32_t> sent = carry.vars;
     std::sort(sent.begin(), sent.end());
     std::vector<std::int32_t> rest;
     std::set_difference(need.begin(), need.end(), sent.begin(), sent.end(), std::back_inserter(rest));
-    if (carry.empty() && need.empty()) co_return reports;
-    if (carry.empty() && ++idle > 8) throw std::runtime_error("svm: the rows members wait for did not come");
-    if (!carry.empty()) idle = 0;
+    std::int64_t pending = 0;  // held sources members sum a batch a round
+    for (const auto& [id, r] : reports) pending += r.pending;
+    if (carry.empty() && need.empty() && pending == 0) co_return reports;
+    const bool progress = !carry.empty() || pending < last_pending;
+    last_pending = pending;
+    if (!progress && ++idle > 8) throw std::runtime_error("svm: the rows members wait for did not come");
+    if (progress) idle = 0;
     Op op;
     op.kind = Op::Supply;
     op.rows = std::move(carry);

@@ -90,7 +90,18 @@ struct Member::Impl {
     std::vector<std::int32_t> need;   // sources not supplied yet, ascending
     std::vector<std::int32_t> local;  // sources this member holds, ascending
     std::size_t local_done = 0;       // of which summed
+    // Held and batched (Member::bound_settles): each target list's sources
+    // and coefficients, summed a kernel_sums batch per op.
+    struct Terms {
+      std::vector<std::int32_t> src;
+      std::vector<double> c;
+      std::size_t done = 0;
+      std::size_t left() const { return src.size() - done; }
+    };
+    Terms moved, support;
+    bool batched = false;
   } settle;
+  bool batch_settles = false;  // Member::bound_settles
   std::vector<std::int32_t> stale;  // own variables without a gradient (gained, or started from multipliers)
   RowBlock rows_out;                // the wanted own rows, for the next report
 
@@ -274,10 +285,47 @@ struct Member::Impl {
       if (holds(v)) st.local.push_back(v);
       else st.need.push_back(v);
     }
-    if (st.need.empty()) {
+    if (!st.need.empty()) return;
+    if (!batch_settles || sharded()) {
       sum_sources(st.local);
-      end_settle();
+      return end_settle();
     }
+    for (const std::int32_t v : st.local) {
+      if (!st.shrunk.empty() && s->alpha[v] != s->alpha_ref[v]) {
+        st.moved.src.push_back(v);
+        st.moved.c.push_back(s->y[v] * (s->alpha[v] - s->alpha_ref[v]));
+      }
+      if (!st.stale.empty() && s->alpha[v] != 0) {
+        st.support.src.push_back(v);
+        st.support.c.push_back(s->y[v] * s->alpha[v]);
+      }
+    }
+    st.batched = true;
+    continue_settle();
+  }
+
+  // One kernel_sums batch of the held sources (Alg. 6's first, then the
+  // stale gradients'): batches in order are one call's arithmetic, so the
+  // gradients are those of a settle done at once. Ends the settle after
+  // the last.
+  void continue_settle() {
+    Settle& st = settle;
+    auto batch = [&](Settle::Terms& t, const std::vector<std::int32_t>& targets, std::vector<double>& acc,
+                     bool complete) {
+      if (t.left() == 0) return false;
+      const std::size_t to = std::min(t.src.size(), t.done + kernel_sums_batch(static_cast<std::int64_t>(targets.size())));
+      const auto from = static_cast<std::ptrdiff_t>(t.done), end = static_cast<std::ptrdiff_t>(to);
+      add_kernel_sums(*kr, {t.src.begin() + from, t.src.begin() + end}, {t.c.begin() + from, t.c.begin() + end},
+                      targets, complete, acc);
+      t.done = to;
+      return true;
+    };
+    if (!batch(st.moved, st.shrunk, st.shrunk_acc, true)) batch(st.support, st.stale, st.stale_acc, false);
+    if (pending() == 0) end_settle();
+  }
+
+  std::int64_t pending() const {
+    return settle.batched ? static_cast<std::int64_t>(settle.moved.left() + settle.support.left()) : 0;
   }
 
   // The own sources below `bound` not summed yet, merged in order with
@@ -344,6 +392,7 @@ struct Member::Impl {
   // Supplied rows: those of the sources still needed are summed (as
   // guests while they are), the rest ignored.
   void supply(const Op& op) {
+    if (settle.on && settle.batched) return continue_settle();
     if (!settle.on || op.rows.empty()) return;
     std::vector<std::pair<std::int32_t, std::size_t>> got;  // (variable, its row in op.rows), ascending
     for (std::size_t i = 0; i < op.rows.vars.size(); ++i) {
@@ -572,6 +621,7 @@ struct Member::Impl {
     r.rows = rows_out;
     if (sharded() && !settle.on && static_cast<std::int64_t>(mine.size()) < n()) likely_rows(r);
     r.need = settle.need;
+    r.pending = pending();
     return r;
   }
 
@@ -614,6 +664,8 @@ Member::Member(const LabeledCsr& data, SvmParams params, std::vector<Device*> de
 }
 
 Member::~Member() = default;
+
+void Member::bound_settles() { impl_->batch_settles = true; }
 
 void Member::hold(const std::vector<Range>& owners) {
   if (impl_->sharded()) impl_->hold(owners);

@@ -43,13 +43,23 @@ void shrink(State& s, const Extremes& e) {
 // acc[b] = sum_a c[a] K(x_sources[a], x_targets[b]), computed in batches
 // of many sources (the kernel's matrix-product path); with `complete` the
 // values also extend the cache's rows of the sources to the targets.
+std::size_t kernel_sums_batch(std::int64_t targets) {
+  return static_cast<std::size_t>(std::max<std::int64_t>(1, kReconstructBytes / 4 / std::max<std::int64_t>(targets, 1)));
+}
+
 std::vector<double> kernel_sums(KernelRows& kr, const std::vector<std::int32_t>& sources,
                                 const std::vector<double>& c, const std::vector<std::int32_t>& targets,
                                 bool complete) {
+  std::vector<double> acc(targets.size(), 0.0);
+  add_kernel_sums(kr, sources, c, targets, complete, acc);
+  return acc;
+}
+
+void add_kernel_sums(KernelRows& kr, const std::vector<std::int32_t>& sources, const std::vector<double>& c,
+                     const std::vector<std::int32_t>& targets, bool complete, std::vector<double>& acc) {
   const std::int64_t m = static_cast<std::int64_t>(targets.size());
-  std::vector<double> acc(m, 0.0);
-  if (m == 0) return acc;
-  const std::size_t chunk = static_cast<std::size_t>(std::max<std::int64_t>(1, kReconstructBytes / 4 / m));
+  if (m == 0) return;
+  const std::size_t chunk = kernel_sums_batch(m);
   std::vector<float> out;
   std::vector<const float*> rows;
   for (std::size_t a0 = 0; a0 < sources.size(); a0 += chunk) {
@@ -62,7 +72,6 @@ std::vector<double> kernel_sums(KernelRows& kr, const std::vector<std::int32_t>&
     for (std::size_t a = 0; a < q.size(); ++a) rows[a] = out.data() + a * m;
     accumulate_rows(rows, std::vector<double>(c.begin() + a0, c.begin() + a1), m, acc.data());
   }
-  return acc;
 }
 
 // Algorithm 6, from the last point where every gradient was exact (the

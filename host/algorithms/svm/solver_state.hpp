@@ -108,6 +108,12 @@ void shrink(State& s, const Extremes& e);
 std::vector<double> kernel_sums(KernelRows& kr, const std::vector<std::int32_t>& sources,
                                 const std::vector<double>& c, const std::vector<std::int32_t>& targets,
                                 bool complete);
+// The same sums added into acc. kernel_sums computes its sources in batches
+// of kernel_sums_batch(targets) (64 MiB of kernel values); a caller that
+// adds them a batch at a time in order does kernel_sums' arithmetic.
+void add_kernel_sums(KernelRows& kr, const std::vector<std::int32_t>& sources, const std::vector<double>& c,
+                     const std::vector<std::int32_t>& targets, bool complete, std::vector<double>& acc);
+std::size_t kernel_sums_batch(std::int64_t targets);
 // Algorithm 6 for every sample outside s.active, from (alpha_ref, G_ref);
 // then alpha_ref = alpha, G_ref = G.
 void reconstruct(State& s, KernelRows& kr);

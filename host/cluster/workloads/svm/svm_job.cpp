@@ -76,7 +76,9 @@ class SvmPartition final : public StarPartition {
                const SvmParams& params, std::vector<Device*> devices, std::uint32_t id, EveryRow every_row = {})
       : owned_(std::move(owned)), rows_(std::move(rows)), params_(params), devices_(std::move(devices)), id_(id),
         max_vars_(2 * std::max<std::int64_t>(1, rows_->rows())), every_row_(std::move(every_row)),
-        member_(std::make_unique<svm_parallel::Member>(*rows_, params, devices_, id)) {}
+        member_(std::make_unique<svm_parallel::Member>(*rows_, params, devices_, id)) {
+    member_->bound_settles();
+  }
 
   Bytes contribute(std::int64_t) override { return svm_wire::encode_report(member_->report()); }
   Bytes idle() const override { return svm_wire::encode_report(Report{}); }
@@ -128,6 +130,7 @@ class SvmPartition final : public StarPartition {
     auto all = std::make_unique<svm_parallel::HeldRows>(every_row_().x);
     every_row_ = {};
     member_ = std::make_unique<svm_parallel::Member>(*all, params_, devices_, id_);
+    member_->bound_settles();
     rows_ = std::move(all);
     if (op.kind == Op::Start || !shared_.start) return;
     Op start = *shared_.start;  // its owners already the op's (track)
@@ -638,11 +641,11 @@ accel::Task<SvmJob::Reports> SvmJob::follow_membership(Reports reports) {
   co_return reports;
 }
 
-// Sharded: rounds of Supply until no member waits for rows (a
-// reconstruction, gradients rebuilt for rows a member gained); each
+// Rounds of Supply until no member waits for rows (sharded: a
+// reconstruction, gradients rebuilt for rows a member gained) or has
+// sources left to sum (held: a batch a round, Member::bound_settles); each
 // follows membership, and what a lost member leaves is wanted again.
 accel::Task<SvmJob::Reports> SvmJob::settled(Reports reports) {
-  if (!sharded_) co_return reports;
   co_return co_await svm_parallel::settle(std::move(reports), [this](Op op) -> accel::Task<Reports> {
     Reports r = co_await exchange(std::move(op));
     co_return co_await follow_membership(std::move(r));

@@ -270,6 +270,7 @@ Bytes encode_report(const Report& r) {
   o.put(r.seconds);
   put_rows(o, r.rows);
   o.array(r.need);
+  o.put(r.pending);
   return std::move(o.b);
 }
 
@@ -306,6 +307,8 @@ Report decode_report(std::span<const std::byte> in, std::int64_t max_vars) {
   r.need = i.array<std::int32_t>(m);
   for (const auto k : r.need)
     if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");
+  r.pending = i.get<std::int64_t>();
+  if (r.pending < 0 || r.pending > 2 * max_vars) throw InputError("svm report with impossible pending sums");
   for (const auto& v : {&r.up, &r.low})
     for (const auto& [g, k] : *v)
       if (k < 0 || k >= max_vars) throw InputError("svm report names a bad variable");
