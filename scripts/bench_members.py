@@ -58,7 +58,7 @@ def jsonl(path):
 
 
 def run(args, data, members, out_dir, kill=0):
-    run_dir = out_dir / f"p{members}" + ("-kill" if kill else "")
+    run_dir = out_dir / (f"p{members}" + ("-kill" if kill else ""))
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     env = dict(os.environ, OMP_NUM_THREADS="1")
