@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import jsonl, kill_left, wait_job  # noqa: E402
 from bench_svm_cluster import free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,10 +52,6 @@ def make_data(path, rows, cols, seed=7):
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
         f.write(x.astype(np.float32).tobytes())
-
-
-def jsonl(path):
-    return [json.loads(l) for l in Path(path).read_text().splitlines() if l.strip()] if Path(path).exists() else []
 
 
 def run(args, data, members, out_dir, kill=0):
@@ -86,17 +83,9 @@ def run(args, data, members, out_dir, kill=0):
                         procs[w].send_signal(signal.SIGKILL)
                     break
                 time.sleep(0.02)
-        coord.wait(timeout=1800)
-        for p in procs.values():
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        wait_job(coord, list(procs.values()))
     finally:
-        for p in [coord, *procs.values()]:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_left([coord, *procs.values()])
     if coord.returncode != 0:
         raise SystemExit(f"P = {members} failed: " + (run_dir / "coordinator.err").read_text()[-800:])
     rounds = [j for j in jsonl(log) if j.get("participant") == 0]

@@ -129,6 +129,16 @@ def kill_left(procs):
             p.wait()
 
 
+def wait_job(coord, procs):
+    """The coordinator's end, then its workers' (a stuck worker killed)."""
+    coord.wait(timeout=1800)
+    for p in procs:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def single(args, data, out_dir):
     cen = out_dir / "single.npy"
     t0 = time.time()
@@ -170,12 +180,7 @@ def distributed(args, data, workers, out_dir, cap_bytes, kill=False):
                         os.kill(int(pid), signal.SIGKILL)
                     break
                 time.sleep(0.05)
-        coord.wait(timeout=1800)
-        for p in procs.values():
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        wait_job(coord, list(procs.values()))
     finally:
         kill_left([coord, *procs.values()])
     if coord.returncode != 0:
