@@ -106,7 +106,6 @@ class Coordinator {
   void apply_trims(const std::vector<std::pair<std::uint32_t, std::int64_t>>& trims, std::int64_t t);
   void measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t);
   bool checkpointing() const { return !o_.checkpoint_dir.empty(); }
-  std::uint64_t input_fingerprint() { return job_.fingerprint(); }
   bool known_worker(std::uint32_t id) const { return id >= 1 && id <= static_cast<std::uint32_t>(M_); }
   Membership membership() const {
     return {{active_.begin(), active_.end()}, {inactive_.begin(), inactive_.end()},
@@ -538,7 +537,7 @@ void Coordinator::checkpoint(std::int64_t t, bool must) {
   c.workers = static_cast<std::uint32_t>(N_);
   c.listen = listen_address_;
   c.job_file = token_file_;
-  if (!fingerprint_) fingerprint_ = input_fingerprint();
+  if (!fingerprint_) fingerprint_ = job_.fingerprint();
   c.input_fingerprint = *fingerprint_;
   c.options = job_.result_options();
   c.params = params_;
@@ -588,7 +587,7 @@ void Coordinator::check_resumable() {
                        (it == c.options.end() ? std::string("unset") : it->second) + ", this one asks for " + value +
                        "; resume with the original options");
   }
-  fingerprint_ = input_fingerprint();  // the next checkpoint's too
+  fingerprint_ = job_.fingerprint();  // the next checkpoint's too
   if (c.input_fingerprint != *fingerprint_)
     throw InputError(where + job_.input_name() + " is not the input the checkpoint's job read (same size, other "
                      "contents); give the original input");

@@ -303,17 +303,4 @@ std::uint32_t decode_u32(std::span<const std::byte> in) {
   return v;
 }
 
-Bytes encode_f64(double v) {
-  Out o;
-  o.put(v);
-  return std::move(o.b);
-}
-
-double decode_f64(std::span<const std::byte> in) {
-  In i(in);
-  const double v = i.get<double>();
-  i.end();
-  return v;
-}
-
 }  // namespace accel::cluster

@@ -165,7 +165,5 @@ Bytes encode_counted(std::uint32_t member, const Bytes* data);
 std::pair<std::uint32_t, std::optional<Bytes>> decode_counted(std::span<const std::byte> in, const Limits& limits);
 Bytes encode_u32(std::uint32_t v);
 std::uint32_t decode_u32(std::span<const std::byte> in);
-Bytes encode_f64(double v);
-double decode_f64(std::span<const std::byte> in);
 
 }  // namespace accel::cluster
