@@ -1,8 +1,8 @@
 // Which CPU kmeans_assign loop runs a shape. Over a grid of d = 2..784 and
 // k = 4..1024 (1M rows, bench_kmeans.py --grid, timed per loop) the
 // fastest loop changes with the shape, and the rule follows it: masked at
-// d <= 4 with k <= 8 (sixteen points a vector with AVX-512; an eight-lane
-// form loses to the wide loop); the rows loop from d = 64 with k <= 8 and
+// d <= 4 with k <= 8 where AVX-512 gives it sixteen points a vector (its
+// eight-lane form loses to the wide loop); the rows loop from d = 64 with k <= 8 and
 // from d = 128 with k <= 16; the register-transposed wide loop elsewhere
 // where it is built (d <= 16, 24, 32, 48 and 64 at every k; d = 128 up to
 // k = 256); and sgemm for the rest. That rule is the default.
@@ -108,9 +108,7 @@ std::optional<Loop> forced(const std::vector<Loop>& loops) {
 Loop rule(std::int64_t d, std::int64_t k) {
 #if defined(__AVX512F__)
   if (kmeans_assign_masked_fits(d, k) && k <= 8) return Loop::Masked;
-#else  // eight lanes: at k = 8 the wide loop is faster for d = 3 and 4
-  if (kmeans_assign_masked_fits(d, k) && (k <= 7 || (d <= 2 && k <= 8))) return Loop::Masked;
-#endif
+#endif  // with eight lanes (Zen 3, AVX2) the wide loop beats it 2-5x at d = 2 and 4, k = 2..8
   if (kmeans_assign_rows_fits(d, k) && (d >= 128 || (d >= 64 && k <= 8))) return Loop::Rows;
   if (kmeans_assign_wide_fits(d) && (d <= 64 || k <= 256)) return Loop::Wide;
   return Loop::Gemm;

@@ -138,30 +138,61 @@ inline void transpose16(const float* p, v16f* xs) {
 constexpr int kGroups = 4;
 constexpr int kStep = 16 * kGroups;
 
+// Each point's nearest centroid of the k at c (D floats each): best[g]
+// and arg[g] for the sixteen points of xs[g]. With AVX-512 a group is one
+// vector. Without it the groups are split into native 8-lane halves: GCC
+// 12 lowers a 16-lane compare, select or scalar broadcast one lane at a
+// time through the stack there (the loop ran 20x slower on Zen 3, which
+// has no AVX-512), while sums and FMAs it splits well.
+template <int D>
+inline void nearest(const v16f (&xs)[kGroups][D], const float* c, std::int64_t k, v16f (&best)[kGroups],
+                    v16i (&arg)[kGroups]) {
+#ifdef __AVX512F__
+  typedef v16f V;
+  typedef v16i VI;
+#else
+  typedef v8f V;
+  typedef std::int32_t VI __attribute__((vector_size(32)));
+#endif
+  constexpr int H = sizeof(v16f) / sizeof(V);  // vectors a group
+  constexpr int G = kGroups * H;
+  V x[D][G];  // element j of each vector's points
+  for (int g = 0; g < kGroups; ++g)
+    for (int j = 0; j < D; ++j) std::memcpy(&x[j][g * H], &xs[g][j], sizeof(v16f));
+  V b[G];
+  VI a[G];
+  for (int g = 0; g < G; ++g) b[g] = V{} + std::numeric_limits<float>::infinity(), a[g] = VI{};
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    const float* ck = c + kk * D;
+    V dist[G] = {};
+    for (int j = 0; j < D; ++j) {
+      const V cj = V{} + ck[j];
+      for (int g = 0; g < G; ++g) {
+        const V t = x[j][g] - cj;
+        dist[g] += t * t;
+      }
+    }
+    const VI kv = VI{} + static_cast<std::int32_t>(kk);
+    for (int g = 0; g < G; ++g) {
+      const VI better = dist[g] < b[g];  // strict: ties stay with the lower index
+      b[g] = better ? dist[g] : b[g];
+      a[g] = better ? kv : a[g];
+    }
+  }
+  std::memcpy(best, b, sizeof best);
+  std::memcpy(arg, a, sizeof arg);
+}
+
 template <int D>
 inline void step(const float* p, int valid, const float* c, std::int64_t k, std::int32_t* labels, WideAcc<D>& acc) {
   v16f xs[kGroups][D];
   for (int g = 0; g < kGroups; ++g) transpose16<D>(p + g * 16 * D, xs[g]);
   v16f best[kGroups];
   v16i arg[kGroups];
-  for (int g = 0; g < kGroups; ++g) best[g] = v16f{} + std::numeric_limits<float>::infinity(), arg[g] = v16i{};
-  for (std::int64_t kk = 0; kk < k; ++kk) {
-    const float* ck = c + kk * D;
-    v16f dist[kGroups] = {};
-    for (int j = 0; j < D; ++j)
-      for (int g = 0; g < kGroups; ++g) {
-        const v16f t = xs[g][j] - ck[j];
-        dist[g] += t * t;
-      }
-    const v16i kv = v16i{} + static_cast<std::int32_t>(kk);
-    for (int g = 0; g < kGroups; ++g) {
-      const v16i better = dist[g] < best[g];  // strict: ties stay with the lower index
-      best[g] = better ? dist[g] : best[g];
-      arg[g] = better ? kv : arg[g];
-    }
-  }
-  const v16i lane = v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  for (int g = 0; g < kGroups; ++g) acc.add((lane + 16 * g) < valid ? best[g] : v16f{});
+  nearest<D>(xs, c, k, best, arg);
+  if (valid < kStep)  // the padding's distances count nowhere
+    for (int q = valid; q < kStep; ++q) best[q / 16][q % 16] = 0;
+  for (int g = 0; g < kGroups; ++g) acc.add(best[g]);
   // The labels leave their vectors in one store, and the sums' addresses
   // come from locals: read through acc in the loop, they would be loaded
   // again after every count's increment (an int64 store that might alias
