@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "accel/transport/transport.hpp"
+#include "accel/transport/ucx_transport.hpp"
 #include "bootstrap.hpp"
 #include "protocol.hpp"
 
@@ -43,7 +43,7 @@ void raw_bytes(const std::string& ip, std::uint16_t port) {
 void wrong_token(std::uint64_t token, const std::string& ip, std::uint16_t port) {
   transport::Options o;
   o.job_token = token;
-  transport::Transport t(o);
+  transport::UcxTransport t(o);
   try {
     cluster::boot_connect(ip, port, token, 1, false, t.worker_address(), std::chrono::milliseconds(3000));
     std::cout << "handshake with token " << token << ": ACCEPTED\n";
@@ -63,7 +63,7 @@ void attack(std::uint64_t token, std::uint64_t header_token, std::uint32_t max_p
   o.incarnation = incarnation;
   o.max_control_payload = max_payload;
   o.shutdown_timeout = std::chrono::milliseconds(500);
-  transport::Transport t(o);
+  transport::UcxTransport t(o);
   const auto boot =
       cluster::boot_connect(ip, port, token, o.self_id, false, t.worker_address(), std::chrono::milliseconds(3000));
   const auto ep = t.connect(boot.address);
@@ -87,7 +87,7 @@ void forged_contribution(std::uint64_t token, std::uint64_t iteration, std::int6
   o.self_id = 2;
   o.incarnation = 1;
   o.shutdown_timeout = std::chrono::milliseconds(500);
-  transport::Transport t(o);
+  transport::UcxTransport t(o);
   const auto boot =
       cluster::boot_connect(ip, port, token, o.self_id, false, t.worker_address(), std::chrono::milliseconds(3000));
   const auto ep = t.connect(boot.address);

@@ -11,7 +11,7 @@
 #include <numeric>
 #include <thread>
 
-#include "accel/transport/transport.hpp"
+#include "accel/transport/ucx_transport.hpp"
 
 namespace accel::transport {
 namespace {
@@ -87,7 +87,7 @@ std::vector<std::byte> u64(std::uint64_t v) {
 // parent's rendezvous stays pending) until it is killed. Bounded: 30 s.
 [[noreturn]] void stalling_receiver(int fd) {
   try {
-    Transport t(opts("tcp", 1));
+    UcxTransport t(opts("tcp", 1));
     const std::uint16_t port = t.listen("127.0.0.1", 0);
     if (write(fd, &port, sizeof port) != sizeof port) _exit(2);
     auto hello = t.receive(20s);
@@ -120,7 +120,7 @@ TEST(TransportProcess, KilledPeerFailsPendingAndNewRequests) {
   close(fds[0]);
 
   {
-    Transport t(opts("tcp", 0));
+    UcxTransport t(opts("tcp", 0));
     const EndpointId ep = t.connect("127.0.0.1", port);
     const std::size_t n = 256u << 20;
     auto hello = t.send(ep, kHello, 0, u64(n));
@@ -154,7 +154,7 @@ TEST(TransportProcess, KilledPeerFailsPendingAndNewRequests) {
 // bytes; its exit status is the verdict. Addresses are relayed by pipes.
 [[noreturn]] void shm_receiver(int to_parent, int from_parent, std::size_t n) {
   try {
-    Transport t(opts("posix,cma,self", 1));
+    UcxTransport t(opts("posix,cma,self", 1));
     write_blob(to_parent, t.worker_address());
     const auto parent_address = read_blob(from_parent);
     if (parent_address.empty()) _exit(2);
@@ -192,7 +192,7 @@ TEST_P(TransportProcessBulk, SharedMemoryAcrossProcesses) {
   {
     Options o = opts("posix,cma,self", 0);
     o.block_bytes = 16u << 20;
-    Transport t(o);
+    UcxTransport t(o);
     const auto child_address = read_blob(up[0]);
     ASSERT_FALSE(child_address.empty());
     const EndpointId ep = t.connect(child_address);

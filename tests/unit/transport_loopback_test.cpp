@@ -7,7 +7,7 @@
 
 #include "accel/error.hpp"
 #include "accel/log.hpp"
-#include "accel/transport/transport.hpp"
+#include "accel/transport/ucx_transport.hpp"
 
 namespace accel::transport {
 namespace {
@@ -66,7 +66,7 @@ struct LogCapture {
 };
 
 TEST(TransportLoopback, ListenerConnectAndControlMessagesBothWays) {
-  Transport server(opts("tcp", 0)), client(opts("tcp", 7));
+  UcxTransport server(opts("tcp", 0)), client(opts("tcp", 7));
   const std::uint16_t port = server.listen("127.0.0.1", 0);
   ASSERT_GT(port, 0);
   const EndpointId ep = client.connect("127.0.0.1", port);
@@ -104,7 +104,7 @@ TEST(TransportLoopback, ListenerConnectAndControlMessagesBothWays) {
 }
 
 TEST(TransportLoopback, WorkerAddressConnection) {
-  Transport a(opts(kShm, 1)), b(opts(kShm, 2));
+  UcxTransport a(opts(kShm, 1)), b(opts(kShm, 2));
   const EndpointId ep = b.connect(a.worker_address());
   auto c = b.send(ep, 9, 3, text("over shared memory"));
   auto r = receive_on(a, b);
@@ -118,7 +118,7 @@ TEST(TransportLoopback, WorkerAddressConnection) {
 
 TEST(TransportLoopback, WrongTokenIsDroppedAndLogged) {
   LogCapture logs;
-  Transport server(opts("tcp", 0)), intruder(opts("tcp", 3, kToken ^ 1));
+  UcxTransport server(opts("tcp", 0)), intruder(opts("tcp", 3, kToken ^ 1));
   const EndpointId ep = intruder.connect("127.0.0.1", server.listen("127.0.0.1", 0));
   auto c = intruder.send(ep, 5, 0, text("let me in"));
   ASSERT_TRUE(pump(server, intruder, [&] { return server.stats().messages_dropped == 1; }));
@@ -131,7 +131,7 @@ TEST(TransportLoopback, OversizedMessageIsDropped) {
   LogCapture logs;
   Options big = opts("tcp", 3);
   big.max_control_payload = 4u << 20;
-  Transport server(opts("tcp", 0)), sender(big);
+  UcxTransport server(opts("tcp", 0)), sender(big);
   const EndpointId ep = sender.connect("127.0.0.1", server.listen("127.0.0.1", 0));
   auto c = sender.send(ep, 5, 0, std::vector<std::byte>(2u << 20));
   auto ok = sender.send(ep, 5, 1, text("small"));
@@ -153,7 +153,7 @@ TEST_P(TransportBulk, HundredMiBInSixteenMiBBlocks) {
   const BulkCase& bc = GetParam();
   Options o = opts(bc.tls, 1);
   o.block_bytes = 16u << 20;
-  Transport rx(opts(bc.tls, 0)), tx(o);
+  UcxTransport rx(opts(bc.tls, 0)), tx(o);
   EndpointId ep;
   if (bc.tls == "tcp")
     ep = tx.connect("127.0.0.1", rx.listen("127.0.0.1", 0));
@@ -186,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(Protocols, TransportBulk,
 TEST(TransportLoopback, AutoPicksAmOverTcpAndUnevenTail) {
   Options o = opts("tcp", 1);
   o.block_bytes = 1u << 20;
-  Transport rx(opts("tcp", 0)), tx(o);
+  UcxTransport rx(opts("tcp", 0)), tx(o);
   const EndpointId ep = tx.connect("127.0.0.1", rx.listen("127.0.0.1", 0));
   EXPECT_EQ(tx.resolve_protocol(ep), BulkProtocol::ActiveMessage);
   const std::size_t n = (3u << 20) + 12345;  // a short last block
@@ -207,7 +207,7 @@ TEST(TransportLoopback, PushTellsOfEachBlockSentWithinItsWindow) {
   for (const BulkProtocol protocol : {BulkProtocol::ActiveMessage, BulkProtocol::Put}) {
     Options o = opts(kShm, 1);
     o.block_bytes = 1u << 20;
-    Transport rx(opts(kShm, 0)), tx(o);
+    UcxTransport rx(opts(kShm, 0)), tx(o);
     const EndpointId ep = tx.connect(rx.worker_address());
     const std::size_t n = (9u << 20) + 777;
     std::vector<std::byte> src(n), dst(n);
@@ -230,7 +230,7 @@ TEST(TransportLoopback, PushTellsOfEachBlockSentWithinItsWindow) {
 }
 
 TEST(TransportLoopback, BadTicketsAreInputErrors) {
-  Transport rx(opts("tcp", 0)), tx(opts("tcp", 1));
+  UcxTransport rx(opts("tcp", 0)), tx(opts("tcp", 1));
   const EndpointId ep = tx.connect("127.0.0.1", rx.listen("127.0.0.1", 0));
   std::vector<std::byte> buf(4096);
   EXPECT_THROW(tx.push(ep, text("not a ticket"), buf.data(), buf.size()), InputError);
@@ -243,7 +243,7 @@ TEST(TransportLoopback, BadTicketsAreInputErrors) {
 
 TEST(TransportLoopback, BlocksForAnUnknownTransferAreRejected) {
   LogCapture logs;
-  Transport rx(opts("tcp", 0)), tx(opts("tcp", 1));
+  UcxTransport rx(opts("tcp", 0)), tx(opts("tcp", 1));
   const EndpointId ep = tx.connect("127.0.0.1", rx.listen("127.0.0.1", 0));
   std::vector<std::byte> buf(1u << 20), src(1u << 20);
   BulkReceiveHandle h = rx.expect(buf.data(), buf.size());
@@ -258,10 +258,10 @@ TEST(TransportLoopback, BlocksForAnUnknownTransferAreRejected) {
 TEST(TransportLoopback, ConnectionRefusedFailsTheEndpoint) {
   std::uint16_t port;
   {
-    Transport gone(opts("tcp", 0));
+    UcxTransport gone(opts("tcp", 0));
     port = gone.listen("127.0.0.1", 0);
   }
-  Transport tx(opts("tcp", 1));
+  UcxTransport tx(opts("tcp", 1));
   const EndpointId ep = tx.connect("127.0.0.1", port);
   auto c = tx.send(ep, 5, 0, text("anyone?"));
   ASSERT_TRUE(tx.wait(c, 10s));

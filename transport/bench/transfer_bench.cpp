@@ -22,7 +22,7 @@
 
 #include "accel/config.hpp"
 #include "accel/error.hpp"
-#include "accel/transport/transport.hpp"
+#include "accel/transport/ucx_transport.hpp"
 
 #if ACCEL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     o.peer_failure_detection = peer_failure == "on";
     o.protocol = parse_bulk_protocol(protocol_name);
     o.shutdown_timeout = 1000ms;
-    Transport t(o);
+    UcxTransport t(o);
     const std::chrono::seconds timeout(timeout_s);
     return role == "server" ? run_server(t, address_file, total, reps, mem, receive_into == "ucx", timeout)
                             : run_client(t, address_file, total, reps, mem, o.protocol, timeout);

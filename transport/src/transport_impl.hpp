@@ -1,4 +1,4 @@
-// Internal state of a Transport, shared by ucx_transport.cpp (context,
+// Internal state of a UcxTransport, shared by ucx_transport.cpp (context,
 // endpoints, control messages) and ucx_bulk.cpp (bulk transfers).
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "accel/transport/transport.hpp"
+#include "accel/transport/ucx_transport.hpp"
 
 namespace accel::transport {
 
@@ -24,7 +24,7 @@ inline constexpr unsigned kAmControl = 0x41c0;
 inline constexpr unsigned kAmBulkBlock = 0x41c1;
 
 struct EndpointRec {
-  Transport::Impl* impl = nullptr;
+  UcxTransport::Impl* impl = nullptr;
   EndpointId id = kNoEndpoint;
   ucp_ep_h ep = nullptr;
   std::string error;   // set by the error callback or a failed close
@@ -34,7 +34,7 @@ struct EndpointRec {
 // One outstanding UCX request: what to do when it completes, and what must
 // stay alive until then (an encoded message, a block header).
 struct Request {
-  Transport::Impl* impl = nullptr;
+  UcxTransport::Impl* impl = nullptr;
   std::function<void(ucs_status_t)> on_done;  // records state only, never progresses
   std::vector<std::byte> keep, keep2;
 };
@@ -75,7 +75,7 @@ struct BulkRecv {
   bool forgotten = false;
 };
 
-struct Transport::Impl {
+struct UcxTransport::Impl {
   Options opt;
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;

@@ -53,7 +53,7 @@ std::uint64_t random_transfer_base() {
 
 }  // namespace
 
-BulkReceiveHandle Transport::expect(void* dst, std::size_t bytes, MemoryType memory, EndpointId from) {
+BulkReceiveHandle UcxTransport::expect(void* dst, std::size_t bytes, MemoryType memory, EndpointId from) {
   Impl& m = *impl_;
   if (dst == nullptr || bytes == 0 || bytes > kMaxTransferBytes)
     throw std::invalid_argument("expect: empty or oversized destination");
@@ -115,7 +115,7 @@ BulkReceiveHandle Transport::expect(void* dst, std::size_t bytes, MemoryType mem
   return h;
 }
 
-void* Transport::allocate(std::size_t bytes, MemoryType memory) {
+void* UcxTransport::allocate(std::size_t bytes, MemoryType memory) {
   if (bytes == 0 || bytes > kMaxTransferBytes) throw std::invalid_argument("allocate: size out of range");
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS |
@@ -137,7 +137,7 @@ void* Transport::allocate(std::size_t bytes, MemoryType memory) {
   return attr.address;
 }
 
-void Transport::deallocate(void* p) {
+void UcxTransport::deallocate(void* p) {
   auto it = impl_->regions.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == impl_->regions.end()) throw std::invalid_argument("deallocate: not from allocate()");
   for (const auto& [id, r] : impl_->recvs)
@@ -147,7 +147,7 @@ void Transport::deallocate(void* p) {
   impl_->regions.erase(it);
 }
 
-void Transport::forget(std::uint64_t transfer_id) {
+void UcxTransport::forget(std::uint64_t transfer_id) {
   auto it = impl_->recvs.find(transfer_id);
   if (it == impl_->recvs.end()) return;
   BulkRecv& r = *it->second;
@@ -156,7 +156,7 @@ void Transport::forget(std::uint64_t transfer_id) {
   impl_->finish_recv_if_ready(r);
 }
 
-BulkProtocol Transport::resolve_protocol(EndpointId ep) const {
+BulkProtocol UcxTransport::resolve_protocol(EndpointId ep) const {
   if (impl_->opt.protocol != BulkProtocol::Auto) return impl_->opt.protocol;
   // UCX 1.13 has no query for an endpoint's transports, so read the lane
   // table it prints. A put over tcp is emulated with active messages in
@@ -171,7 +171,7 @@ BulkProtocol Transport::resolve_protocol(EndpointId ep) const {
   return put_lane ? BulkProtocol::Put : BulkProtocol::ActiveMessage;
 }
 
-CompletionRef Transport::push(EndpointId ep, std::span<const std::byte> ticket_bytes, const void* src,
+CompletionRef UcxTransport::push(EndpointId ep, std::span<const std::byte> ticket_bytes, const void* src,
                               std::size_t bytes, MemoryType memory, BulkProtocol protocol, std::size_t window,
                               BlockSent sent) {
   Impl& m = *impl_;
@@ -210,7 +210,7 @@ CompletionRef Transport::push(EndpointId ep, std::span<const std::byte> ticket_b
   return c;
 }
 
-ucp_rkey_h Transport::Impl::acquire_rkey(EndpointRec& rec, const std::vector<std::byte>& packed) {
+ucp_rkey_h UcxTransport::Impl::acquire_rkey(EndpointRec& rec, const std::vector<std::byte>& packed) {
   auto key = std::make_pair(rec.id, std::string(reinterpret_cast<const char*>(packed.data()), packed.size()));
   if (auto it = rkeys.find(key); it != rkeys.end()) {
     ++it->second.users;
@@ -233,7 +233,7 @@ ucp_rkey_h Transport::Impl::acquire_rkey(EndpointRec& rec, const std::vector<std
   return rkey;
 }
 
-void Transport::Impl::release_rkey(EndpointId ep, const std::vector<std::byte>& packed) {
+void UcxTransport::Impl::release_rkey(EndpointId ep, const std::vector<std::byte>& packed) {
   auto it = rkeys.find(std::make_pair(ep, std::string(reinterpret_cast<const char*>(packed.data()), packed.size())));
   if (it == rkeys.end()) return;
   --it->second.users;
@@ -244,7 +244,7 @@ void Transport::Impl::release_rkey(EndpointId ep, const std::vector<std::byte>& 
   }
 }
 
-void Transport::Impl::drop_rkeys(EndpointId ep) {
+void UcxTransport::Impl::drop_rkeys(EndpointId ep) {
   for (auto it = rkeys.lower_bound({ep, std::string()}); it != rkeys.end() && it->first.first == ep;) {
     if (it->second.users == 0) {
       ucp_rkey_destroy(it->second.rkey);
@@ -255,7 +255,7 @@ void Transport::Impl::drop_rkeys(EndpointId ep) {
   }
 }
 
-void Transport::Impl::advance_bulk() {
+void UcxTransport::Impl::advance_bulk() {
   for (auto& s : sends) advance_send(*s);
   std::erase_if(sends, [](const std::unique_ptr<BulkSend>& s) { return s->phase == BulkSend::Phase::Finished; });
   for (auto& [id, r] : recvs) {
@@ -280,7 +280,7 @@ std::function<void(ucs_status_t)> counted_done(BulkSend& s, const char* what) {
 
 }  // namespace
 
-void Transport::Impl::advance_send(BulkSend& s) {
+void UcxTransport::Impl::advance_send(BulkSend& s) {
   if (s.phase == BulkSend::Phase::Finished) return;
   EndpointRec* rec = find(s.ep);
   if (s.error.empty() && (rec == nullptr || !rec->ep || !rec->error.empty()))
@@ -294,7 +294,7 @@ void Transport::Impl::advance_send(BulkSend& s) {
 
 // Reported only once UCX has released every request: the caller may free
 // src then.
-void Transport::Impl::end_send_with_error(BulkSend& s) {
+void UcxTransport::Impl::end_send_with_error(BulkSend& s) {
   if (s.in_flight != 0) return;
   if (s.rkey) release_rkey(s.ep, s.ticket.rkey);
   s.rkey = nullptr;
@@ -304,7 +304,7 @@ void Transport::Impl::end_send_with_error(BulkSend& s) {
 }
 
 // Blocks in a window of bytes and requests in flight.
-void Transport::Impl::send_blocks(BulkSend& s, EndpointRec& rec) {
+void UcxTransport::Impl::send_blocks(BulkSend& s, EndpointRec& rec) {
   const ucs_memory_type_t mt = ucs_memory(s.memory);
   const std::size_t window = std::clamp<std::size_t>((s.window ? s.window : opt.max_bytes_in_flight) / opt.block_bytes,
                                                      1, opt.max_blocks_in_flight);
@@ -340,7 +340,7 @@ void Transport::Impl::send_blocks(BulkSend& s, EndpointRec& rec) {
 
 // A completed put only means our buffer is reusable; the flush means the
 // data reached the remote memory, so only now may the receiver be told.
-void Transport::Impl::flush_send(BulkSend& s, EndpointRec& rec) {
+void UcxTransport::Impl::flush_send(BulkSend& s, EndpointRec& rec) {
   if (!s.flush_issued) {
     s.flush_issued = true;
     ++s.in_flight;
@@ -351,7 +351,7 @@ void Transport::Impl::flush_send(BulkSend& s, EndpointRec& rec) {
   if (s.in_flight == 0 && s.error.empty()) s.phase = BulkSend::Phase::Done;
 }
 
-void Transport::Impl::say_send_done(BulkSend& s, EndpointRec& rec) {
+void UcxTransport::Impl::say_send_done(BulkSend& s, EndpointRec& rec) {
   if (!s.done_issued) {
     s.done_issued = true;
     ++s.in_flight;
@@ -371,7 +371,7 @@ void Transport::Impl::say_send_done(BulkSend& s, EndpointRec& rec) {
   }
 }
 
-void Transport::Impl::handle_bulk_done(const Received& msg) {
+void UcxTransport::Impl::handle_bulk_done(const Received& msg) {
   std::string err;
   if (msg.message.header.type != kTypeBulkDone) {
     ++stats.messages_dropped;
@@ -401,7 +401,7 @@ void Transport::Impl::handle_bulk_done(const Received& msg) {
   finish_recv_if_ready(r);
 }
 
-void Transport::Impl::finish_recv_if_ready(BulkRecv& r) {
+void UcxTransport::Impl::finish_recv_if_ready(BulkRecv& r) {
   if (r.completion->done || r.in_flight > 0) return;
   bool finish = !r.error.empty();
   if (!finish && r.sender_done) {
@@ -418,7 +418,7 @@ void Transport::Impl::finish_recv_if_ready(BulkRecv& r) {
   r.completion->done = true;
 }
 
-ucs_status_t Transport::Impl::on_block(const void* header, std::size_t header_length, void* data,
+ucs_status_t UcxTransport::Impl::on_block(const void* header, std::size_t header_length, void* data,
                                        std::size_t length, const ucp_am_recv_param_t* param) {
   const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   const bool persistent = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0;

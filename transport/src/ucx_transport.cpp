@@ -47,12 +47,12 @@ void ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
 }
 
 void on_conn_request(ucp_conn_request_h req, void* arg) {
-  static_cast<Transport::Impl*>(arg)->conn_requests.push_back(req);
+  static_cast<UcxTransport::Impl*>(arg)->conn_requests.push_back(req);
 }
 
 ucs_status_t on_control(void* arg, const void*, size_t, void* data, size_t length,
                         const ucp_am_recv_param_t* param) {
-  auto* impl = static_cast<Transport::Impl*>(arg);
+  auto* impl = static_cast<UcxTransport::Impl*>(arg);
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
     // Control messages are sent eager; a rendezvous one is not ours to fetch.
     ++impl->stats.messages_dropped;
@@ -77,7 +77,7 @@ ucs_status_t on_control(void* arg, const void*, size_t, void* data, size_t lengt
 
 ucs_status_t on_block(void* arg, const void* header, size_t header_length, void* data, size_t length,
                       const ucp_am_recv_param_t* param) {
-  return static_cast<Transport::Impl*>(arg)->on_block(header, header_length, data, length, param);
+  return static_cast<UcxTransport::Impl*>(arg)->on_block(header, header_length, data, length, param);
 }
 
 }  // namespace
@@ -88,7 +88,7 @@ std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
 
 // ---------------------------------------------------------------------------
 
-Transport::Transport(Options options) : impl_(std::make_unique<Impl>()) {
+UcxTransport::UcxTransport(Options options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.opt = std::move(options);
   if (m.opt.max_control_payload > kMaxControlPayloadLimit)
@@ -145,7 +145,7 @@ Transport::Transport(Options options) : impl_(std::make_unique<Impl>()) {
   }
 }
 
-Transport::~Transport() {
+UcxTransport::~UcxTransport() {
   Impl& m = *impl_;
   using clock = std::chrono::steady_clock;
   // Let pending bulk sends finish, flush every endpoint, then force-close
@@ -177,11 +177,11 @@ Transport::~Transport() {
   ucp_cleanup(m.context);
 }
 
-const Options& Transport::options() const { return impl_->opt; }
+const Options& UcxTransport::options() const { return impl_->opt; }
 
 // --- requests --------------------------------------------------------------
 
-ucp_request_param_t Transport::Impl::send_param(Request* r) {
+ucp_request_param_t UcxTransport::Impl::send_param(Request* r) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = request_done;
@@ -189,7 +189,7 @@ ucp_request_param_t Transport::Impl::send_param(Request* r) {
   return p;
 }
 
-void Transport::Impl::track(Request* r, ucs_status_ptr_t p) {
+void UcxTransport::Impl::track(Request* r, ucs_status_ptr_t p) {
   if (p == nullptr) {
     r->on_done(UCS_OK);
     delete r;
@@ -203,18 +203,18 @@ void Transport::Impl::track(Request* r, ucs_status_ptr_t p) {
 
 // --- endpoints -------------------------------------------------------------
 
-EndpointRec* Transport::Impl::find(EndpointId id) const {
+EndpointRec* UcxTransport::Impl::find(EndpointId id) const {
   auto it = eps.find(id);
   return it == eps.end() ? nullptr : it->second.get();
 }
 
-EndpointRec& Transport::Impl::live(EndpointId id) const {
+EndpointRec& UcxTransport::Impl::live(EndpointId id) const {
   EndpointRec* rec = find(id);
   if (rec == nullptr) throw std::invalid_argument("unknown endpoint " + std::to_string(id));
   return *rec;
 }
 
-EndpointId Transport::Impl::create_ep(ucp_ep_params_t& params) {
+EndpointId UcxTransport::Impl::create_ep(ucp_ep_params_t& params) {
   if (eps.size() >= opt.max_endpoints) throw std::runtime_error("too many endpoints");
   auto rec = std::make_unique<EndpointRec>();
   rec->impl = this;
@@ -231,7 +231,7 @@ EndpointId Transport::Impl::create_ep(ucp_ep_params_t& params) {
   return id;
 }
 
-void Transport::Impl::close_ep(EndpointRec& rec, bool force) {
+void UcxTransport::Impl::close_ep(EndpointRec& rec, bool force) {
   if (!rec.ep) return;
   if (rec.error.empty()) rec.error = "endpoint closed";
   if (!force) {
@@ -254,7 +254,7 @@ void Transport::Impl::close_ep(EndpointRec& rec, bool force) {
   track(r, ucp_ep_close_nbx(ep, &p));
 }
 
-std::vector<std::byte> Transport::worker_address() const {
+std::vector<std::byte> UcxTransport::worker_address() const {
   ucp_address_t* addr = nullptr;
   std::size_t len = 0;
   check(ucp_worker_get_address(impl_->worker, &addr, &len), "ucp_worker_get_address");
@@ -264,7 +264,7 @@ std::vector<std::byte> Transport::worker_address() const {
   return out;
 }
 
-EndpointId Transport::connect(std::span<const std::byte> address) {
+EndpointId UcxTransport::connect(std::span<const std::byte> address) {
   if (address.empty() || address.size() > 65536) throw InputError("worker address length out of range");
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
@@ -272,7 +272,7 @@ EndpointId Transport::connect(std::span<const std::byte> address) {
   return impl_->create_ep(p);
 }
 
-std::uint16_t Transport::listen(const std::string& ip, std::uint16_t port) {
+std::uint16_t UcxTransport::listen(const std::string& ip, std::uint16_t port) {
   Impl& m = *impl_;
   if (m.listener) throw std::logic_error("already listening");
   sockaddr_in sa = ipv4_sockaddr(ip, port);
@@ -289,7 +289,7 @@ std::uint16_t Transport::listen(const std::string& ip, std::uint16_t port) {
   return ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
 }
 
-EndpointId Transport::connect(const std::string& ip, std::uint16_t port) {
+EndpointId UcxTransport::connect(const std::string& ip, std::uint16_t port) {
   sockaddr_in sa = ipv4_sockaddr(ip, port);
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
@@ -299,23 +299,23 @@ EndpointId Transport::connect(const std::string& ip, std::uint16_t port) {
   return impl_->create_ep(p);
 }
 
-std::vector<EndpointId> Transport::take_accepted() { return std::exchange(impl_->accepted, {}); }
+std::vector<EndpointId> UcxTransport::take_accepted() { return std::exchange(impl_->accepted, {}); }
 
-bool Transport::alive(EndpointId ep) const {
+bool UcxTransport::alive(EndpointId ep) const {
   const EndpointRec* rec = impl_->find(ep);
   return rec != nullptr && rec->ep != nullptr && rec->error.empty();
 }
 
-std::string Transport::endpoint_error(EndpointId ep) const {
+std::string UcxTransport::endpoint_error(EndpointId ep) const {
   const EndpointRec* rec = impl_->find(ep);
   return rec == nullptr ? "unknown endpoint" : rec->error;
 }
 
-void Transport::disconnect(EndpointId ep) {
+void UcxTransport::disconnect(EndpointId ep) {
   if (EndpointRec* rec = impl_->find(ep)) impl_->close_ep(*rec, !rec->error.empty());
 }
 
-std::string Transport::describe(EndpointId id) const {
+std::string UcxTransport::describe(EndpointId id) const {
   const EndpointRec& rec = impl_->live(id);
   if (!rec.ep) return {};
   char* buf = nullptr;
@@ -331,7 +331,7 @@ std::string Transport::describe(EndpointId id) const {
 
 // --- progress --------------------------------------------------------------
 
-unsigned Transport::progress() {
+unsigned UcxTransport::progress() {
   Impl& m = *impl_;
   unsigned n = ucp_worker_progress(m.worker);
   // Connection requests and endpoint failures were only noted in callbacks.
@@ -366,7 +366,7 @@ unsigned Transport::progress() {
   return n;
 }
 
-bool Transport::progress_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+bool UcxTransport::progress_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   unsigned idle = 0;
   while (!pred()) {
@@ -394,13 +394,9 @@ bool Transport::progress_until(const std::function<bool()>& pred, std::chrono::m
   return true;
 }
 
-bool Transport::wait(const CompletionRef& c, std::chrono::milliseconds timeout) {
-  return progress_until([&] { return c->done; }, timeout);
-}
-
 // --- control messages ------------------------------------------------------
 
-CompletionRef Transport::send(EndpointId id, std::uint16_t type, std::uint64_t iteration,
+CompletionRef UcxTransport::send(EndpointId id, std::uint16_t type, std::uint64_t iteration,
                               std::span<const std::byte> payload, const std::array<std::byte, 16>* key) {
   if (type >= kFirstInternalType) throw std::invalid_argument("message type reserved for the transport");
   Impl& m = *impl_;
@@ -427,7 +423,7 @@ CompletionRef Transport::send(EndpointId id, std::uint16_t type, std::uint64_t i
   return c;
 }
 
-void Transport::Impl::drain_control() {
+void UcxTransport::Impl::drain_control() {
   const ControlLimits limits{opt.job_token, opt.max_control_payload};
   while (!raw.empty()) {
     RawMessage rm = std::move(raw.front());
@@ -450,7 +446,7 @@ void Transport::Impl::drain_control() {
   }
 }
 
-std::optional<Received> Transport::poll() {
+std::optional<Received> UcxTransport::poll() {
   progress();
   if (impl_->inbox.empty()) return std::nullopt;
   Received r = std::move(impl_->inbox.front());
@@ -460,7 +456,7 @@ std::optional<Received> Transport::poll() {
 
 // Returns early, with nothing, when a peer fails meanwhile: a caller
 // waiting for that peer learns at once that it will not answer.
-std::optional<Received> Transport::receive(std::chrono::milliseconds timeout) {
+std::optional<Received> UcxTransport::receive(std::chrono::milliseconds timeout) {
   const std::uint64_t failures = impl_->ep_failures;
   progress_until([&] { return !impl_->inbox.empty() || impl_->ep_failures != failures; }, timeout);
   if (impl_->inbox.empty()) return std::nullopt;
@@ -469,6 +465,6 @@ std::optional<Received> Transport::receive(std::chrono::milliseconds timeout) {
   return r;
 }
 
-Stats Transport::stats() const { return impl_->stats; }
+Stats UcxTransport::stats() const { return impl_->stats; }
 
 }  // namespace accel::transport

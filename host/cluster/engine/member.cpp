@@ -630,7 +630,7 @@ std::uint64_t find_job_token(const WorkerOptions& o, Clock::time_point deadline)
     if (const auto t = read_job_file(path)) return *t;
     if (Clock::now() >= deadline)
       throw InputError("no job token: " + path + " does not exist (give --job, --job-file or ACCEL_JOB_TOKEN)");
-    std::this_thread::sleep_for(Ms(100));
+    sleep_for(Ms(100));
   }
 }
 
@@ -675,7 +675,7 @@ struct WorkerRun::Impl {
   // say to retry, unless the token was given or the deadline has passed.
   bool reread_token() {
     if (given.job != 0 || Clock::now() >= token_deadline) return false;
-    std::this_thread::sleep_for(Ms(200));
+    sleep_for(Ms(200));
     o.job = find_job_token(given, token_deadline);
     return true;
   }
@@ -703,7 +703,7 @@ std::optional<int> WorkerRun::Impl::recover() {
                      << (lost_since ? " within --coordinator-timeout" : "") << "; exiting";
       return kExitLostJob;
     }
-    std::this_thread::sleep_for(Ms(200));
+    sleep_for(Ms(200));
   } catch (const CoordinatorGone& e) {
     if (leaving) return kExitOk;  // nothing to rejoin for
     ever_reached = true;
@@ -794,7 +794,7 @@ std::uint32_t WorkerRun::id() {
     } catch (const NotListening& e) {  // a launcher started this worker first
       if (Clock::now() >= w.join_deadline)
         throw InputError("accel worker: no coordinator at " + w.o.coordinator + " (" + e.what() + ")");
-      std::this_thread::sleep_for(Ms(200));
+      sleep_for(Ms(200));
     } catch (const TokenRefused&) {
       if (!w.reread_token()) throw;
     }

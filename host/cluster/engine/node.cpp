@@ -9,11 +9,20 @@
 #include "accel/error.hpp"
 #include "accel/log.hpp"
 #include "accel/faults.hpp"
+#include "accel/transport/ucx_transport.hpp"
 
 namespace accel::cluster {
 
+namespace {
+thread_local TransportMaker transport_maker;
+}
+
+void set_transport_maker(TransportMaker maker) { transport_maker = std::move(maker); }
+
 Node::Node(transport::Options opts, Ms timeout, Limits limits)
-    : net_(std::make_unique<transport::Transport>(std::move(opts))), timeout_(timeout), limits_(limits) {}
+    : net_(transport_maker ? transport_maker(std::move(opts)) : std::make_unique<transport::UcxTransport>(std::move(opts))),
+      timeout_(timeout),
+      limits_(limits) {}
 
 // A crash in the middle of the notification phase: some peers have this
 // round's contribution, the rest never get it. What was sent is let out

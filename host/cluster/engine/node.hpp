@@ -30,12 +30,12 @@
 #include <vector>
 
 #include "accel/transport/transport.hpp"
+#include "clock.hpp"
 #include "errors.hpp"
 #include "protocol.hpp"
 
 namespace accel::cluster {
 
-using Clock = std::chrono::steady_clock;
 using Ms = std::chrono::milliseconds;
 
 struct SyncStats {
@@ -50,6 +50,12 @@ using Other = std::function<void(const transport::Received&)>;
 // The workload bytes a peer gets instead of the contribution's own, or null
 // (Partition::addressed).
 using Addressed = std::function<const Bytes*(std::uint32_t peer)>;
+
+// The transport each Node of this thread gets: UcxTransport, unless a
+// simulator set its own maker for the thread (one thread per simulated
+// process), which is how the engine's code runs unmodified there.
+using TransportMaker = std::function<std::unique_ptr<transport::Transport>(transport::Options)>;
+void set_transport_maker(TransportMaker maker);  // empty: UcxTransport again
 
 class Node {
  public:

@@ -1,7 +1,9 @@
-// UCX transport: one UCP context and worker per Transport object, endpoints to
+// The transport interface the cluster engine talks through: endpoints to
 // peers (by listener address or by a worker address relayed out of band),
-// framed control messages as eager active messages, and bulk transfers by
-// RDMA put or by rendezvous active messages.
+// framed control messages, and bulk transfers into buffers the receiver
+// prepared. UcxTransport (ucx_transport.hpp) is the one that ships; a
+// simulator gives the engine another, which is the whole seam between the
+// engine and the network.
 //
 // Threading: a Transport is used by one thread. Nothing happens in the
 // background: every send, receive and error is advanced by progress() (or the
@@ -110,53 +112,55 @@ struct Stats {
 
 class Transport {
  public:
-  explicit Transport(Options options);
-  ~Transport();
+  Transport() = default;
+  virtual ~Transport() = default;
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
-  const Options& options() const;
+  virtual const Options& options() const = 0;
 
   // --- endpoints ---------------------------------------------------------
   // This worker's address, to relay out of band (launcher, file, another
   // endpoint). Only connect to addresses from a channel you trust: UCX parses
   // them; we only bound their length.
-  std::vector<std::byte> worker_address() const;
-  EndpointId connect(std::span<const std::byte> worker_address);
+  virtual std::vector<std::byte> worker_address() const = 0;
+  virtual EndpointId connect(std::span<const std::byte> worker_address) = 0;
   // Listens on ip:port (port 0: an ephemeral one); returns the bound port.
   // UCX 1.13 builds listener connections over network transports only (tcp,
   // rdma), never shared memory, so UCX_TLS must include one (e.g. "sm,tcp").
   // For shared memory between processes of a host, relay worker addresses
   // (over a listener endpoint, a file, the launcher) and connect by address.
-  std::uint16_t listen(const std::string& ip, std::uint16_t port);
-  EndpointId connect(const std::string& ip, std::uint16_t port);
+  virtual std::uint16_t listen(const std::string& ip, std::uint16_t port) = 0;
+  virtual EndpointId connect(const std::string& ip, std::uint16_t port) = 0;
   // Endpoints created for incoming connections since the last call.
-  std::vector<EndpointId> take_accepted();
-  bool alive(EndpointId ep) const;
-  std::string endpoint_error(EndpointId ep) const;  // empty while alive
+  virtual std::vector<EndpointId> take_accepted() = 0;
+  virtual bool alive(EndpointId ep) const = 0;
+  virtual std::string endpoint_error(EndpointId ep) const = 0;  // empty while alive
   // Closes (flushing what was sent) without waiting; the id stays known, not alive.
-  void disconnect(EndpointId ep);
+  virtual void disconnect(EndpointId ep) = 0;
   // The lanes UCX chose (ucp_ep_print_info), for logs and protocol choice.
-  std::string describe(EndpointId ep) const;
+  virtual std::string describe(EndpointId ep) const = 0;
 
   // --- progress ------------------------------------------------------------
   // One round: ucp_worker_progress, then our own queues. Returns events handled.
-  unsigned progress();
+  virtual unsigned progress() = 0;
   // Progresses until pred() or the timeout; returns pred().
-  bool progress_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
-  bool wait(const CompletionRef& c, std::chrono::milliseconds timeout);
+  virtual bool progress_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) = 0;
+  bool wait(const CompletionRef& c, std::chrono::milliseconds timeout) {
+    return progress_until([&] { return c->done; }, timeout);
+  }
 
   // --- control messages ----------------------------------------------------
   // Sends an eager active message framed with our job token, id and
   // incarnation, sealed with `key` when given (message_mac.hpp). Throws
   // std::invalid_argument for an internal type or an oversized payload; a
   // dead endpoint gives a failed completion.
-  CompletionRef send(EndpointId ep, std::uint16_t type, std::uint64_t iteration,
-                     std::span<const std::byte> payload, const std::array<std::byte, 16>* key = nullptr);
-  std::optional<Received> poll();
+  virtual CompletionRef send(EndpointId ep, std::uint16_t type, std::uint64_t iteration,
+                             std::span<const std::byte> payload, const std::array<std::byte, 16>* key = nullptr) = 0;
+  virtual std::optional<Received> poll() = 0;
   // The next message within `timeout`; nothing when none came, or as soon
   // as a peer failure closed an endpoint meanwhile (check alive()).
-  std::optional<Received> receive(std::chrono::milliseconds timeout);
+  virtual std::optional<Received> receive(std::chrono::milliseconds timeout) = 0;
 
   // --- bulk transfers ------------------------------------------------------
   // Memory that UCX allocates and registers (ucp_mem_map with ALLOCATE).
@@ -164,19 +168,19 @@ class Transport {
   // is one memcpy by the sender instead of a slower cross-process copy
   // through the kernel (cma). expect() into it reuses the registration.
   // Valid until deallocate() or ~Transport.
-  void* allocate(std::size_t bytes, MemoryType memory = MemoryType::Host);
-  void deallocate(void* p);
+  virtual void* allocate(std::size_t bytes, MemoryType memory = MemoryType::Host) = 0;
+  virtual void deallocate(void* p) = 0;
 
   // Receiver side: prepares `bytes` at dst (host or CUDA memory) for one
   // transfer. It registers the memory for put and accepts rendezvous blocks,
   // so the sender may use either protocol. If `from` is given, a failure of
   // that endpoint fails the transfer (it is not used to match the sender: the
   // random 64-bit transfer id and the job token do that).
-  BulkReceiveHandle expect(void* dst, std::size_t bytes, MemoryType memory = MemoryType::Host,
-                           EndpointId from = kNoEndpoint);
+  virtual BulkReceiveHandle expect(void* dst, std::size_t bytes, MemoryType memory = MemoryType::Host,
+                                   EndpointId from = kNoEndpoint) = 0;
   // Drops an unfinished expected transfer (its memory is unregistered and
   // blocks still arriving are rejected). Only when no sender is writing.
-  void forget(std::uint64_t transfer_id);
+  virtual void forget(std::uint64_t transfer_id) = 0;
   // Sender side: pushes src to the buffer a ticket describes, in blocks of
   // options().block_bytes. The completion finishes after the data is in place
   // remotely (put: ucp_ep_flush_nbx) and the receiver was told; src must stay
@@ -187,20 +191,15 @@ class Transport {
   // request completes, after which UCX reads that block no more (a sender
   // pushing from a file mapping gives its pages back there).
   using BlockSent = std::function<void(std::size_t offset, std::size_t bytes)>;
-  CompletionRef push(EndpointId ep, std::span<const std::byte> ticket, const void* src, std::size_t bytes,
-                     MemoryType memory = MemoryType::Host, BulkProtocol protocol = BulkProtocol::Auto,
-                     std::size_t window = 0, BlockSent sent = {});
+  virtual CompletionRef push(EndpointId ep, std::span<const std::byte> ticket, const void* src, std::size_t bytes,
+                             MemoryType memory = MemoryType::Host, BulkProtocol protocol = BulkProtocol::Auto,
+                             std::size_t window = 0, BlockSent sent = {}) = 0;
   // What Auto means on this endpoint: Put when UCX gave it an RMA lane over
   // a transport with hardware or shared-memory put, else ActiveMessage (tcp
   // emulates put in software, orders of magnitude slower than rendezvous am).
-  BulkProtocol resolve_protocol(EndpointId ep) const;
+  virtual BulkProtocol resolve_protocol(EndpointId ep) const = 0;
 
-  Stats stats() const;
-
-  struct Impl;
-
- private:
-  std::unique_ptr<Impl> impl_;
+  virtual Stats stats() const = 0;
 };
 
 }  // namespace accel::transport
