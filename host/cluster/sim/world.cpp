@@ -1,0 +1,222 @@
+#include "world.hpp"
+
+#include <exception>
+#include <stdexcept>
+
+#include "node.hpp"
+#include "sim_transport.hpp"
+
+namespace accel::cluster::sim {
+namespace {
+thread_local World::Proc me = ~World::Proc{0};
+}
+
+World::World(std::uint64_t seed, LinkModel link) : link_(link), rng_(seed) {}
+
+World::~World() { stop_all(); }
+
+World::Proc World::spawn(std::string name, std::function<void()> fn, Clock::duration at) {
+  const auto p = static_cast<Proc>(procs_.size());
+  auto proc = std::make_unique<Process>();
+  proc->name = std::move(name);
+  proc->fn = std::move(fn);
+  procs_.push_back(std::move(proc));
+  ++live_;
+  push({now_ + at, 0, Kind::Start, p});
+  return p;
+}
+
+void World::kill(Proc p, Clock::duration at) { push({start_ + at, 0, Kind::Kill, p}); }
+
+bool World::ended(Proc p) const { return procs_.at(p)->ended; }
+const std::string& World::name(Proc p) const { return procs_.at(p)->name; }
+
+void World::push(Event e) {
+  e.seq = seq_++;
+  events_.push(std::move(e));
+}
+
+bool World::run(Clock::duration limit) {
+  const auto until = start_ + limit;
+  while (live_ > 0 && !events_.empty()) {
+    if (events_.top().at > until) break;
+    Event e = std::move(const_cast<Event&>(events_.top()));
+    events_.pop();
+    now_ = e.at;
+    ++stats_.events;
+    handle(e);
+  }
+  if (live_ > 0) now_ = std::max(now_, until);
+  const bool all = live_ == 0;
+  stop_all();
+  return all;
+}
+
+void World::handle(Event& e) {
+  switch (e.kind) {
+    case Kind::Start: {
+      Process& p = *procs_[e.proc];
+      if (p.killed) return;  // killed before it started (live_ counted it down)
+      p.started = true;
+      std::unique_lock lock(mu_);
+      p.thread = std::thread([this, q = e.proc] { body(q); });
+      lock.unlock();
+      resume(e.proc);
+      return;
+    }
+    case Kind::Wake: {
+      Process& p = *procs_[e.proc];
+      if (p.waiting && p.wait_token == e.token) resume(e.proc);
+      return;
+    }
+    case Kind::Deliver: {
+      auto it = transports_.find(e.to);
+      const std::size_t bytes = e.frame.size();
+      if (e.done) {
+        if (it != transports_.end()) it->second->arrive_bulk(e.transfer_id, e.frame, e.done);
+        else e.done->done = true, e.done->error = "Connection reset by remote peer";
+        if (auto s = owner_.find(e.from); s != owner_.end()) wake(s->second);
+      } else if (it != transports_.end()) {
+        it->second->arrive(e.from, std::move(e.frame));
+      }
+      if (it == transports_.end()) return;  // the receiver is gone
+      ++stats_.messages;
+      stats_.bytes += bytes;
+      wake(owner_.at(e.to));
+      return;
+    }
+    case Kind::Kill: {
+      Process& p = *procs_[e.proc];
+      if (p.ended || p.killed) return;
+      p.killed = true;
+      if (!p.started) --live_;
+      if (p.started && p.waiting) resume(e.proc);
+      return;
+    }
+  }
+}
+
+// Something arrived for p: it runs now (after the events already due).
+void World::wake(Proc p) {
+  Process& proc = *procs_[p];
+  if (!proc.waiting || proc.woken_token == proc.wait_token) return;  // one wake ends a wait
+  proc.woken_token = proc.wait_token;
+  push({now_, 0, Kind::Wake, p, proc.wait_token});
+}
+
+void World::resume(Proc p) {
+  std::unique_lock lock(mu_);
+  procs_[p]->waiting = false;
+  running_ = p;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return running_ == kScheduler; });
+}
+
+void World::yield_to_scheduler(Proc self, std::unique_lock<std::mutex>& lock) {
+  running_ = kScheduler;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return running_ == self; });
+}
+
+void World::body(Proc p) {
+  me = p;
+  set_clock_hook(this);
+  set_transport_maker([this](transport::Options o) { return std::make_unique<SimTransport>(*this, std::move(o)); });
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return running_ == p; });
+  }
+  try {
+    if (!procs_[p]->killed) procs_[p]->fn();
+  } catch (const Killed&) {
+  }
+  std::unique_lock lock(mu_);
+  procs_[p]->ended = true;
+  --live_;
+  running_ = kScheduler;
+  cv_.notify_all();
+}
+
+World::Proc World::current() const {
+  if (me == kScheduler) throw std::logic_error("sim::World: not called from a simulated process");
+  return me;
+}
+
+bool World::dying() const { return procs_[current()]->killed; }
+
+void World::wait_until(Clock::time_point deadline) {
+  const Proc self = current();
+  Process& p = *procs_[self];
+  if (p.killed) {
+    if (std::uncaught_exceptions() > 0) return;  // unwinding already
+    throw Killed{};
+  }
+  p.waiting = true;
+  ++p.wait_token;
+  push({std::max(deadline, now_), 0, Kind::Wake, self, p.wait_token});
+  std::unique_lock lock(mu_);
+  yield_to_scheduler(self, lock);
+  lock.unlock();
+  if (p.killed) throw Killed{};
+}
+
+void World::sleep_for(Clock::duration d) {
+  const auto until = now_ + d;
+  while (now_ < until && !dying()) wait_until(until);
+}
+
+std::uint64_t World::attach(SimTransport* t) {
+  const std::uint64_t a = next_address_++;
+  transports_[a] = t;
+  owner_[a] = current();
+  return a;
+}
+
+// Peers with an endpoint to it learn at once, as UCX's peer-failure
+// handler tells them of a process whose connections reset.
+void World::detach(std::uint64_t address) {
+  transports_.erase(address);
+  owner_.erase(address);
+  for (const auto& [a, t] : transports_)
+    if (t->peer_gone(address)) wake(owner_.at(a));
+}
+
+SimTransport* World::find(std::uint64_t address) const {
+  auto it = transports_.find(address);
+  return it == transports_.end() ? nullptr : it->second;
+}
+
+Clock::time_point World::carried(std::uint64_t from, std::uint64_t to, std::size_t bytes) {
+  auto& free_at = link_free_[{from, to}];
+  free_at = std::max(free_at, now_) + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                                          static_cast<double>(bytes) / link_.bytes_per_second));
+  return free_at + link_.latency;
+}
+
+void World::deliver(std::uint64_t from, std::uint64_t to, std::vector<std::byte> frame) {
+  const auto at = carried(from, to, frame.size());
+  push({at, 0, Kind::Deliver, 0, 0, from, to, std::move(frame)});
+}
+
+void World::deliver_bulk(std::uint64_t from, std::uint64_t to, std::uint64_t transfer_id, std::vector<std::byte> data,
+                         std::shared_ptr<transport::Completion> done) {
+  const auto at = carried(from, to, data.size());
+  push({at, 0, Kind::Deliver, 0, 0, from, to, std::move(data), transfer_id, std::move(done)});
+}
+
+// At the limit, or when the world ends: every process left is killed and
+// unwinds (its destructors run in its own thread, in turn).
+void World::stop_all() {
+  for (Proc p = 0; p < procs_.size(); ++p) {
+    Process& proc = *procs_[p];
+    if (proc.started && !proc.ended) {
+      proc.killed = true;
+      resume(p);
+    }
+  }
+  for (auto& p : procs_)
+    if (p->thread.joinable()) p->thread.join();
+  while (!events_.empty()) events_.pop();
+}
+
+}  // namespace accel::cluster::sim
