@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "accel/clock.hpp"
+
 namespace accel {
 
 WorkQueue::WorkQueue() : worker_([this] { run(); }) {}
@@ -17,11 +19,15 @@ WorkQueue::~WorkQueue() {
 
 Event WorkQueue::submit(std::function<void()> fn, std::vector<Event> after) {
   auto seconds = std::make_shared<double>(0.0);
-  std::packaged_task<void()> task([fn = std::move(fn), after = std::move(after), seconds] {
+  // Timed in the submitter's time: a simulated process's virtual time
+  // (accel/clock.hpp), in which its compute is instantaneous.
+  std::packaged_task<void()> task([fn = std::move(fn), after = std::move(after), seconds, hook = clock_hook()] {
     for (const Event& e : after) e.wait();
-    const auto t0 = std::chrono::steady_clock::now();
+    set_clock_hook(hook);  // this thread runs the submitter's work in the submitter's time
+    const auto t0 = Clock::now();
     fn();
-    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    set_clock_hook(nullptr);
   });
   Event ev(task.get_future().share(), seconds);
   {

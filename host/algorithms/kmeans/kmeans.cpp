@@ -9,10 +9,12 @@
 #include "accel/interrupt.hpp"
 #include "accel/kmeans.hpp"
 
+#include "accel/clock.hpp"
+
 namespace accel {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using accel::Clock;  // a simulator's virtual time in its processes (accel/clock.hpp)
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // One device's share of the rows and the buffers it works on.

@@ -536,8 +536,22 @@ BootReply boot_attempt(const std::string& ip, std::uint16_t port, std::uint64_t 
 // Attempts of at most 3 s, 50 ms apart and then twice as far apart each
 // time up to 1 s, until `timeout`: a door busy with other connections (or
 // one that dropped this one to make room) gets another try.
+namespace {
+thread_local BootNetwork* boot_network = nullptr;
+}
+
+void set_boot_network(BootNetwork* network) { boot_network = network; }
+
+std::unique_ptr<FrontDoor> open_front_door(const std::string& ip, std::uint16_t port, std::uint64_t token,
+                                           std::uint32_t max_id, std::vector<std::byte> address,
+                                           std::uint32_t max_assigned) {
+  if (boot_network) return boot_network->open(ip, port, token, max_id, std::move(address), max_assigned);
+  return std::make_unique<BootServer>(ip, port, token, max_id, std::move(address), max_assigned);
+}
+
 BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
                        const std::vector<std::byte>& address, std::chrono::milliseconds timeout) {
+  if (boot_network) return boot_network->connect(ip, port, token, id, resume, address, timeout);
   const auto until = Clock::now() + timeout;
   auto pause = std::chrono::milliseconds(50);
   for (int attempt = 1;; ++attempt) {

@@ -58,7 +58,28 @@ JobSecret random_job_secret();
 // The key of workers a and b (either order): HMAC(secret, "pair" min max).
 transport::MacKey pair_key(const JobSecret& secret, std::uint32_t a, std::uint32_t b);
 
-class BootServer {
+// The coordinator's front door, as it uses it: BootServer over TCP, or a
+// simulated world's (sim/, through set_boot_network).
+class FrontDoor {
+ public:
+  virtual ~FrontDoor() = default;
+  virtual std::uint16_t port() const = 0;
+  // The latest admission of `id` when its ticket is `ticket`, consumed (a
+  // hello is accepted once per handshake).
+  virtual std::optional<Admission> admit(std::uint32_t id, const Ticket& ticket) = 0;
+  // The address `id` last authenticated with (a resuming worker asks for
+  // its rows before its hello).
+  virtual std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const = 0;
+  // The key of the handshake `id` last passed.
+  virtual std::optional<transport::MacKey> key_of(std::uint32_t id) const = 0;
+  // Lines about refused connections since the last call (the coordinator
+  // prints them from its own thread).
+  virtual std::vector<std::string> refusals() = 0;
+  // Connections refused or dropped since the start.
+  virtual std::uint64_t refused() const = 0;
+};
+
+class BootServer final : public FrontDoor {
  public:
   // Listens on ip:port (0: any free port) for workers 1..max_id; answers
   // with `address` (this process's UCX worker address). A worker that asks
@@ -66,25 +87,17 @@ class BootServer {
   // id above max_id, up to max_assigned, and may come back with it.
   BootServer(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
              std::vector<std::byte> address, std::uint32_t max_assigned = 0);
-  ~BootServer();
+  ~BootServer() override;
   BootServer(const BootServer&) = delete;
   BootServer& operator=(const BootServer&) = delete;
 
-  std::uint16_t port() const { return port_; }
-  // The latest admission of `id` when its ticket is `ticket`, consumed (a
-  // hello is accepted once per handshake).
-  std::optional<Admission> admit(std::uint32_t id, const Ticket& ticket);
-  // The address `id` last authenticated with (a resuming worker asks for
-  // its rows before its hello).
-  std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const;
-  // The key of the handshake `id` last passed.
-  std::optional<transport::MacKey> key_of(std::uint32_t id) const;
-  // Lines about refused connections since the last call (the coordinator
-  // prints them from its own thread): one a refusal, at most 10 in 10 s,
-  // then one line counting the rest.
-  std::vector<std::string> refusals();
-  // Connections refused or dropped since the start.
-  std::uint64_t refused() const;
+  std::uint16_t port() const override { return port_; }
+  std::optional<Admission> admit(std::uint32_t id, const Ticket& ticket) override;
+  std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const override;
+  std::optional<transport::MacKey> key_of(std::uint32_t id) const override;
+  // One line a refusal, at most 10 in 10 s, then one line counting the rest.
+  std::vector<std::string> refusals() override;
+  std::uint64_t refused() const override;
 
  private:
   struct Conn;
@@ -135,5 +148,24 @@ BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t 
 // coordinator answers with a fresh id (TokenRefused when the job is full).
 std::uint32_t boot_assign_id(const std::string& ip, std::uint16_t port, std::uint64_t token,
                              std::chrono::milliseconds timeout);
+
+// The front doors of a simulated world: open_front_door and boot_connect
+// go through it on a thread that set one (one thread per simulated
+// process); null: TCP again.
+class BootNetwork {
+ public:
+  virtual ~BootNetwork() = default;
+  virtual std::unique_ptr<FrontDoor> open(const std::string& ip, std::uint16_t port, std::uint64_t token,
+                                          std::uint32_t max_id, std::vector<std::byte> address,
+                                          std::uint32_t max_assigned) = 0;
+  virtual BootReply connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id,
+                            bool resume, const std::vector<std::byte>& address, std::chrono::milliseconds timeout) = 0;
+};
+void set_boot_network(BootNetwork* network);
+
+// A BootServer, or the simulated world's door (same arguments).
+std::unique_ptr<FrontDoor> open_front_door(const std::string& ip, std::uint16_t port, std::uint64_t token,
+                                           std::uint32_t max_id, std::vector<std::byte> address,
+                                           std::uint32_t max_assigned = 0);
 
 }  // namespace accel::cluster

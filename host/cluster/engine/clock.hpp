@@ -1,34 +1,12 @@
-// The engine's time. It is steady_clock, unless a simulator runs this
-// thread in virtual time (set_clock_hook): then every timeout, deadline,
-// measured duration and pause of the engine reads the simulator's clock,
-// and a run is the same from the same seed however fast the host is.
+// The engine's time is accel::Clock (accel/clock.hpp): steady_clock, or a
+// simulator's virtual time.
 #pragma once
 
-#include <chrono>
+#include "accel/clock.hpp"
 
 namespace accel::cluster {
-
-struct Clock {
-  using duration = std::chrono::steady_clock::duration;
-  using rep = duration::rep;
-  using period = duration::period;
-  using time_point = std::chrono::time_point<Clock, duration>;
-  static constexpr bool is_steady = true;
-  static time_point now();
-};
-
-class ClockHook {
- public:
-  virtual ~ClockHook() = default;
-  virtual Clock::time_point now() = 0;
-  virtual void sleep_for(Clock::duration d) = 0;
-};
-
-// For the calling thread only (one thread per simulated process); null:
-// real time again.
-void set_clock_hook(ClockHook* hook);
-
-// std::this_thread::sleep_for in the engine's time.
-void sleep_for(Clock::duration d);
-
+using accel::Clock;
+using accel::ClockHook;
+using accel::set_clock_hook;
+using accel::sleep_for;
 }  // namespace accel::cluster

@@ -133,7 +133,7 @@ class Coordinator {
   bool checkpoint_failed_ = false;
   std::optional<std::uint64_t> fingerprint_;  // of the input, taken once
   std::unique_ptr<Node> node_;
-  std::unique_ptr<BootServer> boot_;  // the front door (bootstrap.hpp); no UCX listener
+  std::unique_ptr<FrontDoor> boot_;  // the front door (bootstrap.hpp); no UCX listener
   const JobSecret secret_ = random_job_secret();  // the workers' pair keys (never sent)
   std::map<std::uint32_t, std::vector<std::byte>> address_;
   std::map<std::uint32_t, double> capability_;
@@ -189,8 +189,8 @@ void Coordinator::listen() {
   const auto [ip, port] = split_addr(o_.listen);
   if (o_.max_workers != 0 && o_.max_workers < N_)
     throw InputError("--max-workers " + std::to_string(o_.max_workers) + " is below --workers " + std::to_string(N_));
-  boot_ = std::make_unique<BootServer>(ip, port, o_.job, static_cast<std::uint32_t>(N_), node_->net().worker_address(),
-                                       static_cast<std::uint32_t>(M_));
+  boot_ = open_front_door(ip, port, o_.job, static_cast<std::uint32_t>(N_), node_->net().worker_address(),
+                          static_cast<std::uint32_t>(M_));
   const auto bound = boot_->port();
   listen_address_ = ip + ":" + std::to_string(bound);
   if (write_token_) {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "node.hpp"
+#include "sim_boot.hpp"
 #include "sim_transport.hpp"
 
 namespace accel::cluster::sim {
@@ -11,7 +12,8 @@ namespace {
 thread_local World::Proc me = ~World::Proc{0};
 }
 
-World::World(std::uint64_t seed, LinkModel link) : link_(link), rng_(seed) {}
+World::World(std::uint64_t seed, LinkModel link)
+    : link_(link), rng_(seed), boot_(std::make_unique<SimBootNetwork>(*this)) {}
 
 World::~World() { stop_all(); }
 
@@ -121,6 +123,7 @@ void World::yield_to_scheduler(Proc self, std::unique_lock<std::mutex>& lock) {
 void World::body(Proc p) {
   me = p;
   set_clock_hook(this);
+  set_boot_network(boot_.get());
   set_transport_maker([this](transport::Options o) { return std::make_unique<SimTransport>(*this, std::move(o)); });
   {
     std::unique_lock lock(mu_);

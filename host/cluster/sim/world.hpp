@@ -39,6 +39,7 @@ struct LinkModel {
 struct Killed {};
 
 class SimTransport;
+class SimBootNetwork;
 
 class World : public ClockHook {
  public:
@@ -137,6 +138,7 @@ class World : public ClockHook {
   std::uint64_t next_address_ = 1;
   std::size_t live_ = 0;  // spawned, not ended
   Stats stats_;
+  std::unique_ptr<SimBootNetwork> boot_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

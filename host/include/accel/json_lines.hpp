@@ -12,6 +12,7 @@
 #include <ostream>
 #include <string>
 
+#include "accel/clock.hpp"
 #include "accel/error.hpp"
 
 namespace accel {
@@ -33,7 +34,7 @@ class JsonLines {
 
   void write(nlohmann::json j) {
     if (!out_) return;
-    j["t_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    j["t_s"] = std::chrono::duration<double>(Clock::now() - start_).count();
     *out_ << j.dump() << "\n";
     if (file_) out_->flush();
   }
@@ -41,7 +42,7 @@ class JsonLines {
  private:
   std::unique_ptr<std::ofstream> file_;
   std::ostream* out_ = nullptr;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  Clock::time_point start_ = Clock::now();
 };
 
 }  // namespace accel

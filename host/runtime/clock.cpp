@@ -1,13 +1,14 @@
-#include "clock.hpp"
+#include "accel/clock.hpp"
 
 #include <thread>
 
-namespace accel::cluster {
+namespace accel {
 namespace {
 thread_local ClockHook* hook = nullptr;
 }
 
 void set_clock_hook(ClockHook* h) { hook = h; }
+ClockHook* clock_hook() { return hook; }
 
 Clock::time_point Clock::now() {
   if (hook) return hook->now();
@@ -19,4 +20,4 @@ void sleep_for(Clock::duration d) {
   std::this_thread::sleep_for(d);
 }
 
-}  // namespace accel::cluster
+}  // namespace accel

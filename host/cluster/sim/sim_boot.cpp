@@ -1,0 +1,97 @@
+#include "sim_boot.hpp"
+
+#include "accel/error.hpp"
+#include "errors.hpp"
+
+namespace accel::cluster::sim {
+
+class SimBootNetwork::Door final : public FrontDoor {
+ public:
+  Door(SimBootNetwork& net, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
+       std::vector<std::byte> address, std::uint32_t max_assigned)
+      : net_(net), port_(port), token_(token), max_id_(max_id), max_assigned_(max_assigned),
+        last_assigned_(max_id), address_(std::move(address)) {
+    net_.doors_[port_] = this;
+  }
+  ~Door() override { net_.doors_.erase(port_); }
+
+  std::uint16_t port() const override { return port_; }
+  std::optional<Admission> admit(std::uint32_t id, const Ticket& ticket) override {
+    auto it = admitted_.find(id);
+    if (it == admitted_.end() || it->second.ticket != ticket) return std::nullopt;
+    Admission a = std::move(it->second);
+    admitted_.erase(it);
+    return a;
+  }
+  std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const override {
+    auto it = addresses_.find(id);
+    if (it == addresses_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<transport::MacKey> key_of(std::uint32_t id) const override {
+    auto it = keys_.find(id);
+    if (it == keys_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::vector<std::string> refusals() override { return std::exchange(refusals_, {}); }
+  std::uint64_t refused() const override { return refused_; }
+
+  // The verdict on a worker's hello, as BootServer::answer gives it.
+  BootReply answer(std::uint64_t token, std::uint32_t id, bool resume, const std::vector<std::byte>& address) {
+    const std::string who = id == 0 ? std::string("a worker without --id") : "worker " + std::to_string(id);
+    if (token != token_) refuse("wrong job token (id " + std::to_string(id) + ")", who);
+    if (id == 0 && !resume && last_assigned_ < max_assigned_) id = ++last_assigned_;
+    if (id < 1 || id > std::max(max_id_, last_assigned_))
+      refuse(id == 0 ? "a worker without an id, and the job is full" : "unknown worker id " + std::to_string(id), who);
+    BootReply r;
+    r.id = id;
+    r.address = address_;
+    for (auto& b : r.ticket) b = static_cast<std::byte>(net_.world_.rng()());
+    for (auto& b : r.key) b = static_cast<std::byte>(net_.world_.rng()());
+    admitted_[id] = {address, r.ticket, resume, r.key};
+    addresses_[id] = address;
+    keys_[id] = r.key;
+    return r;
+  }
+
+ private:
+  [[noreturn]] void refuse(const std::string& why, const std::string& who) {
+    ++refused_;
+    refusals_.push_back("refused a connection from a simulated worker: " + why);
+    throw TokenRefused(who + ": the coordinator refused it");
+  }
+
+  SimBootNetwork& net_;
+  std::uint16_t port_;
+  std::uint64_t token_;
+  std::uint32_t max_id_, max_assigned_, last_assigned_;
+  std::vector<std::byte> address_;
+  std::map<std::uint32_t, Admission> admitted_;
+  std::map<std::uint32_t, std::vector<std::byte>> addresses_;
+  std::map<std::uint32_t, transport::MacKey> keys_;
+  std::vector<std::string> refusals_;
+  std::uint64_t refused_ = 0;
+};
+
+std::unique_ptr<FrontDoor> SimBootNetwork::open(const std::string& ip, std::uint16_t port, std::uint64_t token,
+                                                std::uint32_t max_id, std::vector<std::byte> address,
+                                                std::uint32_t max_assigned) {
+  if (port == 0) {
+    while (doors_.count(next_port_)) ++next_port_;
+    port = next_port_++;
+  }
+  if (doors_.count(port)) throw InputError(ip + ":" + std::to_string(port) + ": address in use");
+  return std::make_unique<Door>(*this, port, token, max_id, std::move(address), max_assigned);
+}
+
+// A round trip of the link, then the door's verdict; nothing listening is
+// NotListening at once, as a refused TCP connection is.
+BootReply SimBootNetwork::connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id,
+                                  bool resume, const std::vector<std::byte>& address, std::chrono::milliseconds) {
+  sleep_for(2 * world_.link().latency);
+  auto it = doors_.find(port);
+  if (it == doors_.end()) throw NotListening("nothing listens at " + ip + ":" + std::to_string(port));
+  return it->second->answer(token, id, resume, address);
+}
+
+}  // namespace accel::cluster::sim
