@@ -35,6 +35,7 @@ int worker_main(const std::vector<std::string>& args);
 // coordinates, the others work (cmd_distributed.cpp).
 int distributed_main(const std::string& command, std::vector<std::string> args);
 int sparse_allreduce_main(const std::vector<std::string>& args);
+int simulate_main(const std::vector<std::string>& args);
 int svm_train_main(const std::vector<std::string>& args);
 int svm_predict_main(const std::vector<std::string>& args);
 

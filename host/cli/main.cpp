@@ -32,6 +32,7 @@ const std::map<std::string, std::pair<int (*)(const std::vector<std::string>&), 
     {"coordinator", {accel::cli::coordinator_main, "a distributed job (kmeans, svm-train): the coordinator (also computes)"}},
     {"worker", {accel::cli::worker_main, "a distributed job's worker (kmeans, svm-train, sparse allreduce)"}},
     {"sparse-allreduce", {accel::cli::sparse_allreduce_main, "one member of a sparse allreduce group (check, measure)"}},
+    {"simulate", {accel::cli::simulate_main, "swarm runs of the engine in the deterministic simulator, faults drawn by seed"}},
 #endif
     {"svm-train", {accel::cli::svm_train_main, "C-SVC training (SMO, adaptive shrinking), LIBSVM's options and model"}},
     {"svm-predict", {accel::cli::svm_predict_main, "predict with a LIBSVM model, print the accuracy"}},

@@ -247,7 +247,7 @@ void Coordinator::join() {
   const auto t_waiting = Clock::now();
   const auto deadline = Clock::now() + Ms(o_.join_timeout_ms);
   while (static_cast<int>(capability_.size()) < N_ + 1) {
-    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    const auto left = ms_until(deadline);
     if (left.count() <= 0)
       throw InputError("only " + std::to_string(address_.size() - 1) + " of " + std::to_string(N_) +
                        " workers joined within " + std::to_string(o_.join_timeout_ms) + " ms");
@@ -649,7 +649,7 @@ std::set<std::uint32_t> Coordinator::regather() {
   std::set<std::uint32_t> back;
   const auto deadline = Clock::now() + std::min(Ms(o_.join_timeout_ms), Ms(std::max(3 * o_.timeout_ms, 3000)));
   while (static_cast<int>(back.size()) < N_ && Clock::now() < deadline) {
-    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    const auto left = ms_until(deadline);
     auto r = node_->receive(std::clamp(left, Ms(1), Ms(100)));
     say_refusals();
     if (!r) continue;

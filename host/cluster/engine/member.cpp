@@ -54,7 +54,7 @@ void fetch_data(Node& node, const Workload& workload, Snapshot& s, Ms timeout) {
   // serve: its job is not the snapshot's); other messages keep their turn.
   const auto deadline = Clock::now() + timeout;
   while (!h.completion->done) {
-    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    const auto left = ms_until(deadline);
     if (left.count() <= 0) throw InputError("receiving rows failed: timed out");
     if (!node.reachable(0)) throw CoordinatorGone("the coordinator is gone");
     if (auto r = node.receive(std::min(left, Ms(20)))) {

@@ -138,7 +138,7 @@ std::optional<transport::Received> Node::receive(Ms timeout) {
   }
   const auto deadline = Clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    const auto left = ms_until(deadline);
     auto r = net_->receive(std::max(left, Ms(0)));
     if (!r) return std::nullopt;
     if (admit(*r)) return r;
@@ -318,7 +318,7 @@ struct Node::SyncRound {
     while (!complete()) {
       const auto now = Clock::now();
       if (now >= deadline) break;
-      if (auto r = node.receive(std::chrono::duration_cast<Ms>(deadline - now))) handle(*r);
+      if (auto r = node.receive(ms_until(deadline))) handle(*r);
     }
     if (coord_view && !node.coordinator())
       node.await_words(*coord_view, t, [this](std::uint32_t q) { return missing(q); },
@@ -370,7 +370,7 @@ void Node::await_words(const Membership& coord_view, std::int64_t t, const std::
   auto still = [&] { return std::any_of(coord_view.active.begin(), coord_view.active.end(), missing); };
   const auto deadline = Clock::now() + timeout_ + Ms(1000);
   while (still() && Clock::now() < deadline && reachable(0))
-    if (auto r = receive(std::chrono::duration_cast<Ms>(deadline - Clock::now()))) handle(*r);
+    if (auto r = receive(ms_until(deadline))) handle(*r);
   if (!still()) return;
   if (!reachable(0)) throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
   // Counting without the word could part this node's result from the others'.
@@ -443,7 +443,7 @@ std::map<std::uint32_t, Contribution> Node::gather(std::int64_t t, const std::ve
     }
     const auto now = Clock::now();
     if (waiting.empty() || now >= deadline) break;
-    if (auto r = receive(std::chrono::duration_cast<Ms>(deadline - now))) handle(*r);
+    if (auto r = receive(ms_until(deadline))) handle(*r);
   }
   for (auto& r : arrived()) handle(r);  // as in sync: the only turn of a coordinator alone
   for (auto q : waiting) stats.evicted.push_back(q);  // timed out

@@ -46,7 +46,7 @@ transport::Received expect_msg(Node& node, std::uint16_t type, Ms timeout, const
                                const Other& other) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<Ms>(deadline - Clock::now());
+    const auto left = ms_until(deadline);
     if (left.count() <= 0) throw InputError("timed out waiting for " + what);
     auto r = node.receive(std::min(left, Ms(100)));
     if (!r) {

@@ -88,12 +88,21 @@ bool SimTransport::peer_gone(std::uint64_t address) {
   return any;
 }
 
+// A call that waits not at all still takes a microsecond: a caller that
+// polls in a loop lets virtual time move, as real time moves under a real
+// one.
 bool SimTransport::progress_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
+  bool waited = false;
   for (;;) {
     if (pred()) return true;
-    if (world_.dying() || Clock::now() >= deadline) return pred();
+    if (world_.dying()) return false;
+    if (Clock::now() >= deadline) {
+      if (!waited) world_.wait_until(Clock::now() + std::chrono::microseconds(1));
+      return pred();
+    }
     world_.wait_until(deadline);
+    waited = true;
   }
 }
 

@@ -30,6 +30,12 @@ World::Proc World::spawn(std::string name, std::function<void()> fn, Clock::dura
 
 void World::kill(Proc p, Clock::duration at) { push({start_ + at, 0, Kind::Kill, p}); }
 
+void World::pause(Proc p, Clock::duration at, Clock::duration length) {
+  Event e{start_ + at, 0, Kind::Pause, p};
+  e.length = length;
+  push(std::move(e));
+}
+
 bool World::ended(Proc p) const { return procs_.at(p)->ended; }
 const std::string& World::name(Proc p) const { return procs_.at(p)->name; }
 
@@ -68,7 +74,18 @@ void World::handle(Event& e) {
     }
     case Kind::Wake: {
       Process& p = *procs_[e.proc];
-      if (p.waiting && p.wait_token == e.token) resume(e.proc);
+      if (!p.waiting || p.wait_token != e.token) return;
+      if (now_ < p.paused_until) {  // stopped: it runs when it is continued
+        e.at = p.paused_until;
+        push(std::move(e));
+        return;
+      }
+      resume(e.proc);
+      return;
+    }
+    case Kind::Pause: {
+      Process& p = *procs_[e.proc];
+      p.paused_until = std::max(p.paused_until, now_ + e.length);
       return;
     }
     case Kind::Deliver: {

@@ -56,6 +56,9 @@ class World : public ClockHook {
   // Kills p at `at`: it unwinds at its next wait (or at once if waiting),
   // and its endpoints fail for its peers.
   void kill(Proc p, Clock::duration at);
+  // Stops p from `at` for `length` (SIGSTOP, then SIGCONT): it runs no
+  // step meanwhile; what arrives for it waits in its transport.
+  void pause(Proc p, Clock::duration at, Clock::duration length);
   // Runs events until every process has ended (true) or virtual time
   // reaches `limit` (false; the processes left are killed).
   bool run(Clock::duration limit);
@@ -93,7 +96,7 @@ class World : public ClockHook {
   const Stats& stats() const { return stats_; }
 
  private:
-  enum class Kind { Start, Wake, Deliver, Kill };
+  enum class Kind { Start, Wake, Deliver, Kill, Pause };
   struct Event {
     Clock::time_point at;
     std::uint64_t seq;
@@ -104,6 +107,7 @@ class World : public ClockHook {
     std::vector<std::byte> frame{};
     std::uint64_t transfer_id = 0;  // Deliver: a bulk transfer's bytes, not a control frame
     std::shared_ptr<transport::Completion> done{};
+    Clock::duration length{};  // Pause
     bool operator>(const Event& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
   struct Process {
@@ -112,6 +116,7 @@ class World : public ClockHook {
     std::thread thread;
     bool started = false, waiting = false, ended = false, killed = false;
     std::uint64_t wait_token = 0;
+    Clock::time_point paused_until{};
     std::uint64_t woken_token = 0;  // the wait a Wake is queued for already (0: none)
   };
   static constexpr Proc kScheduler = ~Proc{0};

@@ -1,0 +1,101 @@
+// `accel simulate`: swarm runs of the engine's own coordinator and workers
+// in the deterministic simulator (host/cluster/sim/swarm.hpp), one seed a
+// job and a fault schedule. A failing seed is printed with its schedule,
+// the first invariant it violated, and the command that replays it.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <unistd.h>
+
+#include "accel/error.hpp"
+#include "accel/log.hpp"
+#include "commands.hpp"
+#include "swarm.hpp"
+
+namespace po = boost::program_options;
+
+namespace accel::cli {
+namespace {
+
+// "A" or "A-B" (inclusive).
+std::pair<std::uint64_t, std::uint64_t> seed_range(const std::string& s) {
+  try {
+    std::size_t used = 0;
+    const auto dash = s.find('-');
+    const std::uint64_t a = std::stoull(s.substr(0, dash), &used);
+    if (used != (dash == std::string::npos ? s.size() : dash)) throw std::invalid_argument(s);
+    if (dash == std::string::npos) return {a, a};
+    const std::uint64_t b = std::stoull(s.substr(dash + 1), &used);
+    if (used != s.size() - dash - 1 || b < a) throw std::invalid_argument(s);
+    return {a, b};
+  } catch (const std::logic_error&) {
+    throw InputError("--seeds " + s + ": give a seed or a range A-B with A <= B");
+  }
+}
+
+}  // namespace
+
+int simulate_main(const std::vector<std::string>& args) {
+  po::options_description opts("accel simulate [options]");
+  std::string seeds, dir;
+  int min_workers = 0, max_workers = 0;
+  double latency_us = 0, gbits = 0;
+  cluster::sim::SwarmOptions o;
+  opts.add_options()("help,h", "this help")
+      ("seeds", po::value(&seeds)->default_value("1-20"), "a seed or a range A-B: one job and fault schedule each")
+      ("min-workers", po::value(&min_workers)->default_value(o.min_workers), "fewest workers a seed draws")
+      ("max-workers", po::value(&max_workers)->default_value(o.max_workers), "most workers a seed draws")
+      ("iterations", po::value(&o.iterations)->default_value(o.iterations), "k-means rounds of each job")
+      ("timeout-ms", po::value(&o.timeout_ms)->default_value(o.timeout_ms), "the barrier's timeout (virtual ms)")
+      ("latency-us", po::value(&latency_us)->default_value(1000), "link latency (virtual microseconds)")
+      ("gbits", po::value(&gbits)->default_value(1), "link bandwidth (Gbit/s)")
+      ("dir", po::value(&dir), "scratch folder (default: a new one under the temporary folder, removed after)")
+      ("verbose", "print every seed's schedule, not only the failing ones'");
+  po::variables_map vm;
+  if (!parse_or_help(args, opts, vm)) return 0;
+  const auto [first, last] = seed_range(seeds);
+  if (min_workers < 1 || max_workers < min_workers || max_workers > 64)
+    throw InputError("--min-workers " + std::to_string(min_workers) + ", --max-workers " +
+                     std::to_string(max_workers) + ": need 1 <= min <= max <= 64");
+  if (o.iterations < 8 || o.iterations > 100000) throw InputError("--iterations " + std::to_string(o.iterations) + ": 8 to 100000");
+  if (o.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(o.timeout_ms) + ": must be positive");
+  if (!(latency_us >= 0 && latency_us <= 1e7)) throw InputError("--latency-us " + std::to_string(latency_us) + ": 0 to 1e7");
+  if (!(gbits > 0 && gbits <= 1e4)) throw InputError("--gbits " + std::to_string(gbits) + ": above 0, at most 1e4");
+  o.min_workers = min_workers;
+  o.max_workers = max_workers;
+  o.link.latency = std::chrono::duration_cast<cluster::Clock::duration>(std::chrono::duration<double, std::micro>(latency_us));
+  o.link.bytes_per_second = gbits * 1e9 / 8;
+  const bool temporary = dir.empty();
+  o.dir = temporary ? (std::filesystem::temp_directory_path() / ("accel-simulate-" + std::to_string(::getpid()))).string() : dir;
+  std::filesystem::create_directories(o.dir);
+  // The engine's warnings (evictions, stale messages) are the faults' doing.
+  log::set_level(log::Level::Error);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t failed = 0, messages = 0;
+  double simulated = 0;
+  for (std::uint64_t s = first; s <= last; ++s) {
+    const auto r = cluster::sim::run_seed(s, o);
+    simulated += r.virtual_seconds;
+    messages += r.messages;
+    if (!r.ok || vm.count("verbose")) {
+      std::cout << "seed " << s << (r.ok ? ": ok" : ": FAILED: " + r.violation) << "\n";
+      for (const auto& line : r.schedule) std::cout << "  " << line << "\n";
+      std::cout << std::flush;
+    }
+    if (!r.ok) {
+      ++failed;
+      std::cout << "  replay: accel simulate --seeds " << s << " --min-workers " << o.min_workers << " --max-workers "
+                << o.max_workers << " --iterations " << o.iterations << " --timeout-ms " << o.timeout_ms
+                << " --latency-us " << latency_us << " --gbits " << gbits << "\n";
+    }
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "simulate: " << (last - first + 1) << " seeds, " << failed << " failed; " << simulated
+            << " s simulated, " << messages << " messages, in " << wall << " s\n";
+  if (temporary) std::filesystem::remove_all(o.dir);
+  return failed ? 1 : 0;
+}
+
+}  // namespace accel::cli

@@ -1,0 +1,254 @@
+#include "swarm.hpp"
+
+#include <omp.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "accel/io.hpp"
+#include "engine.hpp"
+#include "kmeans/kmeans_job.hpp"
+
+namespace accel::cluster::sim {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t kToken = 0x5a4d;
+constexpr std::int64_t kRows = 12000, kCols = 4, kK = 5;
+
+enum class Fault { Kill, KillRestart, Pause };
+const char* fault_name(Fault f) {
+  return f == Fault::Kill ? "kill" : f == Fault::KillRestart ? "kill+restart" : "pause";
+}
+
+struct FaultAt {
+  Fault kind;
+  int worker = 1;
+  int round = 1;                // in the failure-free run's time
+  Clock::duration length{};     // the pause, or how long until the restart
+};
+
+struct JobRun {
+  int coordinator_exit = -1;
+  std::string coordinator_error;
+  std::vector<float> centroids;
+  std::map<std::string, std::string> logs;  // by process: its JSON lines
+  bool ended = false;
+  double seconds = 0;
+  std::uint64_t messages = 0;
+  std::map<int, double> round_at;  // iteration -> the coordinator's virtual time
+};
+
+Clock::duration secs_to(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string input_of(const std::string& dir) {
+  const std::string path = dir + "/x.npy";
+  if (std::filesystem::exists(path)) return path;
+  std::mt19937_64 g(3);
+  std::normal_distribution<float> noise(0, 1);
+  std::vector<float> c(kK * kCols), x(kRows * kCols);
+  for (auto& v : c) v = noise(g) * 6;
+  for (std::int64_t i = 0; i < kRows; ++i)
+    for (std::int64_t j = 0; j < kCols; ++j) x[i * kCols + j] = c[(i % kK) * kCols + j] + noise(g);
+  write_npy(path + ".tmp", x.data(), {kRows, kCols});
+  std::filesystem::rename(path + ".tmp", path);
+  return path;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// One job in a world of its own: a coordinator and `workers` workers, the
+// faults applied at the virtual times `when` gives their rounds.
+JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faults,
+               const std::map<int, double>& when, const SwarmOptions& o, const std::string& dir) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string input = input_of(o.dir);
+  World w(seed, o.link);
+  JobRun out;
+  w.spawn("coordinator", [&] {
+    omp_set_num_threads(1);
+    try {
+      KMeansJobOptions ko;
+      ko.input = input;
+      ko.k = kK;
+      ko.max_iter = o.iterations;
+      ko.tol = 0;
+      ko.output_centroids = dir + "/centroids.npy";
+      KMeansJob job(ko);
+      CoordinatorOptions co;
+      co.job = kToken;
+      co.job_file = dir + "/job.token";
+      co.workers = workers;
+      co.listen = "127.0.0.1:40000";
+      co.timeout_ms = o.timeout_ms;
+      co.join_timeout_ms = 10000;
+      co.print_summary = false;
+      co.log_json = dir + "/coordinator.jsonl";
+      out.coordinator_exit = run_coordinator(co, job);
+    } catch (const std::exception& e) {
+      out.coordinator_exit = 2;
+      out.coordinator_error = e.what();
+    }
+  });
+  int spawned = 0;
+  auto worker = [&](int id, Clock::duration at) {
+    const std::string log = dir + "/worker-" + std::to_string(id) + "-" + std::to_string(++spawned) + ".jsonl";
+    return w.spawn(
+        "worker-" + std::to_string(id),
+        [&o, id, log] {
+          omp_set_num_threads(1);
+          WorkerOptions wo;
+          wo.job = kToken;
+          wo.coordinator = "127.0.0.1:40000";
+          wo.id = static_cast<std::uint32_t>(id);
+          wo.timeout_ms = o.timeout_ms;
+          wo.log_json = log;
+          try {
+            run_worker(wo);
+          } catch (const std::exception&) {
+            // a worker that cannot go on ends; the coordinator's result is judged
+          }
+        },
+        at);
+  };
+  std::map<int, World::Proc> procs;
+  for (int i = 1; i <= workers; ++i) procs[i] = worker(i, 1ms);
+  for (const auto& f : faults) {
+    const auto it = when.lower_bound(f.round);
+    const auto at = secs_to(it == when.end() ? when.rbegin()->second : it->second);
+    if (f.kind == Fault::Pause) {
+      w.pause(procs.at(f.worker), at, f.length);
+    } else {
+      w.kill(procs.at(f.worker), at);
+      if (f.kind == Fault::KillRestart) procs[f.worker] = worker(f.worker, at + f.length);
+    }
+  }
+  out.ended = w.run(600s);
+  out.seconds = std::chrono::duration<double>(w.elapsed()).count();
+  out.messages = w.stats().messages;
+  if (out.coordinator_exit == 0) {
+    const Matrix m = load_matrix(dir + "/centroids.npy");
+    out.centroids.assign(m.row(0), m.row(0) + m.rows * m.cols);
+  }
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".jsonl") out.logs[e.path().stem().string()] = slurp(e.path().string());
+  std::istringstream lines(out.logs["coordinator"]);
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("iteration") && j.contains("inertia") && j.value("participant", -1) == 0)
+      out.round_at[j["iteration"].get<int>()] = j["t_s"].get<double>();
+  }
+  return out;
+}
+
+// The failure-free run of `workers` workers, once per process.
+const JobRun& reference(int workers, const SwarmOptions& o) {
+  static std::mutex mu;
+  static std::map<int, JobRun> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(workers);
+  if (it == cache.end())
+    it = cache.emplace(workers, run_job(0, workers, {}, {}, o, o.dir + "/reference-" + std::to_string(workers))).first;
+  return it->second;
+}
+
+// Every participant that logged round t logged the same inertia for it.
+std::string disagreement(const JobRun& r) {
+  std::map<int, std::pair<std::string, std::string>> first;  // iteration -> (inertia, who)
+  for (const auto& [who, text] : r.logs) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_object() || !j.contains("iteration") || !j.contains("inertia")) continue;
+      const int t = j["iteration"].get<int>();
+      const std::string v = j["inertia"].dump();
+      auto [f, fresh] = first.try_emplace(t, v, who);
+      if (!fresh && f->second.first != v)
+        return "round " + std::to_string(t) + ": " + f->second.second + " counted inertia " + f->second.first + ", " +
+               who + " " + v;
+    }
+  }
+  return {};
+}
+
+std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations, int timeout_ms) {
+  std::vector<FaultAt> out;
+  const int n = static_cast<int>(g() % 4);  // 0 to 3 faults
+  const auto round = [&] { return 2 + static_cast<int>(g() % static_cast<std::uint64_t>(iterations - 6)); };
+  const auto ms = [](std::uint64_t v) { return std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(v)); };
+  for (int i = 0; i < n; ++i) {
+    FaultAt f;
+    f.kind = static_cast<Fault>(g() % 3);
+    f.worker = 1 + static_cast<int>(g() % static_cast<std::uint64_t>(workers));
+    f.round = round();
+    if (f.kind == Fault::Pause) f.length = ms(g() % 2 ? timeout_ms / 2 : timeout_ms * 3);  // under or past the timeout
+    if (f.kind == Fault::KillRestart) f.length = ms(20 + g() % 200);
+    out.push_back(f);
+    if (g() % 4 == 0 && workers > 2) {  // another worker lost at once
+      FaultAt also = f;
+      also.kind = Fault::Kill;
+      also.length = {};
+      also.worker = 1 + (f.worker % workers);
+      out.push_back(also);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+SeedResult run_seed(std::uint64_t seed, const SwarmOptions& o) {
+  SeedResult res;
+  res.seed = seed;
+  std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ull + 1);
+  const int workers = o.min_workers + static_cast<int>(g() % static_cast<std::uint64_t>(o.max_workers - o.min_workers + 1));
+  const auto faults = draw_faults(g, workers, o.iterations, o.timeout_ms);
+  res.schedule.push_back("k-means, " + std::to_string(workers) + " workers, " + std::to_string(o.iterations) +
+                         " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
+  for (const auto& f : faults)
+    res.schedule.push_back(std::string(fault_name(f.kind)) + " worker " + std::to_string(f.worker) + " at round " +
+                           std::to_string(f.round) +
+                           (f.length.count() ? " for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(f.length).count()) + " ms" : ""));
+  const JobRun& ref = reference(workers, o);
+  if (ref.coordinator_exit != 0) {
+    res.ok = false;
+    res.violation = "the failure-free run failed: " + ref.coordinator_error;
+    return res;
+  }
+  const JobRun run = run_job(seed, workers, faults, ref.round_at, o, o.dir + "/seed-" + std::to_string(seed));
+  res.virtual_seconds = run.seconds;
+  res.messages = run.messages;
+  auto fail = [&](std::string why) {
+    res.ok = false;
+    res.violation = std::move(why);
+    return res;
+  };
+  if (!run.ended) return fail("a process was still running at the time limit (a wait without a bound)");
+  if (run.coordinator_exit != 0)
+    return fail("the coordinator exited " + std::to_string(run.coordinator_exit) + ": " + run.coordinator_error);
+  if (auto d = disagreement(run); !d.empty()) return fail("participants disagree: " + d);
+  if (run.centroids.size() != ref.centroids.size()) return fail("the centroids have another shape");
+  for (std::size_t i = 0; i < ref.centroids.size(); ++i) {
+    const double a = run.centroids[i], b = ref.centroids[i];
+    if (std::abs(a - b) > 1e-6 * std::max(1.0, std::abs(b)))
+      return fail("centroid value " + std::to_string(i) + " is " + std::to_string(a) + ", the failure-free run's " +
+                  std::to_string(b));
+  }
+  std::filesystem::remove_all(o.dir + "/seed-" + std::to_string(seed));
+  return res;
+}
+
+}  // namespace accel::cluster::sim
