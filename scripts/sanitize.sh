@@ -24,7 +24,7 @@ case "$MODE" in
     export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$SUPP/ubsan.supp"
     export ACCEL_TEST_TIME_SCALE="${ACCEL_TEST_TIME_SCALE:-3}"
-    SELECT=(-E '^(cluster|sparse)\.')
+    SELECT=(-E '^(cluster|sparse|sim)\.')
     ;;
   thread)
     SAN=thread
