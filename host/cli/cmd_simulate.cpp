@@ -6,6 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
+#include <vector>
 #include <string>
 #include <unistd.h>
 
@@ -35,11 +37,32 @@ std::pair<std::uint64_t, std::uint64_t> seed_range(const std::string& s) {
   }
 }
 
+// The scale report: one row per worker count.
+int scale_report(const std::vector<int>& counts, std::int64_t rows_per_member, cluster::sim::SwarmOptions o,
+                 bool temporary) {
+  std::cout << "| workers | messages in / worker / round | bytes in / worker / round | coordinator messages / round | "
+               "coordinator bytes / round | round (virtual ms) | killed at once | counting again after (virtual ms) | "
+               "wall s |\n|---|---|---|---|---|---|---|---|---|\n";
+  int bad = 0;
+  for (int p : counts) {
+    o.shape.rows = rows_per_member * (p + 1);
+    const auto r = cluster::sim::run_scale(p, o);
+    bad += !r.ok;
+    std::cout << "| " << p << " | " << r.member_messages << " | " << r.member_bytes << " | " << r.coordinator_messages
+              << " | " << r.coordinator_bytes << " | " << r.round_seconds * 1e3 << " | " << r.killed << " | "
+              << (r.recover_seconds < 0 ? std::string("never") : std::to_string(r.recover_seconds * 1e3)) << " | "
+              << r.wall_seconds << " |" << (r.ok ? "" : " (a job failed)") << std::endl;
+  }
+  if (temporary) std::filesystem::remove_all(o.dir);
+  return bad ? 1 : 0;
+}
+
 }  // namespace
 
 int simulate_main(const std::vector<std::string>& args) {
   po::options_description opts("accel simulate [options]");
-  std::string seeds, dir;
+  std::string seeds, dir, scale;
+  std::int64_t rows_per_member = 0;
   int min_workers = 0, max_workers = 0;
   double latency_us = 0, gbits = 0;
   cluster::sim::SwarmOptions o;
@@ -52,7 +75,12 @@ int simulate_main(const std::vector<std::string>& args) {
       ("latency-us", po::value(&latency_us)->default_value(1000), "link latency (virtual microseconds)")
       ("gbits", po::value(&gbits)->default_value(1), "link bandwidth (Gbit/s)")
       ("dir", po::value(&dir), "scratch folder (default: a new one under the temporary folder, removed after)")
-      ("verbose", "print every seed's schedule, not only the failing ones'");
+      ("verbose", "print every seed's schedule, not only the failing ones'")
+      ("scale", po::value(&scale), "instead of seeds: a failure-free job, then one with a tenth of the workers killed, "
+                                   "for each worker count of this list (e.g. 4,16,64); prints the scale report")
+      ("k", po::value(&o.shape.k)->default_value(o.shape.k), "--scale: clusters")
+      ("d", po::value(&o.shape.cols)->default_value(o.shape.cols), "--scale: features")
+      ("rows-per-member", po::value(&rows_per_member)->default_value(256), "--scale: rows of each participant");
   po::variables_map vm;
   if (!parse_or_help(args, opts, vm)) return 0;
   const auto [first, last] = seed_range(seeds);
@@ -67,11 +95,29 @@ int simulate_main(const std::vector<std::string>& args) {
   o.max_workers = max_workers;
   o.link.latency = std::chrono::duration_cast<cluster::Clock::duration>(std::chrono::duration<double, std::micro>(latency_us));
   o.link.bytes_per_second = gbits * 1e9 / 8;
+  std::vector<int> counts;
+  if (vm.count("scale")) {
+    std::stringstream in(scale);
+    for (std::string item; std::getline(in, item, ',');) {
+      std::size_t used = 0;
+      int p = 0;
+      try {
+        p = std::stoi(item, &used);
+      } catch (const std::logic_error&) {
+      }
+      if (used != item.size() || p < 1 || p > 4096) throw InputError("--scale " + scale + ": worker counts 1 to 4096, comma-separated");
+      counts.push_back(p);
+    }
+    if (counts.empty()) throw InputError("--scale: no worker count");
+    if (o.shape.k < 1 || o.shape.cols < 1 || rows_per_member < o.shape.k)
+      throw InputError("--k, --d, --rows-per-member: positive, and at least k rows a member");
+  }
   const bool temporary = dir.empty();
   o.dir = temporary ? (std::filesystem::temp_directory_path() / ("accel-simulate-" + std::to_string(::getpid()))).string() : dir;
   std::filesystem::create_directories(o.dir);
   // The engine's warnings (evictions, stale messages) are the faults' doing.
   log::set_level(log::Level::Error);
+  if (!counts.empty()) return scale_report(counts, rows_per_member, o, temporary);
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, messages = 0;
   double simulated = 0;

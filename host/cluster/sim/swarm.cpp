@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +22,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::uint64_t kToken = 0x5a4d;
-constexpr std::int64_t kRows = 12000, kCols = 4, kK = 5;
 
 enum class Fault { Kill, KillRestart, Pause };
 const char* fault_name(Fault f) {
@@ -44,22 +44,24 @@ struct JobRun {
   double seconds = 0;
   std::uint64_t messages = 0;
   std::map<int, double> round_at;  // iteration -> the coordinator's virtual time
+  World::Stats stats;
 };
 
 Clock::duration secs_to(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-std::string input_of(const std::string& dir) {
-  const std::string path = dir + "/x.npy";
+std::string input_of(const std::string& dir, const JobShape& sh) {
+  const std::string path = dir + "/x-" + std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + "-" +
+                           std::to_string(sh.k) + ".npy";
   if (std::filesystem::exists(path)) return path;
   std::mt19937_64 g(3);
   std::normal_distribution<float> noise(0, 1);
-  std::vector<float> c(kK * kCols), x(kRows * kCols);
+  std::vector<float> c(sh.k * sh.cols), x(sh.rows * sh.cols);
   for (auto& v : c) v = noise(g) * 6;
-  for (std::int64_t i = 0; i < kRows; ++i)
-    for (std::int64_t j = 0; j < kCols; ++j) x[i * kCols + j] = c[(i % kK) * kCols + j] + noise(g);
-  write_npy(path + ".tmp", x.data(), {kRows, kCols});
+  for (std::int64_t i = 0; i < sh.rows; ++i)
+    for (std::int64_t j = 0; j < sh.cols; ++j) x[i * sh.cols + j] = c[(i % sh.k) * sh.cols + j] + noise(g);
+  write_npy(path + ".tmp", x.data(), {sh.rows, sh.cols});
   std::filesystem::rename(path + ".tmp", path);
   return path;
 }
@@ -75,7 +77,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
                const std::map<int, double>& when, const SwarmOptions& o, const std::string& dir) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string input = input_of(o.dir);
+  const std::string input = input_of(o.dir, o.shape);
   World w(seed, o.link);
   JobRun out;
   w.spawn("coordinator", [&] {
@@ -83,7 +85,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
     try {
       KMeansJobOptions ko;
       ko.input = input;
-      ko.k = kK;
+      ko.k = o.shape.k;
       ko.max_iter = o.iterations;
       ko.tol = 0;
       ko.output_centroids = dir + "/centroids.npy";
@@ -139,6 +141,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   out.ended = w.run(600s);
   out.seconds = std::chrono::duration<double>(w.elapsed()).count();
   out.messages = w.stats().messages;
+  out.stats = w.stats();
   if (out.coordinator_exit == 0) {
     const Matrix m = load_matrix(dir + "/centroids.npy");
     out.centroids.assign(m.row(0), m.row(0) + m.rows * m.cols);
@@ -248,6 +251,43 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& o) {
                   std::to_string(b));
   }
   std::filesystem::remove_all(o.dir + "/seed-" + std::to_string(seed));
+  return res;
+}
+
+ScaleResult run_scale(int workers, const SwarmOptions& o) {
+  ScaleResult res;
+  res.workers = workers;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string dir = o.dir + "/scale-" + std::to_string(workers);
+  const JobRun ref = run_job(1, workers, {}, {}, o, dir);
+  if (ref.coordinator_exit != 0 || !ref.ended) return res;
+  const double rounds = o.iterations;
+  const auto coord = ref.stats.received.count(0) ? ref.stats.received.at(0) : std::pair<std::uint64_t, std::uint64_t>{};
+  res.coordinator_messages = coord.first / rounds;
+  res.coordinator_bytes = coord.second / rounds;
+  res.member_messages = (static_cast<double>(ref.stats.messages) - coord.first) / workers / rounds;
+  res.member_bytes = (static_cast<double>(ref.stats.bytes) - coord.second) / workers / rounds;
+  std::vector<double> per;
+  for (auto it = std::next(ref.round_at.begin()); it != ref.round_at.end(); ++it)
+    per.push_back(it->second - std::prev(it)->second);
+  std::sort(per.begin(), per.end());
+  res.round_seconds = per.empty() ? 0 : per[per.size() / 2];
+  // A tenth of the workers killed at once in the middle round.
+  res.killed = std::max(1, workers / 10);
+  const int mid = o.iterations / 2;
+  std::vector<FaultAt> kills;
+  for (int i = 0; i < res.killed; ++i) kills.push_back({Fault::Kill, 1 + i * workers / res.killed, mid, {}});
+  const JobRun k = run_job(2, workers, kills, ref.round_at, o, dir + "-killed");
+  const double at = ref.round_at.lower_bound(mid)->second;
+  for (const auto& [t, when] : k.round_at)
+    if (when > at) {
+      res.recover_seconds = when - at;
+      break;
+    }
+  res.ok = k.coordinator_exit == 0 && k.ended;
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(dir + "-killed");
+  res.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
 

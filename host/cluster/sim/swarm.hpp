@@ -19,8 +19,14 @@
 
 namespace accel::cluster::sim {
 
+// The job's input: rows x cols float32 around k centres, and k.
+struct JobShape {
+  std::int64_t rows = 12000, cols = 4, k = 5;
+};
+
 struct SwarmOptions {
   std::string dir;  // scratch: the input, logs, outputs
+  JobShape shape;
   int min_workers = 3, max_workers = 8;
   int iterations = 60;
   LinkModel link{std::chrono::milliseconds(1), 1.25e8};  // 1 ms, 1 Gbit/s
@@ -37,5 +43,21 @@ struct SeedResult {
 };
 
 SeedResult run_seed(std::uint64_t seed, const SwarmOptions& o);
+
+// One failure-free k-means job of `workers` workers (o.shape, o.iterations
+// rounds), then the same with a tenth of the workers (at least one)
+// killed at once in the middle: what the scale report (docs/cluster.md)
+// tabulates.
+struct ScaleResult {
+  int workers = 0;
+  double member_messages = 0, member_bytes = 0;            // received per worker per round (mean)
+  double coordinator_messages = 0, coordinator_bytes = 0;  // received by the coordinator per round
+  double round_seconds = 0;    // median virtual round time
+  double recover_seconds = -1; // from the kill to the next round counted (-1: none)
+  int killed = 0;
+  bool ok = false;
+  double wall_seconds = 0;
+};
+ScaleResult run_scale(int workers, const SwarmOptions& o);
 
 }  // namespace accel::cluster::sim

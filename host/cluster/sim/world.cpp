@@ -101,6 +101,9 @@ void World::handle(Event& e) {
       if (it == transports_.end()) return;  // the receiver is gone
       ++stats_.messages;
       stats_.bytes += bytes;
+      auto& r = stats_.received[owner_.at(e.to)];
+      ++r.first;
+      r.second += bytes;
       wake(owner_.at(e.to));
       return;
     }
@@ -206,11 +209,18 @@ SimTransport* World::find(std::uint64_t address) const {
   return it == transports_.end() ? nullptr : it->second;
 }
 
+// Each process's network interface carries bytes_per_second out and as
+// much in: a message leaves after those queued before it on the sender's
+// side, and lands after those queued before it on the receiver's (P - 1
+// partials sent at once take P - 1 times one's time, as on a real NIC).
 Clock::time_point World::carried(std::uint64_t from, std::uint64_t to, std::size_t bytes) {
-  auto& free_at = link_free_[{from, to}];
-  free_at = std::max(free_at, now_) + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                                          static_cast<double>(bytes) / link_.bytes_per_second));
-  return free_at + link_.latency;
+  const auto wire = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(static_cast<double>(bytes) / link_.bytes_per_second));
+  auto& out = egress_free_[from];
+  out = std::max(out, now_) + wire;
+  auto& in = ingress_free_[to];
+  in = std::max(in + wire, out);
+  return in + link_.latency;
 }
 
 void World::deliver(std::uint64_t from, std::uint64_t to, std::vector<std::byte> frame) {

@@ -26,9 +26,9 @@
 
 namespace accel::cluster::sim {
 
-// Every link alike: a message is delivered `latency` after the link has
-// carried its bytes at `bytes_per_second` (messages on one link queue
-// behind each other).
+// Every process alike: its network interface carries `bytes_per_second`
+// each way, messages queue behind each other on the sender's and the
+// receiver's side, and each arrives `latency` after its last byte left.
 struct LinkModel {
   Clock::duration latency = std::chrono::microseconds(10);
   double bytes_per_second = 1.25e9;  // 10 Gbit/s
@@ -92,6 +92,7 @@ class World : public ClockHook {
 
   struct Stats {
     std::uint64_t events = 0, messages = 0, bytes = 0;
+    std::map<Proc, std::pair<std::uint64_t, std::uint64_t>> received;  // by process: messages, bytes
   };
   const Stats& stats() const { return stats_; }
 
@@ -138,7 +139,7 @@ class World : public ClockHook {
   std::vector<std::unique_ptr<Process>> procs_;
   std::map<std::uint64_t, SimTransport*> transports_;
   std::map<std::uint64_t, Proc> owner_;
-  std::map<std::pair<std::uint64_t, std::uint64_t>, Clock::time_point> link_free_;
+  std::map<std::uint64_t, Clock::time_point> egress_free_, ingress_free_;  // by transport address
   Clock::time_point carried(std::uint64_t from, std::uint64_t to, std::size_t bytes);
   std::uint64_t next_address_ = 1;
   std::size_t live_ = 0;  // spawned, not ended
