@@ -188,6 +188,28 @@ TEST_F(Cli, CoordinatorResumeRefusesWhatItCannotContinue) {
 }
 #endif
 
+#if ACCEL_HAVE_UCX
+// The simulator's own options: one line naming the option, exit 2.
+TEST_F(Cli, SimulateRefusesBadOptions) {
+  auto refused = [&](const std::string& args, const std::string& needle) {
+    const Proc r = accel("simulate " + args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  };
+  refused("--seeds 5-2", "--seeds 5-2");
+  refused("--seeds x", "--seeds x");
+  refused("--min-workers 4 --max-workers 3", "--min-workers 4");
+  refused("--gbits 0", "--gbits");
+  refused("--latency-us -1", "--latency-us");
+  refused("--scale 4,x", "--scale 4,x");
+  const Proc ok = accel("simulate --seeds 7 --verbose");
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("seed 7: ok"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("1 seeds, 0 failed"), std::string::npos) << ok.out;
+}
+#endif
+
 TEST_F(Cli, UnknownCommand) {
   const Proc r = accel("frobnicate");
   EXPECT_EQ(r.code, 2);
