@@ -76,6 +76,7 @@ int simulate_main(const std::vector<std::string>& args) {
       ("gbits", po::value(&gbits)->default_value(1), "link bandwidth (Gbit/s)")
       ("dir", po::value(&dir), "scratch folder (default: a new one under the temporary folder, removed after)")
       ("verbose", "print every seed's schedule, not only the failing ones'")
+      ("message-faults", "also draw windows of a lossy network (control messages dropped, duplicated, delayed)")
       ("scale", po::value(&scale), "instead of seeds: a failure-free job, then one with a tenth of the workers killed, "
                                    "for each worker count of this list (e.g. 4,16,64); prints the scale report")
       ("k", po::value(&o.shape.k)->default_value(o.shape.k), "--scale: clusters")
@@ -91,6 +92,7 @@ int simulate_main(const std::vector<std::string>& args) {
   if (o.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(o.timeout_ms) + ": must be positive");
   if (!(latency_us >= 0 && latency_us <= 1e7)) throw InputError("--latency-us " + std::to_string(latency_us) + ": 0 to 1e7");
   if (!(gbits > 0 && gbits <= 1e4)) throw InputError("--gbits " + std::to_string(gbits) + ": above 0, at most 1e4");
+  o.message_faults = vm.count("message-faults") > 0;
   o.min_workers = min_workers;
   o.max_workers = max_workers;
   o.link.latency = std::chrono::duration_cast<cluster::Clock::duration>(std::chrono::duration<double, std::micro>(latency_us));
@@ -134,7 +136,8 @@ int simulate_main(const std::vector<std::string>& args) {
       ++failed;
       std::cout << "  replay: accel simulate --seeds " << s << " --min-workers " << o.min_workers << " --max-workers "
                 << o.max_workers << " --iterations " << o.iterations << " --timeout-ms " << o.timeout_ms
-                << " --latency-us " << latency_us << " --gbits " << gbits << "\n";
+                << " --latency-us " << latency_us << " --gbits " << gbits
+                << (o.message_faults ? " --message-faults" : "") << "\n";
     }
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

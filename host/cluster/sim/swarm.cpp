@@ -23,9 +23,15 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kToken = 0x5a4d;
 
-enum class Fault { Kill, KillRestart, Pause };
+enum class Fault { Kill, KillRestart, Pause, Lossy };
 const char* fault_name(Fault f) {
-  return f == Fault::Kill ? "kill" : f == Fault::KillRestart ? "kill+restart" : "pause";
+  switch (f) {
+    case Fault::Kill: return "kill";
+    case Fault::KillRestart: return "kill+restart";
+    case Fault::Pause: return "pause";
+    case Fault::Lossy: return "lossy network (5% dropped, 5% twice, up to 2 ms late)";
+  }
+  return "?";
 }
 
 struct FaultAt {
@@ -131,7 +137,9 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   for (const auto& f : faults) {
     const auto it = when.lower_bound(f.round);
     const auto at = secs_to(it == when.end() ? when.rbegin()->second : it->second);
-    if (f.kind == Fault::Pause) {
+    if (f.kind == Fault::Lossy) {
+      w.message_faults({at, at + f.length, 0.05, 0.05, std::chrono::milliseconds(2)});
+    } else if (f.kind == Fault::Pause) {
       w.pause(procs.at(f.worker), at, f.length);
     } else {
       w.kill(procs.at(f.worker), at);
@@ -187,7 +195,7 @@ std::string disagreement(const JobRun& r) {
   return {};
 }
 
-std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations, int timeout_ms) {
+std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations, int timeout_ms, bool lossy) {
   std::vector<FaultAt> out;
   const int n = static_cast<int>(g() % 4);  // 0 to 3 faults
   const auto round = [&] { return 2 + static_cast<int>(g() % static_cast<std::uint64_t>(iterations - 6)); };
@@ -208,6 +216,12 @@ std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations
       out.push_back(also);
     }
   }
+  if (lossy && g() % 2) {  // drawn last: the other faults are those of the same seed without it
+    FaultAt f{Fault::Lossy};
+    f.round = round();
+    f.length = ms(20 + g() % 100);
+    out.push_back(f);
+  }
   return out;
 }
 
@@ -218,11 +232,11 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& o) {
   res.seed = seed;
   std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ull + 1);
   const int workers = o.min_workers + static_cast<int>(g() % static_cast<std::uint64_t>(o.max_workers - o.min_workers + 1));
-  const auto faults = draw_faults(g, workers, o.iterations, o.timeout_ms);
+  const auto faults = draw_faults(g, workers, o.iterations, o.timeout_ms, o.message_faults);
   res.schedule.push_back("k-means, " + std::to_string(workers) + " workers, " + std::to_string(o.iterations) +
                          " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
   for (const auto& f : faults)
-    res.schedule.push_back(std::string(fault_name(f.kind)) + " worker " + std::to_string(f.worker) + " at round " +
+    res.schedule.push_back(std::string(fault_name(f.kind)) + (f.kind == Fault::Lossy ? std::string() : " worker " + std::to_string(f.worker)) + " at round " +
                            std::to_string(f.round) +
                            (f.length.count() ? " for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(f.length).count()) + " ms" : ""));
   const JobRun& ref = reference(workers, o);

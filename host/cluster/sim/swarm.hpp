@@ -31,6 +31,9 @@ struct SwarmOptions {
   int iterations = 60;
   LinkModel link{std::chrono::milliseconds(1), 1.25e8};  // 1 ms, 1 Gbit/s
   int timeout_ms = 50;
+  // Also draw windows of a lossy network: control messages dropped,
+  // duplicated and delayed (World::MessageFaults).
+  bool message_faults = false;
 };
 
 struct SeedResult {

@@ -224,7 +224,23 @@ Clock::time_point World::carried(std::uint64_t from, std::uint64_t to, std::size
 }
 
 void World::deliver(std::uint64_t from, std::uint64_t to, std::vector<std::byte> frame) {
-  const auto at = carried(from, to, frame.size());
+  auto at = carried(from, to, frame.size());
+  const MessageFaults& f = message_faults_;
+  if (now_ >= start_ + f.from && now_ < start_ + f.to) {
+    std::uniform_real_distribution<double> u(0, 1);
+    const auto later = [&] {
+      return std::chrono::duration_cast<Clock::duration>(f.max_delay * u(rng_));
+    };
+    if (u(rng_) < f.drop) {
+      ++stats_.dropped;
+      return;
+    }
+    if (u(rng_) < f.duplicate) {
+      ++stats_.duplicated;
+      push({at + later(), 0, Kind::Deliver, 0, 0, from, to, frame});
+    }
+    at += later();
+  }
   push({at, 0, Kind::Deliver, 0, 0, from, to, std::move(frame)});
 }
 

@@ -63,6 +63,18 @@ class World : public ClockHook {
   // reaches `limit` (false; the processes left are killed).
   bool run(Clock::duration limit);
 
+  // From `from` to `to` (virtual time since the start), each control
+  // message is dropped with probability `drop`, sent twice with
+  // probability `duplicate`, and held up to `max_delay` more (which
+  // reorders messages), all drawn from the seed. Bulk transfers are left
+  // alone.
+  struct MessageFaults {
+    Clock::duration from{}, to{};
+    double drop = 0, duplicate = 0;
+    Clock::duration max_delay{};
+  };
+  void message_faults(const MessageFaults& f) { message_faults_ = f; }
+
   Clock::time_point now() override { return now_; }
   void sleep_for(Clock::duration d) override;  // the calling process waits d
   Clock::duration elapsed() const { return now_ - start_; }
@@ -92,6 +104,7 @@ class World : public ClockHook {
 
   struct Stats {
     std::uint64_t events = 0, messages = 0, bytes = 0;
+    std::uint64_t dropped = 0, duplicated = 0;  // by message_faults
     std::map<Proc, std::pair<std::uint64_t, std::uint64_t>> received;  // by process: messages, bytes
   };
   const Stats& stats() const { return stats_; }
@@ -144,6 +157,7 @@ class World : public ClockHook {
   std::uint64_t next_address_ = 1;
   std::size_t live_ = 0;  // spawned, not ended
   Stats stats_;
+  MessageFaults message_faults_;
   std::unique_ptr<SimBootNetwork> boot_;
 
   mutable std::mutex mu_;
