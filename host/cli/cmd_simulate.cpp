@@ -116,9 +116,17 @@ int simulate_main(const std::vector<std::string>& args) {
   }
   const bool temporary = dir.empty();
   o.dir = temporary ? (std::filesystem::temp_directory_path() / ("accel-simulate-" + std::to_string(::getpid()))).string() : dir;
-  std::filesystem::create_directories(o.dir);
-  // The engine's warnings (evictions, stale messages) are the faults' doing.
-  log::set_level(log::Level::Error);
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  if (ec) throw InputError("--dir " + o.dir + ": " + ec.message());
+  // What the simulated processes log (evictions, a restarted worker that
+  // finds the job over) is the faults' doing, not this command's: with
+  // --verbose it is shown, otherwise the invariants speak for the run.
+  struct DefaultSinkAfter {  // this command's own errors are printed again
+    ~DefaultSinkAfter() { log::set_sink({}); }
+  } restore;
+  if (vm.count("verbose")) log::set_level(log::Level::Error);
+  else log::set_sink([](log::Level, std::string_view, std::string_view) {});
   if (!counts.empty()) return scale_report(counts, rows_per_member, o, temporary);
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, messages = 0;
