@@ -23,7 +23,6 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kToken = 0x5a4d;
 
-enum class Fault { Kill, KillRestart, Pause, Lossy };
 const char* fault_name(Fault f) {
   switch (f) {
     case Fault::Kill: return "kill";
@@ -33,25 +32,6 @@ const char* fault_name(Fault f) {
   }
   return "?";
 }
-
-struct FaultAt {
-  Fault kind;
-  int worker = 1;
-  int round = 1;                // in the failure-free run's time
-  Clock::duration length{};     // the pause, or how long until the restart
-};
-
-struct JobRun {
-  int coordinator_exit = -1;
-  std::string coordinator_error;
-  std::vector<float> centroids;
-  std::map<std::string, std::string> logs;  // by process: its JSON lines
-  bool ended = false;
-  double seconds = 0;
-  std::uint64_t messages = 0;
-  std::map<int, double> round_at;  // iteration -> the coordinator's virtual time
-  World::Stats stats;
-};
 
 Clock::duration secs_to(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -77,8 +57,8 @@ std::string slurp(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-// One job in a world of its own: a coordinator and `workers` workers, the
-// faults applied at the virtual times `when` gives their rounds.
+}  // namespace
+
 JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faults,
                const std::map<int, double>& when, const SwarmOptions& o, const std::string& dir) {
   std::filesystem::remove_all(dir);
@@ -148,7 +128,6 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   }
   out.ended = w.run(600s);
   out.seconds = std::chrono::duration<double>(w.elapsed()).count();
-  out.messages = w.stats().messages;
   out.stats = w.stats();
   if (out.coordinator_exit == 0) {
     const Matrix m = load_matrix(dir + "/centroids.npy");
@@ -164,6 +143,8 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   }
   return out;
 }
+
+namespace {
 
 // The failure-free run of `workers` workers, once per process.
 const JobRun& reference(int workers, const SwarmOptions& o) {
@@ -247,7 +228,7 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& o) {
   }
   const JobRun run = run_job(seed, workers, faults, ref.round_at, o, o.dir + "/seed-" + std::to_string(seed));
   res.virtual_seconds = run.seconds;
-  res.messages = run.messages;
+  res.messages = run.stats.messages;
   auto fail = [&](std::string why) {
     res.ok = false;
     res.violation = std::move(why);

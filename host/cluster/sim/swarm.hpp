@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,33 @@ struct SwarmOptions {
   // duplicated and delayed (World::MessageFaults).
   bool message_faults = false;
 };
+
+enum class Fault { Kill, KillRestart, Pause, Lossy };
+
+struct FaultAt {
+  Fault kind;
+  int worker = 1;
+  int round = 1;             // in the failure-free run's time
+  Clock::duration length{};  // the pause, the lossy window, or how long until the restart
+};
+
+struct JobRun {
+  int coordinator_exit = -1;
+  std::string coordinator_error;
+  std::vector<float> centroids;
+  std::map<std::string, std::string> logs;  // by process: its JSON lines
+  bool ended = false;                       // every process ended before the limit
+  double seconds = 0;                       // virtual
+  std::map<int, double> round_at;           // iteration -> the coordinator's virtual time
+  World::Stats stats;
+};
+
+// One k-means job (o.shape, o.iterations rounds, o.timeout_ms, o.link) in
+// a world of its own, from `seed`: a coordinator and `workers` workers, the
+// faults applied at the virtual times `when` gives their rounds (a
+// failure-free run's round_at). Outputs and logs go to `dir`.
+JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faults,
+               const std::map<int, double>& when, const SwarmOptions& o, const std::string& dir);
 
 struct SeedResult {
   std::uint64_t seed = 0;

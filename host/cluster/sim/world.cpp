@@ -1,5 +1,7 @@
 #include "world.hpp"
 
+#include <pthread.h>
+
 #include <exception>
 #include <stdexcept>
 
@@ -37,7 +39,6 @@ void World::pause(Proc p, Clock::duration at, Clock::duration length) {
 }
 
 bool World::ended(Proc p) const { return procs_.at(p)->ended; }
-const std::string& World::name(Proc p) const { return procs_.at(p)->name; }
 
 void World::push(Event e) {
   e.seq = seq_++;
@@ -149,6 +150,7 @@ void World::body(Proc p) {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return running_ == p; });
   }
+  pthread_setname_np(pthread_self(), procs_[p]->name.substr(0, 15).c_str());
   try {
     if (!procs_[p]->killed) procs_[p]->fn();
   } catch (const Killed&) {

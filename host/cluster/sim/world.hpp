@@ -51,7 +51,8 @@ class World : public ClockHook {
   World& operator=(const World&) = delete;
 
   // A process that runs fn from `at` on (virtual time since the start).
-  // Its Nodes get SimTransports of this world.
+  // Its Nodes get SimTransports of this world; its thread is named `name`
+  // (its first 15 characters), for a debugger.
   Proc spawn(std::string name, std::function<void()> fn, Clock::duration at = {});
   // Kills p at `at`: it unwinds at its next wait (or at once if waiting),
   // and its endpoints fail for its peers.
@@ -81,7 +82,6 @@ class World : public ClockHook {
   std::mt19937_64& rng() { return rng_; }
   const LinkModel& link() const { return link_; }
   bool ended(Proc p) const;
-  const std::string& name(Proc p) const;
 
   // --- for SimTransport ---------------------------------------------------
   // The calling process waits until `deadline` or until something arrives
