@@ -193,7 +193,7 @@ struct BootServer::Conn {
 
 BootServer::BootServer(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
                        std::vector<std::byte> address, std::uint32_t max_assigned)
-    : token_(token), max_id_(max_id), max_assigned_(max_assigned), last_assigned_(max_id), address_(std::move(address)) {
+    : token_(token), address_(std::move(address)), admissions_(max_id, max_assigned) {
   sockaddr_in sa = transport::ipv4_sockaddr(ip, port);
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) throw InputError(std::string("socket: ") + std::strerror(errno));
@@ -374,15 +374,16 @@ void BootServer::answer(Conn& c) {
     return;
   }
   std::unique_lock lock(mu_);
-  if (id == 0 && flag == 0 && last_assigned_ < max_assigned_) id = ++last_assigned_;  // elastic: a fresh id
-  if (id < 1 || id > std::max(max_id_, last_assigned_) || flag > 1) {
+  const std::uint32_t given = flag > 1 ? 0 : admissions_.id_for(id, flag == 1);
+  if (given == 0) {
+    const std::uint32_t capacity = admissions_.capacity();
     lock.unlock();
     append(c.out, &refused, 1);
-    refuse(c, id == 0 ? "a worker without an id, and the job is full (--max-workers " +
-                            std::to_string(std::max(max_id_, max_assigned_)) + ")"
+    refuse(c, id == 0 ? "a worker without an id, and the job is full (--max-workers " + std::to_string(capacity) + ")"
                       : "unknown worker id " + std::to_string(id));
     return;
   }
+  id = given;
   const std::uint8_t accepted = kAccepted;
   append(c.out, &accepted, 1);
   append(c.out, &id, sizeof id);
@@ -391,9 +392,7 @@ void BootServer::answer(Conn& c) {
   append(c.out, address_.data(), address_.size());
   const Mac ours = mac(token_, "server", c.ns, nc, id, flag, address_);
   append(c.out, ours.data(), ours.size());
-  admitted_[id] = {address, ticket_of(token_, c.ns, nc, id), flag == 1, session_key(token_, c.ns, nc, id)};
-  addresses_[id] = address;
-  keys_[id] = session_key(token_, c.ns, nc, id);
+  admissions_.record(id, {address, ticket_of(token_, c.ns, nc, id), flag == 1, session_key(token_, c.ns, nc, id)});
 }
 
 // Every refusal is counted; the lines are bounded to kRefusalLines a
@@ -431,9 +430,7 @@ std::uint64_t BootServer::refused() const {
 
 std::optional<transport::MacKey> BootServer::key_of(std::uint32_t id) const {
   std::lock_guard lock(mu_);
-  auto it = keys_.find(id);
-  if (it == keys_.end()) return std::nullopt;
-  return it->second;
+  return admissions_.key_of(id);
 }
 
 JobSecret random_job_secret() {
@@ -459,6 +456,26 @@ transport::MacKey pair_key(const JobSecret& secret, std::uint32_t a, std::uint32
 
 std::optional<Admission> BootServer::admit(std::uint32_t id, const Ticket& ticket) {
   std::lock_guard lock(mu_);
+  return admissions_.take(id, ticket);
+}
+
+std::optional<std::vector<std::byte>> BootServer::address_of(std::uint32_t id) const {
+  std::lock_guard lock(mu_);
+  return admissions_.address_of(id);
+}
+
+std::uint32_t Admissions::id_for(std::uint32_t id, bool resume) {
+  if (id == 0 && !resume && last_assigned_ < max_assigned_) return ++last_assigned_;  // elastic: a fresh id
+  return id >= 1 && id <= std::max(max_id_, last_assigned_) ? id : 0;
+}
+
+void Admissions::record(std::uint32_t id, Admission a) {
+  addresses_[id] = a.address;
+  keys_[id] = a.key;
+  admitted_[id] = std::move(a);
+}
+
+std::optional<Admission> Admissions::take(std::uint32_t id, const Ticket& ticket) {
   auto it = admitted_.find(id);
   if (it == admitted_.end() || it->second.ticket != ticket) return std::nullopt;
   Admission a = std::move(it->second);
@@ -466,10 +483,15 @@ std::optional<Admission> BootServer::admit(std::uint32_t id, const Ticket& ticke
   return a;
 }
 
-std::optional<std::vector<std::byte>> BootServer::address_of(std::uint32_t id) const {
-  std::lock_guard lock(mu_);
+std::optional<std::vector<std::byte>> Admissions::address_of(std::uint32_t id) const {
   auto it = addresses_.find(id);
   if (it == addresses_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<transport::MacKey> Admissions::key_of(std::uint32_t id) const {
+  auto it = keys_.find(id);
+  if (it == keys_.end()) return std::nullopt;
   return it->second;
 }
 

@@ -30,6 +30,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,32 @@ using JobSecret = std::array<std::byte, 32>;
 JobSecret random_job_secret();
 // The key of workers a and b (either order): HMAC(secret, "pair" min max).
 transport::MacKey pair_key(const JobSecret& secret, std::uint32_t a, std::uint32_t b);
+
+// Who passed the front door's handshake: the ids it gave, and each one's
+// latest admission, address and key. Both doors (TCP and simulated) keep
+// one; it takes no lock (BootServer holds its own around it).
+class Admissions {
+ public:
+  Admissions(std::uint32_t max_id, std::uint32_t max_assigned)
+      : max_id_(max_id), max_assigned_(max_assigned), last_assigned_(max_id) {}
+  // The id a hello asking for `id` gets: `id` itself when it is a worker's,
+  // or, asked with 0 by a worker that does not resume, the next id above
+  // the launch's up to max_assigned (elastic membership); 0: refused.
+  std::uint32_t id_for(std::uint32_t id, bool resume);
+  // The most ids this door gives.
+  std::uint32_t capacity() const { return std::max(max_id_, max_assigned_); }
+  void record(std::uint32_t id, Admission a);
+  // The latest admission of `id` when its ticket is `ticket`, consumed.
+  std::optional<Admission> take(std::uint32_t id, const Ticket& ticket);
+  std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const;
+  std::optional<transport::MacKey> key_of(std::uint32_t id) const;
+
+ private:
+  std::uint32_t max_id_, max_assigned_, last_assigned_;
+  std::map<std::uint32_t, Admission> admitted_;
+  std::map<std::uint32_t, std::vector<std::byte>> addresses_;
+  std::map<std::uint32_t, transport::MacKey> keys_;
+};
 
 // The coordinator's front door, as it uses it: BootServer over TCP, or a
 // simulated world's (sim/, through set_boot_network).
@@ -111,15 +138,11 @@ class BootServer final : public FrontDoor {
   void roll_window();
 
   std::uint64_t token_;
-  std::uint32_t max_id_;
-  std::uint32_t max_assigned_, last_assigned_;  // ids given to workers that asked with id 0
   std::vector<std::byte> address_;
   int fd_ = -1;
   std::uint16_t port_ = 0;
   mutable std::mutex mu_;
-  std::map<std::uint32_t, Admission> admitted_;
-  std::map<std::uint32_t, std::vector<std::byte>> addresses_;
-  std::map<std::uint32_t, transport::MacKey> keys_;
+  Admissions admissions_;
   std::vector<std::string> refusals_;
   std::uint64_t refused_total_ = 0;
   std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();

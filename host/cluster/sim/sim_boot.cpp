@@ -9,30 +9,19 @@ class SimBootNetwork::Door final : public FrontDoor {
  public:
   Door(SimBootNetwork& net, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
        std::vector<std::byte> address, std::uint32_t max_assigned)
-      : net_(net), port_(port), token_(token), max_id_(max_id), max_assigned_(max_assigned),
-        last_assigned_(max_id), address_(std::move(address)) {
+      : net_(net), port_(port), token_(token), address_(std::move(address)), admissions_(max_id, max_assigned) {
     net_.doors_[port_] = this;
   }
   ~Door() override { net_.doors_.erase(port_); }
 
   std::uint16_t port() const override { return port_; }
   std::optional<Admission> admit(std::uint32_t id, const Ticket& ticket) override {
-    auto it = admitted_.find(id);
-    if (it == admitted_.end() || it->second.ticket != ticket) return std::nullopt;
-    Admission a = std::move(it->second);
-    admitted_.erase(it);
-    return a;
+    return admissions_.take(id, ticket);
   }
   std::optional<std::vector<std::byte>> address_of(std::uint32_t id) const override {
-    auto it = addresses_.find(id);
-    if (it == addresses_.end()) return std::nullopt;
-    return it->second;
+    return admissions_.address_of(id);
   }
-  std::optional<transport::MacKey> key_of(std::uint32_t id) const override {
-    auto it = keys_.find(id);
-    if (it == keys_.end()) return std::nullopt;
-    return it->second;
-  }
+  std::optional<transport::MacKey> key_of(std::uint32_t id) const override { return admissions_.key_of(id); }
   std::vector<std::string> refusals() override { return std::exchange(refusals_, {}); }
   std::uint64_t refused() const override { return refused_; }
 
@@ -40,17 +29,15 @@ class SimBootNetwork::Door final : public FrontDoor {
   BootReply answer(std::uint64_t token, std::uint32_t id, bool resume, const std::vector<std::byte>& address) {
     const std::string who = id == 0 ? std::string("a worker without --id") : "worker " + std::to_string(id);
     if (token != token_) refuse("wrong job token (id " + std::to_string(id) + ")", who);
-    if (id == 0 && !resume && last_assigned_ < max_assigned_) id = ++last_assigned_;
-    if (id < 1 || id > std::max(max_id_, last_assigned_))
+    const std::uint32_t given = admissions_.id_for(id, resume);
+    if (given == 0)
       refuse(id == 0 ? "a worker without an id, and the job is full" : "unknown worker id " + std::to_string(id), who);
     BootReply r;
-    r.id = id;
+    r.id = given;
     r.address = address_;
     for (auto& b : r.ticket) b = static_cast<std::byte>(net_.world_.rng()());
     for (auto& b : r.key) b = static_cast<std::byte>(net_.world_.rng()());
-    admitted_[id] = {address, r.ticket, resume, r.key};
-    addresses_[id] = address;
-    keys_[id] = r.key;
+    admissions_.record(given, {address, r.ticket, resume, r.key});
     return r;
   }
 
@@ -64,11 +51,8 @@ class SimBootNetwork::Door final : public FrontDoor {
   SimBootNetwork& net_;
   std::uint16_t port_;
   std::uint64_t token_;
-  std::uint32_t max_id_, max_assigned_, last_assigned_;
   std::vector<std::byte> address_;
-  std::map<std::uint32_t, Admission> admitted_;
-  std::map<std::uint32_t, std::vector<std::byte>> addresses_;
-  std::map<std::uint32_t, transport::MacKey> keys_;
+  Admissions admissions_;
   std::vector<std::string> refusals_;
   std::uint64_t refused_ = 0;
 };
