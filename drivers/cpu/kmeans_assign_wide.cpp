@@ -142,8 +142,7 @@ constexpr int kStep = 16 * kGroups;
 // and arg[g] for the sixteen points of xs[g]. With AVX-512 a group is one
 // vector. Without it the groups are split into native 8-lane halves: GCC
 // 12 lowers a 16-lane compare, select or scalar broadcast one lane at a
-// time through the stack there (the loop ran 20x slower on Zen 3, which
-// has no AVX-512), while sums and FMAs it splits well.
+// time through the stack there, while sums and FMAs it splits well.
 template <int D>
 inline void nearest(const v16f (&xs)[kGroups][D], const float* c, std::int64_t k, v16f (&best)[kGroups],
                     v16i (&arg)[kGroups]) {
