@@ -29,7 +29,10 @@
 #include <memory>
 #include <new>
 #include <mutex>
+#include <string>
 #include <vector>
+
+#include "accel/log.hpp"
 
 namespace accel::cpu {
 
@@ -57,13 +60,23 @@ namespace {
 // (i_up, i_low) and may add rows it expects to need next.
 constexpr int kGroup = 4;
 
+// Every path but gemm sums u.v in one order, set by v alone: the products
+// (exact in double: two floats' product has 48 bits) of v's entries go to
+// four accumulators in turn, k mod 4, the last len mod 4 to the first, and
+// the four are added as (a0 + a1) + (a2 + a3). The merge, the scatter's
+// SIMD loops and their scalar fallbacks thus agree bit for bit, whichever
+// a launch picks and whichever rows a matrix holds (a distributed SVM
+// member's, or all of them).
+inline int lane_of(std::int64_t k, std::int64_t len) { return k < len - len % 4 ? static_cast<int>(k % 4) : 0; }
+
 double merge_dot(const CsrView& x, std::int64_t u, std::int64_t v) {
-  std::int64_t a = x.row_ptr[u], ae = x.row_ptr[u + 1], b = x.row_ptr[v], be = x.row_ptr[v + 1];
-  double s = 0;
-  while (a < ae && b < be) {
+  std::int64_t a = x.row_ptr[u], ae = x.row_ptr[u + 1];
+  const std::int64_t b0 = x.row_ptr[v], be = x.row_ptr[v + 1], len = be - b0;
+  double acc[4] = {0, 0, 0, 0};
+  for (std::int64_t b = b0; a < ae && b < be;) {
     const std::int32_t ca = x.col_idx[a], cb = x.col_idx[b];
     if (ca == cb) {
-      s += double(x.values[a]) * double(x.values[b]);
+      acc[lane_of(b - b0, len)] += double(x.values[a]) * double(x.values[b]);
       ++a;
       ++b;
     } else if (ca < cb) {
@@ -72,7 +85,7 @@ double merge_dot(const CsrView& x, std::int64_t u, std::int64_t v) {
       ++b;
     }
   }
-  return s;
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 struct Params {
@@ -94,6 +107,16 @@ void rows_merge(const CsrView& x, const std::int32_t* queries, std::int64_t q, c
   }
 }
 
+// The SIMD loops below without SIMD, in their order (see lane_of).
+[[maybe_unused]] inline void scalar_dot(const std::int32_t* ci, const float* v, std::int64_t len, const double* d,
+                                        int lanes, double* out) {
+  for (int g = 0; g < lanes; ++g) {
+    double acc[4] = {0, 0, 0, 0};
+    for (std::int64_t k = 0; k < len; ++k) acc[lane_of(k, len)] += double(v[k]) * d[kGroup * std::int64_t{ci[k]} + g];
+    out[g] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  }
+}
+
 // u.v for up to four dense query rows interleaved in d (d[4c] .. d[4c+3])
 // against one sparse row: one 32-byte load serves every query. A pass over
 // the active rows is bound by reading them from memory, so the extra lanes
@@ -112,10 +135,7 @@ inline void group_dot(const std::int32_t* ci, const float* v, std::int64_t len, 
   for (; k < len; ++k) a0 = _mm256_fmadd_pd(_mm256_set1_pd(v[k]), _mm256_load_pd(d + 4 * std::int64_t{ci[k]}), a0);
   _mm256_storeu_pd(out, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
 #else
-  double t[kGroup] = {0, 0, 0, 0};
-  for (std::int64_t k = 0; k < len; ++k)
-    for (int g = 0; g < kGroup; ++g) t[g] += double(v[k]) * d[kGroup * std::int64_t{ci[k]} + g];
-  for (int g = 0; g < kGroup; ++g) out[g] = t[g];
+  scalar_dot(ci, v, len, d, kGroup, out);
 #endif
 }
 
@@ -135,13 +155,7 @@ inline void pair_dot(const std::int32_t* ci, const float* v, std::int64_t len, c
     a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_set1_pd(v[k]), _mm_load_pd(d + kGroup * std::int64_t{ci[k]})));
   _mm_storeu_pd(out, _mm_add_pd(_mm_add_pd(a0, a1), _mm_add_pd(a2, a3)));
 #else
-  double t0 = 0, t1 = 0;
-  for (std::int64_t k = 0; k < len; ++k) {
-    t0 += double(v[k]) * d[kGroup * std::int64_t{ci[k]}];
-    t1 += double(v[k]) * d[kGroup * std::int64_t{ci[k]} + 1];
-  }
-  out[0] = t0;
-  out[1] = t1;
+  scalar_dot(ci, v, len, d, 2, out);
 #endif
 }
 
@@ -242,6 +256,25 @@ std::map<MatrixKey, CsrDotPath> choices;
 // every gather), whatever a short measurement says.
 constexpr std::int64_t kMaxScatterCols = std::int64_t{1} << 24;
 
+// ACCEL_CSR_DOT names the path every Auto launch takes instead of timing
+// one. merge or scatter gives the same values whichever rows a matrix holds
+// (lane_of): a distributed SVM's model is then single-node's bit for bit,
+// where gemm's sgemm rounds by tile and the timed choice may differ between
+// members and between runs.
+CsrDotPath env_path() {
+  static const CsrDotPath path = [] {
+    const char* e = std::getenv("ACCEL_CSR_DOT");
+    const std::string v = e ? e : "";
+    if (v.empty() || v == "auto") return CsrDotPath::Auto;
+    if (v == "merge") return CsrDotPath::Merge;
+    if (v == "scatter") return CsrDotPath::Scatter;
+    if (v == "gemm") return CsrDotPath::Gemm;
+    log::warn("accel cpu") << "ACCEL_CSR_DOT=" << v << " is not auto, merge, scatter or gemm: ignored";
+    return CsrDotPath::Auto;
+  }();
+  return path;
+}
+
 }  // namespace
 
 void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t q, const std::int32_t* active,
@@ -249,6 +282,7 @@ void csr_kernel_rows(const CsrView& x, const std::int32_t* queries, std::int64_t
                      CsrDotPath path, bool exact) {
   const Params p{type, gamma, coef0, degree};
   if (q <= 0 || m <= 0) return;
+  if (path == CsrDotPath::Auto) path = env_path();
   if (x.cols > kMaxScatterCols) path = CsrDotPath::Merge;
   const bool batched = q >= kBatchQueries;
   const bool gemm_ok = batched && path != CsrDotPath::Merge;

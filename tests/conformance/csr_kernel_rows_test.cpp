@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <random>
 
@@ -162,6 +163,69 @@ TEST_P(CsrKernelRowsConformance, EveryDeviceMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CsrKernelRowsConformance, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name; });
+
+// The merge and the scatter sum every dot product in one order, set by the
+// target row alone: they agree bit for bit with each other and with
+// themselves on a matrix of some of the rows (a distributed SVM member's
+// shard with the working set's rows behind it), so ACCEL_CSR_DOT=merge or
+// scatter makes a distributed model single-node's exactly.
+std::vector<float> run_path(const CsrMatrix& x, const std::vector<std::int32_t>& queries,
+                            const std::vector<std::int32_t>& active, const KernelCfg& k, cpu::CsrDotPath path) {
+  const auto norms = x.sq_norms();
+  std::vector<float> out(queries.size() * active.size());
+  const cpu::CsrView v{x.row_ptr.data(), x.col_idx.data(), x.values.data(), norms.data(), x.rows, x.cols};
+  cpu::csr_kernel_rows(v, queries.data(), static_cast<std::int64_t>(queries.size()), active.data(),
+                       static_cast<std::int64_t>(active.size()), k.type, k.gamma, k.coef0, k.degree, out.data(), path);
+  return out;
+}
+
+TEST_P(CsrKernelRowsConformance, MergeAndScatterAgreeBitForBitOnAnyShard) {
+  const Case& c = GetParam();
+  const CsrMatrix x = make_matrix(c);
+  // A shard: the middle third of the rows, then the queries' rows behind
+  // them, as a member holds its own rows and its guests.
+  const std::int64_t lo = x.rows / 3, hi = 2 * x.rows / 3;
+  std::vector<std::int32_t> queries = {0, 3, static_cast<std::int32_t>(x.rows - 1)};
+  for (int a = 0; a < c.many_queries; ++a) queries.push_back(static_cast<std::int32_t>((a * 37) % x.rows));
+  CsrMatrix shard;
+  for (std::int64_t i = lo; i < hi; ++i) shard.add_row_from(x, i);
+  std::vector<std::int32_t> shard_queries;
+  for (auto u : queries) {
+    shard_queries.push_back(static_cast<std::int32_t>(shard.rows));
+    shard.add_row_from(x, u);
+  }
+  shard.cols = x.cols;
+  std::vector<std::int32_t> active, shard_active;
+  for (std::int64_t i = hi - 1; i >= lo; i -= 2) {
+    active.push_back(static_cast<std::int32_t>(i));
+    shard_active.push_back(static_cast<std::int32_t>(i - lo));
+  }
+  for (const auto& k : kKernels) {
+    SCOPED_TRACE("kernel " + std::to_string(static_cast<int>(k.type)));
+    const auto merge = run_path(x, queries, active, k, cpu::CsrDotPath::Merge);
+    for (const auto& got : {run_path(x, queries, active, k, cpu::CsrDotPath::Scatter),
+                            run_path(shard, shard_queries, shard_active, k, cpu::CsrDotPath::Scatter),
+                            run_path(shard, shard_queries, shard_active, k, cpu::CsrDotPath::Merge)})
+      for (std::size_t i = 0; i < merge.size(); ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(merge[i])) << "entry " << i;
+  }
+}
+
+// The sum order itself, where it shows: u.v = 2^60 + 1 - 2^60 + 1 is 1 summed
+// left to right and 0 in four lanes ((2^60 + 1) + (-2^60 + 1) rounds both
+// ones away). Random values almost never show it (double sums, float out).
+TEST(CsrKernelRows, MergeSumsInTheScattersOrder) {
+  CsrMatrix x;
+  const float big = 1152921504606846976.0f;  // 2^60
+  x.add_row({{0, big}, {1, 1.0f}, {2, -big}, {3, 1.0f}, {5, 2.0f}});
+  x.add_row({{0, 1.0f}, {1, 1.0f}, {2, 1.0f}, {3, 1.0f}, {4, 1.0f}});
+  x.cols = 6;
+  const KernelCfg linear{KernelType::Linear, 0, 0, 3};
+  const std::vector<std::int32_t> queries = {0}, active = {1};
+  const auto merge = run_path(x, queries, active, linear, cpu::CsrDotPath::Merge);
+  EXPECT_EQ(merge[0], 0.0f);
+  EXPECT_EQ(run_path(x, queries, active, linear, cpu::CsrDotPath::Scatter)[0], merge[0]);
+}
 
 // The gemm path's written-out rows (kept by the buffer that holds the
 // values): read straight for a contiguous run of targets, copied for an
