@@ -94,6 +94,7 @@ class Coordinator {
   void tell_counted(std::uint32_t to, std::int64_t t, std::uint32_t q);
   void keep_counted(std::int64_t t, const std::map<std::uint32_t, Bytes>& members, const Membership& view,
                     const std::vector<std::uint32_t>& evicted);
+  std::vector<std::uint32_t> evict_rejoined(const Membership& view, SyncStats& st);
   bool take_over(std::uint32_t q, std::int64_t t);
   using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;  // (begin, rows)
   Ranges ranges_of(std::uint32_t q) const;
@@ -146,6 +147,7 @@ class Coordinator {
   std::vector<std::pair<std::uint32_t, std::int64_t>> pending_trims_;
   std::unique_ptr<Partition> own_;
   std::set<std::uint32_t> active_, inactive_, recovering_, resynced_, taken_over_;
+  std::set<std::uint32_t> rejoined_active_;  // said hello while counted in this round (evict_rejoined)
   std::set<std::uint32_t> leaving_;  // asked to leave (kLeave), still active
   std::map<std::uint32_t, Ranges> stood_;  // the rows of each member stood in for
   // --pull: rows workers compute beyond their own (Move): the plan in
@@ -721,6 +723,8 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
       st, [&](std::uint32_t q) { return all_to_all(*own_).addressed(q); });
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
+  const auto rejoined = evict_rejoined(view, st);
+  for (auto q : rejoined) members.erase(q);  // whatever came of it this round: its stand-in counts
   for (auto q : st.evicted) {
     lose(q);
     replan_ = true;
@@ -728,7 +732,12 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
     if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t))
       members[q] = all_to_all(*own_).stand_in(q);
   }
+  for (auto q : rejoined) {  // lost, and already on its way back
+    inactive_.erase(q);
+    recovering_.insert(q);
+  }
   keep_counted(t, members, view, st.evicted);
+  node_->counted_round(t, all_to_all(*own_).counted(members));
   RoundOutcome out = all_to_all(*own_).absorb(t, members);
   apply_trims(mine.trims, t);
   std::map<std::uint32_t, Contribution> measured = got;
@@ -742,6 +751,22 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
 // counted: it says so unasked to the members it evicted (their contribution
 // computed from their rows, or nothing), and on request (kNeed) to a member
 // that lacks one, which a member dying in mid-send leaves behind.
+// Members of this round's view that said hello during it (one that stopped
+// counting: a word it needed was lost): they count no contribution of
+// theirs from this round on, so this round evicts them like any member
+// lost in it, and the coordinator stands in for their rows until they
+// are back. Counted no more, they would leave their rows out.
+std::vector<std::uint32_t> Coordinator::evict_rejoined(const Membership& view, SyncStats& st) {
+  std::vector<std::uint32_t> out;
+  for (auto q : rejoined_active_)
+    if (std::find(view.active.begin(), view.active.end(), q) != view.active.end()) {
+      out.push_back(q);
+      if (std::find(st.evicted.begin(), st.evicted.end(), q) == st.evicted.end()) st.evicted.push_back(q);
+    }
+  rejoined_active_.clear();
+  return out;
+}
+
 void Coordinator::keep_counted(std::int64_t t, const std::map<std::uint32_t, Bytes>& members, const Membership& view,
                                const std::vector<std::uint32_t>& evicted) {
   counted_[t] = members;
@@ -1054,6 +1079,7 @@ void Coordinator::on_hello(const Received& r) {
     return;
   }
   address_[h.sender] = a->address;
+  if (active_.count(h.sender) && rounds_started_) rejoined_active_.insert(h.sender);
   active_.erase(h.sender);
   inactive_.erase(h.sender);
   recovering_.insert(h.sender);

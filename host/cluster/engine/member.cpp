@@ -399,6 +399,7 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
       [&](std::uint32_t q) { return recovering_ ? nullptr : all_to_all(*part_).addressed(q); });
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
+  node_.counted_round(t, all_to_all(*part_).counted(members));
   RoundOutcome out = all_to_all(*part_).absorb(t, members);
   // A re-split by measured speed (the coordinator's contribution): from the
   // next round this member keeps the first rows of its partition.

@@ -196,6 +196,9 @@ struct Node::SyncRound {
   // node lacks: what it counted for them (their own contribution, or one
   // it computed from their rows), or nothing.
   std::map<std::uint32_t, std::optional<Bytes>> words;
+  // What the coordinator counted in round t - 1 (its contribution says;
+  // the coordinator's own here), or 0: none to match.
+  std::uint64_t coord_counted = 0;
 
   // Everyone this node believes active; the unreachable are evicted.
   void notify(const Membership& view) {
@@ -255,8 +258,11 @@ struct Node::SyncRound {
       return;
     }
     if (it < t) return behind(h.sender, it, p);
+    if (h.sender != 0 && disagrees(p.counted)) return refuse(h.sender);
     if (h.sender == 0 && p.has_view) {
       coord_view = p.view;
+      coord_counted = p.counted;
+      std::erase_if(got, [&](const auto& g) { return g.first != 0 && disagrees(g.second.counted); });
       for (auto& [q, data] : p.stand_ins) take_word(q, std::move(data));
       p.stand_ins.clear();
       meet(p.peers);
@@ -279,6 +285,20 @@ struct Node::SyncRound {
     } catch (const InputError& e) {
       log::warn("accel cluster") << "dropped the coordinator's word: " << e.what();
     }
+  }
+
+  // A contribution computed from a state the coordinator's counting did
+  // not lead to: the sender counted round t - 1 otherwise (a word of the
+  // coordinator's lost on the way to it). Counting it would carry that
+  // into every state, so no participant does: the coordinator evicts the
+  // sender and stands in for its rows, the workers ask for its word.
+  bool disagrees(std::uint64_t counted) const { return coord_counted != 0 && counted != 0 && counted != coord_counted; }
+
+  void refuse(std::uint32_t q) {
+    log::warn("accel cluster") << "refused the contribution of round " << t << " from " << q
+                               << ": it counted round " << t - 1 << " otherwise than the coordinator";
+    if (node.coordinator() && std::find(stats.evicted.begin(), stats.evicted.end(), q) == stats.evicted.end())
+      stats.evicted.push_back(q);
   }
 
   // A returning worker a little behind: answer from the cache. Anything
@@ -334,7 +354,10 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
                                                  const Validate& validate, const Other& other, SyncStats& stats,
                                                  const Addressed& addressed) {
   const auto t0 = Clock::now();
-  SyncRound round{*this, t, mine, validate, other, stats, addressed, encode(mine), {}, {}, {}, {}};
+  Contribution own = mine;
+  own.counted = last_counted_.first == t - 1 ? last_counted_.second : 0;
+  SyncRound round{*this, t, own, validate, other, stats, addressed, encode(own), {}, {}, {}, {}};
+  if (coordinator()) round.coord_counted = own.counted;
   sent_[t] = round.payload;
   while (sent_.size() > 8) sent_.erase(sent_.begin());
   round.notify(view);
@@ -348,8 +371,10 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
       throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
     throw Evicted("no result from the coordinator for round " + std::to_string(t) + " within the timeout");
   }
+  if (!coordinator() && round.coord_counted != 0 && own.counted != 0 && own.counted != round.coord_counted)
+    throw Evicted("counted round " + std::to_string(t - 1) + " otherwise than the coordinator");
   view = *round.coord_view;
-  return counted(view, mine, std::move(round.got), std::move(round.words), stats);
+  return counted(view, own, std::move(round.got), std::move(round.words), stats);
 }
 
 // Members of the coordinator's view whose contribution did not come (the
@@ -360,17 +385,24 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
 // its timeout.
 void Node::await_words(const Membership& coord_view, std::int64_t t, const std::function<bool(std::uint32_t)>& missing,
                        const std::function<void(const transport::Received&)>& handle) {
-  bool any = false;
-  for (auto q : coord_view.active)
-    if (missing(q)) {
-      send(0, kNeed, t, encode_u32(q));
-      any = true;
-    }
-  if (!any) return;
   auto still = [&] { return std::any_of(coord_view.active.begin(), coord_view.active.end(), missing); };
+  if (!still()) return;
+  // Asked again every quarter timeout: a request or its answer may be lost.
+  auto ask = [&] {
+    for (auto q : coord_view.active)
+      if (missing(q)) send(0, kNeed, t, encode_u32(q));
+  };
+  const Ms every = std::max(Ms(1), timeout_ / 4);
   const auto deadline = Clock::now() + timeout_ + Ms(1000);
-  while (still() && Clock::now() < deadline && reachable(0))
-    if (auto r = receive(ms_until(deadline))) handle(*r);
+  ask();
+  auto next = Clock::now() + every;
+  while (still() && Clock::now() < deadline && reachable(0)) {
+    if (auto r = receive(ms_until(std::min(deadline, next)))) handle(*r);
+    if (Clock::now() >= next && still()) {
+      ask();
+      next = Clock::now() + every;
+    }
+  }
   if (!still()) return;
   if (!reachable(0)) throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
   // Counting without the word could part this node's result from the others'.

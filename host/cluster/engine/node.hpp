@@ -105,6 +105,11 @@ class Node {
                                              const Validate& validate, const Other& other, SyncStats& stats,
                                              const Addressed& addressed = {});
 
+  // What this node counted in round t (counted_digest of what it absorbs):
+  // its contribution of round t + 1 carries it, and the coordinator's is
+  // the one every participant must match (sync).
+  void counted_round(std::int64_t t, std::uint64_t digest) { last_counted_ = {t, digest}; }
+
   // Star form, coordinator side: the contributions of round t from `from`
   // (the view's active members but this node), as they arrive or until the
   // timeout; silent or unreachable ones land in stats.evicted.
@@ -168,6 +173,7 @@ class Node {
   // this node has moved on ([Antimatroid]: "wait for them to
   // respond").
   std::map<std::int64_t, std::vector<std::byte>> sent_;
+  std::pair<std::int64_t, std::uint64_t> last_counted_{-1, 0};  // (round, counted_digest)
 };
 
 }  // namespace accel::cluster

@@ -80,6 +80,26 @@ const char* type_name(std::uint16_t t) {
   return "unknown";
 }
 
+std::uint64_t counted_digest(const std::map<std::uint32_t, std::vector<std::byte>>& members) {
+  std::map<std::uint32_t, std::span<const std::byte>> spans;
+  for (const auto& [id, data] : members) spans.emplace(id, data);
+  return counted_digest(spans);
+}
+
+std::uint64_t counted_digest(const std::map<std::uint32_t, std::span<const std::byte>>& members) {
+  uLong c = 0;
+  std::uint64_t n = 0;
+  for (const auto& [id, data] : members) {
+    if (data.empty()) continue;  // counts nothing, as an absent member
+    const std::uint64_t head[2] = {id, data.size()};
+    c = ::crc32(c, reinterpret_cast<const Bytef*>(head), sizeof head);
+    c = ::crc32_z(c, reinterpret_cast<const Bytef*>(data.data()), data.size());
+    ++n;
+  }
+  const std::uint64_t d = (static_cast<std::uint64_t>(c) << 32) ^ ((n + 1) * 0x9E3779B97F4A7C15ull);
+  return d == 0 ? 1 : d;
+}
+
 std::uint64_t rows_digest(std::span<const std::byte> data) {
   constexpr std::size_t kWhole = 4 << 20, kBlock = 64 << 10, kBlocks = 64;
   uLong c = 0;
@@ -174,6 +194,7 @@ Bytes encode(const Contribution& c) {
     }
   }
   put_peers(o, c.peers);
+  o.put(c.counted);
   return std::move(o.b);
 }
 
@@ -228,6 +249,7 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& l)
     }
   }
   c.peers = get_peers(i, l);
+  c.counted = i.get<std::uint64_t>();
   i.end();
   return c;
 }

@@ -8,6 +8,7 @@
 #include "bootstrap.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,6 +60,13 @@ struct Membership {
 // Never 0. What it can miss: a change confined to the bytes between those
 // blocks of a larger partition.
 std::uint64_t rows_digest(std::span<const std::byte> data);
+
+// What a participant counted in a round: crc32 over each member's id and
+// workload bytes in id order (members that count nothing left out), mixed
+// with their number. Never 0, which a contribution sends for "did not count
+// the round before".
+std::uint64_t counted_digest(const std::map<std::uint32_t, std::span<const std::byte>>& members);
+std::uint64_t counted_digest(const std::map<std::uint32_t, std::vector<std::byte>>& members);
 
 struct Task {
   std::string workload;           // registered name (workload.hpp)
@@ -126,6 +134,12 @@ struct Contribution {
   // joined at the same time reach each other (neither was in the other's
   // view when it announced itself).
   std::vector<Peer> peers;
+  // Every participant: counted_digest of what it counted in the round
+  // before, or 0 where it did not count it (it was returning, or is a
+  // resumed coordinator). A participant that counted otherwise than the
+  // coordinator has left the others' state: its contribution is refused,
+  // and it rejoins on seeing the coordinator's (node.cpp).
+  std::uint64_t counted = 0;
 };
 
 struct Current {

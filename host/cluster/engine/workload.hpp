@@ -94,6 +94,13 @@ class AllToAllPartition : public Partition {
     (void)peer;
     return nullptr;
   }
+  // What a participant counted in a round (node.cpp checks every member's
+  // against the coordinator's), the same on every participant that counted
+  // alike: by default a digest of the bytes themselves. A workload that
+  // addresses hashes what every receiver of a member's bytes has alike.
+  virtual std::uint64_t counted(const std::map<std::uint32_t, Bytes>& contributions) const {
+    return counted_digest(contributions);
+  }
   // The round's members' contributions, this one's included, into the next
   // state; the same on every participant.
   virtual RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) = 0;

@@ -157,21 +157,38 @@ const JobRun& reference(int workers, const SwarmOptions& o) {
   return it->second;
 }
 
-// Every participant that logged round t logged the same inertia for it.
+// Every participant counts what the coordinator counted, or stops: one
+// that counted a round otherwise (a word of the coordinator's lost on its
+// way) may log it, but must rejoin before it counts another round, since
+// its next contribution is computed from that state (node.cpp refuses it).
 std::string disagreement(const JobRun& r) {
-  std::map<int, std::pair<std::string, std::string>> first;  // iteration -> (inertia, who)
-  for (const auto& [who, text] : r.logs) {
+  auto rounds = [](const std::string& text, auto&& on) {
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) {
       const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_object() || !j.contains("iteration") || !j.contains("inertia")) continue;
-      const int t = j["iteration"].get<int>();
-      const std::string v = j["inertia"].dump();
-      auto [f, fresh] = first.try_emplace(t, v, who);
-      if (!fresh && f->second.first != v)
-        return "round " + std::to_string(t) + ": " + f->second.second + " counted inertia " + f->second.first + ", " +
-               who + " " + v;
+      if (j.is_object()) on(j);
     }
+  };
+  std::map<int, std::string> coordinator;  // iteration -> inertia
+  rounds(r.logs.at("coordinator"), [&](const nlohmann::json& j) {
+    if (j.contains("iteration") && j.contains("inertia")) coordinator[j["iteration"].get<int>()] = j["inertia"].dump();
+  });
+  for (const auto& [who, text] : r.logs) {
+    if (who == "coordinator") continue;
+    std::string violation;
+    int apart = 0;  // a round this worker counted otherwise, not yet followed by its rejoin
+    rounds(text, [&](const nlohmann::json& j) {
+      if (!violation.empty()) return;
+      if (j.value("event", "") == "resumed") apart = 0;
+      if (!j.contains("iteration") || !j.contains("inertia")) return;
+      const int t = j["iteration"].get<int>();
+      if (apart)
+        violation = who + " counted round " + std::to_string(apart) + " otherwise than the coordinator and went on to count round " +
+                    std::to_string(t);
+      const auto c = coordinator.find(t);
+      if (c != coordinator.end() && c->second != j["inertia"].dump()) apart = t;
+    });
+    if (!violation.empty()) return violation;
   }
   return {};
 }

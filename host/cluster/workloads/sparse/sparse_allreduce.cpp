@@ -9,6 +9,7 @@
 #include "accel/sparse_allreduce.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
@@ -90,6 +91,23 @@ class SparsePartition final : public AllToAllPartition {
     return it == out_.end() ? nullptr : &it->second;
   }
   Bytes idle() const override { return encode(Kind::Idle, 0, {}, {}); }
+  // A reduce-scatter's shards differ from receiver to receiver: each
+  // counts as its kind and step alone, which every receiver sees alike.
+  std::uint64_t counted(const std::map<std::uint32_t, Bytes>& contributions) const override {
+    std::map<std::uint32_t, std::span<const std::byte>> alike;
+    std::map<std::uint32_t, std::array<std::uint64_t, 3>> marks;
+    for (const auto& [id, b] : contributions) {
+      if (b.empty()) continue;
+      const StepView s = view(b);
+      if (s.kind != Kind::Shard) {
+        alike.emplace(id, b);
+        continue;
+      }
+      const auto& m = marks[id] = {static_cast<std::uint64_t>(s.kind), s.n, s.tag};
+      alike.emplace(id, std::as_bytes(std::span(m)));
+    }
+    return counted_digest(alike);
+  }
   // Every peer's bytes pass this before the engine counts them; this
   // member's own were checked before they were sent.
   void validate(std::span<const std::byte> b) const override { (void)sparse::validate(b); }
