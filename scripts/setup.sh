@@ -19,6 +19,7 @@ PACKAGES=(
   python3-pytest python3-sklearn  # tests/python: accel against LIBSVM on scikit-learn's datasets
   pybind11-dev python3-dev python3-numpy  # the Python module accel._accel
   python3-torch              # tests/python: the PyTorch DDP hook (CPU, gloo)
+  python3-dask python3-distributed python3-pandas  # accel.dask: k-means on a dask.distributed cluster
   time                       # cluster.pull: each worker's peak memory (GNU time's %M)
 )
 
