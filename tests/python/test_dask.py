@@ -121,3 +121,40 @@ def test_unknown_chunk_sizes_refused(client):
     X = X[X[:, 0] > 0]  # chunk sizes unknown until computed
     with pytest.raises(ValueError, match="unknown"):
         adask.KMeans(2, client=client, accel_bin=ACCEL).fit(X)
+
+
+def libsvm_file(path, x, y):
+    with open(path, "w") as f:
+        for row, label in zip(x, y):
+            f.write(" ".join([str(int(label))] + [f"{j + 1}:{row[j]:.9g}" for j in np.flatnonzero(row)]) + "\n")
+
+
+def test_svc_equals_single_node(client, tmp_path):
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 1, (3000, 10)).astype(np.float32)
+    y = np.where(x[:, 0] + 0.5 * x[:, 1] ** 2 + 0.3 * rng.normal(0, 1, 3000) > 0.4, 5, -1)
+    X, Y = da.from_array(x, chunks=(700, 10)), da.from_array(y, chunks=700)
+    clf = adask.SVC(C=4.0, client=client, accel_bin=ACCEL, timeout_ms=5000).fit(X, Y)
+    ref = accel.sklearn.SVC(C=4.0).fit(x, y)
+    assert list(clf.classes_) == [-1, 5]
+    assert clf._gamma == pytest.approx(ref._gamma, rel=1e-6)  # X.var() of float32 rows, summed in float64 here
+    differ = len(set(clf.support_) ^ set(ref.support_))
+    assert differ <= 0.001 * len(ref.support_), f"{differ} support vectors differ of {len(ref.support_)}"
+    assert clf.intercept_ == pytest.approx(ref.intercept_, rel=1e-3)  # gammas 6e-9 apart, SMO to tol 1e-3
+    np.testing.assert_array_equal(clf.predict(x), ref.predict(x))
+    np.testing.assert_array_equal(clf.predict(X).compute(), ref.predict(x))
+    # SMO stops at tol = 1e-3: two runs whose gammas differ in the 9th digit agree to about that
+    np.testing.assert_allclose(clf.decision_function(X).compute(), ref.decision_function(x), atol=2e-3)
+    # The objective against single-node accel svm-train on the same rows (class indices as labels).
+    data = tmp_path / "d.txt"
+    libsvm_file(data, x, np.searchsorted(clf.classes_, y))
+    r = __import__("subprocess").run([ACCEL, "svm-train", "-c", "4", "-g", repr(clf._gamma), "--json", str(data),
+                                      str(tmp_path / "m")], capture_output=True, text=True, check=True)
+    single = __import__("json").loads(r.stdout)["problems"][0]["obj"]
+    assert clf.summary_["problems"][0]["obj"] == pytest.approx(single, rel=1e-6)
+
+
+def test_svc_labels_must_match_rows(client):
+    X = da.ones((10, 2), chunks=5)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        adask.SVC(client=client, accel_bin=ACCEL).fit(X, da.ones(9, chunks=5))

@@ -679,6 +679,7 @@ std::string SvmJob::finish(std::span<const std::byte>, nlohmann::json& summary) 
   summary["seconds"]["total"] = summary["seconds"]["total"].get<double>() + loading_;
   summary["features"] = data_.x.cols;
   summary["total_sv"] = model_.sv.rows;
+  summary["sv_rows"] = model_.sv_rows;  // each support vector's row in the input, in the model's order
   summary["rows_moved"] = moves_;
   summary["resplits"] = resplits_;
   nlohmann::json probs = nlohmann::json::array();
