@@ -17,6 +17,7 @@ same ``random_state``.
 The ``accel`` executable comes from ``accel_bin``, else ``ACCEL_BIN``, else
 ``PATH``, on the client and on every worker.
 """
+import contextlib
 import copy
 import json
 import os
@@ -150,6 +151,29 @@ def _await_rendezvous(coordinator, path, timeout_s=60):
     raise RuntimeError(f"accel coordinator wrote no rendezvous to {path} in {timeout_s} s")
 
 
+def _cluster(est):
+    """The estimator's client, its workers (one member each) and the accel executable."""
+    accel_bin = _accel_bin(est.accel_bin)
+    client = est.client or default_client()
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise RuntimeError("the dask cluster has no workers")
+    return client, workers, accel_bin
+
+
+@contextlib.contextmanager
+def _scratch(est):
+    """The job's scratch folder: the given one, or a new one removed after."""
+    if est.scratch is not None:
+        yield est.scratch
+        return
+    scratch = tempfile.mkdtemp(prefix="accel-dask-")
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def _run_job(est, client, workers, scratch, accel_bin, job, command, args):
     """An accel job: `accel COMMAND ... ARGS` as its coordinator on this host,
     one member per Dask worker beside it; returns the coordinator's JSON
@@ -225,21 +249,12 @@ class KMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         n = X.shape[0]
         if n < self.n_clusters:
             raise ValueError(f"n_samples={n} should be >= n_clusters={self.n_clusters}.")
-        accel_bin = _accel_bin(self.accel_bin)
-        client = self.client or default_client()
-        workers = sorted(client.scheduler_info()["workers"])
-        if not workers:
-            raise RuntimeError("the dask cluster has no workers")
+        client, workers, accel_bin = _cluster(self)
         # The seed and the stopping distance as single-node accel.sklearn
         # derives them, so the centroids are its.
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        own = self.scratch is None
-        scratch = tempfile.mkdtemp(prefix="accel-dask-") if own else self.scratch
-        try:
+        with _scratch(self) as scratch:
             self._fit_in(client, workers, X, scratch, accel_bin, seed)
-        finally:
-            if own:
-                shutil.rmtree(scratch, ignore_errors=True)
         self.n_features_in_ = X.shape[1]
         return self
 
@@ -383,18 +398,9 @@ class SVC(_LocalSVC):
         self.classes_ = np.unique(y.compute())
         if len(self.classes_) < 2:
             raise ValueError(f"The number of classes has to be greater than one; got {len(self.classes_)} class")
-        accel_bin = _accel_bin(self.accel_bin)
-        client = self.client or default_client()
-        workers = sorted(client.scheduler_info()["workers"])
-        if not workers:
-            raise RuntimeError("the dask cluster has no workers")
-        own = self.scratch is None
-        scratch = tempfile.mkdtemp(prefix="accel-dask-") if own else self.scratch
-        try:
+        client, workers, accel_bin = _cluster(self)
+        with _scratch(self) as scratch:
             self._train_in(client, workers, X, y, scratch, accel_bin)
-        finally:
-            if own:
-                shutil.rmtree(scratch, ignore_errors=True)
         self.n_features_in_ = X.shape[1]
         return self
 
