@@ -1793,19 +1793,29 @@ def scenario_front_door(a, tmp):
             fail(f"{sub}: the job did not go on normally: {s}")
         return seconds, read_npy_floats(d / "centroids.npy"), d, (held[0].opened if held else 0)
 
-    quiet, want, _, _ = run("quiet", False)
-    attacked, got, d, opened = run("attacked", True)
-    worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(got, want))
-    err = (d / "coordinator.err").read_text()
-    lines = sum(1 for l in err.splitlines() if "refused" in l)
-    print(f"front door: quiet {quiet:.2f} s, under attack {attacked:.2f} s ({attacked / quiet:.2f}x; "
-          f"{opened} attacking connections opened, {lines} refusal lines); centroids within {worst:.1e}")
-    if worst > 1e-6:
-        fail("the attacked run's centroids differ from the quiet run's")
-    if attacked > 1.5 * quiet:
-        fail(f"under attack the job took {attacked / quiet:.2f}x its quiet time (need <= 1.5x)")
-    if lines > 60:
-        fail(f"{lines} refusal lines: not bounded")
+    # One quiet run's time varies by ~25% here (when the kill lands against
+    # the timeout), and CI runs another test beside this one. A single pair
+    # once read 1.53x where its median is ~1.0x, so a pair over the bound is
+    # confirmed by two more, and the median ratio of the three is judged.
+    ratios = []
+    for pair in range(3):
+        quiet, want, _, _ = run(f"quiet{pair}", False)
+        attacked, got, d, opened = run(f"attacked{pair}", True)
+        worst = max(abs(p - q) / (1 + abs(q)) for p, q in zip(got, want))
+        err = (d / "coordinator.err").read_text()
+        lines = sum(1 for l in err.splitlines() if "refused" in l)
+        ratios.append(attacked / quiet)
+        print(f"front door: quiet {quiet:.2f} s, under attack {attacked:.2f} s ({attacked / quiet:.2f}x; "
+              f"{opened} attacking connections opened, {lines} refusal lines); centroids within {worst:.1e}")
+        if worst > 1e-6:
+            fail("the attacked run's centroids differ from the quiet run's")
+        if lines > 60:
+            fail(f"{lines} refusal lines: not bounded")
+        if ratios[0] <= 1.5:
+            return
+    median = sorted(ratios)[1]
+    if median > 1.5:
+        fail(f"under attack the job took a median {median:.2f}x its quiet time over 3 pairs (need <= 1.5x)")
 
 
 def netns_job(a, tmp, delay_ms):
