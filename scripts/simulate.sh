@@ -2,7 +2,7 @@
 # Swarm runs of the engine in the deterministic simulator (accel simulate):
 #   scripts/simulate.sh [SEEDS] [WORKERS] [WORKLOAD] [accel simulate options...]
 # SEEDS: a seed or a range A-B (default 1-300); WORKERS: a count, or MIN-MAX
-# (default 3-8); WORKLOAD: kmeans (the one simulated so far). A failing seed
+# (default 3-8); WORKLOAD: kmeans, svm or mixed (default kmeans). A failing seed
 # prints its schedule, the first invariant it violated and the command that
 # replays it; the exit status is then 1. 10,000 seeds: scripts/simulate.sh 1-10000
 set -euo pipefail
@@ -17,10 +17,13 @@ done
 SEEDS="${POS[0]:-1-300}"
 WORKERS="${POS[1]:-3-8}"
 WORKLOAD="${POS[2]:-kmeans}"
-if [ "$WORKLOAD" != kmeans ]; then
-  echo "simulate.sh: workload $WORKLOAD: only kmeans is simulated so far" >&2
-  exit 2
-fi
+case "$WORKLOAD" in
+  kmeans | svm | mixed) ;;
+  *)
+    echo "simulate.sh: workload $WORKLOAD: kmeans, svm or mixed" >&2
+    exit 2
+    ;;
+esac
 if [[ "$WORKERS" =~ ^([0-9]+)-([0-9]+)$ ]]; then
   MIN="${BASH_REMATCH[1]}" MAX="${BASH_REMATCH[2]}"
 elif [[ "$WORKERS" =~ ^[0-9]+$ ]]; then
@@ -33,4 +36,4 @@ if [ ! -x "$ACCEL" ]; then
   echo "simulate.sh: no accel binary at $ACCEL (scripts/build.sh builds it)" >&2
   exit 2
 fi
-exec "$ACCEL" simulate --seeds "$SEEDS" --min-workers "$MIN" --max-workers "$MAX" "$@"
+exec "$ACCEL" simulate --seeds "$SEEDS" --min-workers "$MIN" --max-workers "$MAX" --workload "$WORKLOAD" "$@"

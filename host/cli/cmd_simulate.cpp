@@ -70,6 +70,8 @@ int simulate_main(const std::vector<std::string>& args) {
       ("seeds", po::value(&seeds)->default_value("1-20"), "a seed or a range A-B: one job and fault schedule each")
       ("min-workers", po::value(&min_workers)->default_value(o.min_workers), "fewest workers a seed draws")
       ("max-workers", po::value(&max_workers)->default_value(o.max_workers), "most workers a seed draws")
+      ("workload", po::value(&o.workload)->default_value(o.workload),
+       "kmeans, svm (C-SVC, two classes), or mixed (each seed draws one)")
       ("iterations", po::value(&o.iterations)->default_value(o.iterations), "k-means rounds of each job")
       ("timeout-ms", po::value(&o.timeout_ms)->default_value(o.timeout_ms), "the barrier's timeout (virtual ms)")
       ("latency-us", po::value(&latency_us)->default_value(1000), "link latency (virtual microseconds)")
@@ -88,6 +90,9 @@ int simulate_main(const std::vector<std::string>& args) {
   if (min_workers < 1 || max_workers < min_workers || max_workers > 64)
     throw InputError("--min-workers " + std::to_string(min_workers) + ", --max-workers " +
                      std::to_string(max_workers) + ": need 1 <= min <= max <= 64");
+  if (o.workload != "kmeans" && o.workload != "svm" && o.workload != "mixed")
+    throw InputError("--workload " + o.workload + ": kmeans, svm or mixed");
+  if (vm.count("scale") && o.workload != "kmeans") throw InputError("--scale: k-means only (--workload kmeans)");
   if (o.iterations < 8 || o.iterations > 100000) throw InputError("--iterations " + std::to_string(o.iterations) + ": 8 to 100000");
   if (o.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(o.timeout_ms) + ": must be positive");
   if (!(latency_us >= 0 && latency_us <= 1e7)) throw InputError("--latency-us " + std::to_string(latency_us) + ": 0 to 1e7");
@@ -144,7 +149,7 @@ int simulate_main(const std::vector<std::string>& args) {
       ++failed;
       std::cout << "  replay: accel simulate --seeds " << s << " --min-workers " << o.min_workers << " --max-workers "
                 << o.max_workers << " --iterations " << o.iterations << " --timeout-ms " << o.timeout_ms
-                << " --latency-us " << latency_us << " --gbits " << gbits
+                << " --latency-us " << latency_us << " --gbits " << gbits << " --workload " << o.workload
                 << (o.message_faults ? " --message-faults" : "") << "\n";
     }
   }

@@ -204,6 +204,8 @@ TEST_F(Cli, SimulateRefusesBadOptions) {
   refused("--latency-us -1", "--latency-us");
   refused("--scale 4,x", "--scale 4,x");
   refused("--dir /proc/no-such-folder", "--dir /proc/no-such-folder");
+  refused("--workload sparse", "--workload sparse");
+  refused("--workload svm --scale 4", "--scale");
   const Proc ok = accel("simulate --seeds 7 --verbose");
   EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
   EXPECT_NE(ok.out.find("seed 7: ok"), std::string::npos) << ok.out;

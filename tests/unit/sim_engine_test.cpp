@@ -52,5 +52,61 @@ TEST(SimEngine, AWorkerKilledMidJobLeavesTheFailureFreeCentroids) {
     EXPECT_NEAR(k.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
 }
 
+// The coordinator killed in round 12 of 40 and resumed from its checkpoint
+// 150 ms later: the workers wait for it, rejoin, and the job ends at the
+// failure-free centroids, exactly (k-means recomputes from the round after
+// the checkpoint).
+TEST(SimEngine, ACoordinatorKilledAndResumedLeavesTheFailureFreeCentroids) {
+  const SwarmOptions o = options();
+  const auto ref = run_job(3, 3, {}, {}, o, o.dir + "/ref3");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const auto r = run_job(3, 3, {{Fault::CoordinatorRestart, 0, 12, 150ms}}, ref.round_at, o, o.dir + "/resumed");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  EXPECT_TRUE(r.ended);
+  ASSERT_TRUE(r.logs.count("coordinator-resumed")) << "no coordinator was resumed";
+  const std::string& first = r.logs.at("coordinator");
+  EXPECT_EQ(first.find("\"iteration\":40,"), std::string::npos) << "the first coordinator was not killed mid-job";
+  EXPECT_NE(r.logs.at("coordinator-resumed").find("\"iteration\":40,"), std::string::npos);
+  EXPECT_EQ(r.centroids, ref.centroids);
+}
+
+// The coordinator cut off from every worker for 3 timeouts in round 12:
+// each side evicts the other, the coordinator computes every row (and, as
+// compute takes no virtual time, ends the job before the heal), and the
+// centroids are the failure-free ones.
+TEST(SimEngine, ACoordinatorCutOffPastTheTimeoutLeavesTheFailureFreeCentroids) {
+  const SwarmOptions o = options();
+  const auto ref = run_job(4, 3, {}, {}, o, o.dir + "/ref4");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const auto r = run_job(4, 3, {{Fault::Partition, 0, 12, 600ms}}, ref.round_at, o, o.dir + "/cut");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  EXPECT_TRUE(r.ended);
+  const std::string& log = r.logs.at("coordinator");
+  EXPECT_NE(log.find("\"active\":[0],\"inactive\":[1,2,3]"), std::string::npos) << "the workers were not all lost";
+  ASSERT_EQ(r.centroids.size(), ref.centroids.size());
+  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
+    EXPECT_NEAR(r.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
+}
+
+// The SVM (the engine's central exchange) with a worker killed in round 20
+// and the coordinator resumed from its checkpoint in round 40: the same
+// problems, each objective within 1e-6 of the failure-free run's.
+TEST(SimEngine, AnSvmJobWithAWorkerAndTheCoordinatorLostKeepsItsObjective) {
+  SwarmOptions o = options();
+  o.workload = "svm";
+  const auto ref = run_job(5, 3, {}, {}, o, o.dir + "/svm-ref");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  ASSERT_EQ(ref.objectives.size(), 1u);
+  ASSERT_GT(ref.round_at.size(), 45u);
+  EXPECT_GT(ref.support_vectors, 100);
+  const auto r = run_job(5, 3, {{Fault::Kill, 2, 20}, {Fault::CoordinatorRestart, 0, 40, 100ms}}, ref.round_at, o,
+                         o.dir + "/svm-faults");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  ASSERT_TRUE(r.logs.count("coordinator-resumed")) << "no coordinator was resumed";
+  EXPECT_NE(r.logs.at("coordinator").find("\"evicted\":[2]"), std::string::npos) << "worker 2 was not lost";
+  ASSERT_EQ(r.objectives.size(), 1u);
+  EXPECT_NEAR(r.objectives[0], ref.objectives[0], 1e-6 * std::abs(ref.objectives[0]));
+}
+
 }  // namespace
 }  // namespace accel::cluster::sim

@@ -97,6 +97,47 @@ TEST(SimWorld, ProcessesLeftAtTheLimitAreUnwound) {
   EXPECT_TRUE(unwound);
 }
 
+// A partition holds the cut-off process's messages, both ways, until it
+// heals, and they arrive then in the order they were sent; the process
+// runs on meanwhile, and after the heal messages take the link's time.
+TEST(SimWorld, APartitionHoldsMessagesUntilItHealsInOrder) {
+  World w(1, {1ms, 1e9});
+  std::vector<std::byte> addr;
+  std::vector<std::pair<std::uint64_t, double>> arrived;  // iteration, virtual seconds
+  double sender_ran_to = -1;
+  w.spawn("receiver", [&] {
+    SimTransport t(w, options(1));
+    addr = t.worker_address();
+    while (arrived.size() < 3) {
+      auto r = t.receive(std::chrono::milliseconds(60'000));
+      ASSERT_TRUE(r);
+      arrived.emplace_back(r->message.header.iteration, seconds(w.elapsed()));
+    }
+  });
+  const auto sender = w.spawn("sender", [&] {
+    SimTransport t(w, options(2));
+    sleep_for(1ms);
+    const auto ep = t.connect(addr);
+    sleep_for(9ms);  // t = 10 ms: cut off from 5 ms to 105 ms
+    EXPECT_TRUE(t.send(ep, 7, 1, {})->ok());
+    sleep_for(10ms);
+    EXPECT_TRUE(t.send(ep, 7, 2, {})->ok());
+    sleep_for(100ms);  // t = 120 ms: healed
+    sender_ran_to = seconds(w.elapsed());
+    EXPECT_TRUE(t.send(ep, 7, 3, {})->ok());
+  });
+  w.partition(sender, 5ms, 100ms);
+  ASSERT_TRUE(w.run(60s));
+  ASSERT_EQ(arrived.size(), 3u);
+  EXPECT_EQ(arrived[0].first, 1u);
+  EXPECT_EQ(arrived[1].first, 2u);
+  EXPECT_EQ(arrived[2].first, 3u);
+  EXPECT_NEAR(arrived[0].second, 0.106, 1e-6);  // the heal, then the latency
+  EXPECT_NEAR(arrived[1].second, 0.106, 1e-6);
+  EXPECT_DOUBLE_EQ(sender_ran_to, 0.120);
+  EXPECT_NEAR(arrived[2].second, 0.121, 1e-6);
+}
+
 TEST(SimWorld, BulkTransfersLandAfterTheirLinkTime) {
   World w(1, {0s, 1e9});
   std::vector<std::byte> addr, ticket;

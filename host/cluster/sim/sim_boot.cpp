@@ -9,12 +9,14 @@ class SimBootNetwork::Door final : public FrontDoor {
  public:
   Door(SimBootNetwork& net, std::uint16_t port, std::uint64_t token, std::uint32_t max_id,
        std::vector<std::byte> address, std::uint32_t max_assigned)
-      : net_(net), port_(port), token_(token), address_(std::move(address)), admissions_(max_id, max_assigned) {
+      : net_(net), port_(port), owner_(net.world_.current()), token_(token), address_(std::move(address)),
+        admissions_(max_id, max_assigned) {
     net_.doors_[port_] = this;
   }
   ~Door() override { net_.doors_.erase(port_); }
 
   std::uint16_t port() const override { return port_; }
+  World::Proc owner() const { return owner_; }
   std::optional<Admission> admit(std::uint32_t id, const Ticket& ticket) override {
     return admissions_.take(id, ticket);
   }
@@ -50,6 +52,7 @@ class SimBootNetwork::Door final : public FrontDoor {
 
   SimBootNetwork& net_;
   std::uint16_t port_;
+  World::Proc owner_;  // the coordinator's process
   std::uint64_t token_;
   std::vector<std::byte> address_;
   Admissions admissions_;
@@ -69,9 +72,23 @@ std::unique_ptr<FrontDoor> SimBootNetwork::open(const std::string& ip, std::uint
 }
 
 // A round trip of the link, then the door's verdict; nothing listening is
-// NotListening at once, as a refused TCP connection is.
+// NotListening at once, as a refused TCP connection is. A connection across
+// a partition (this process or the door's cut off) waits for the heal
+// first, or fails as boot_connect does at its timeout.
 BootReply SimBootNetwork::connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id,
-                                  bool resume, const std::vector<std::byte>& address, std::chrono::milliseconds) {
+                                  bool resume, const std::vector<std::byte>& address, std::chrono::milliseconds timeout) {
+  const auto now = world_.now();
+  auto heal = world_.cut_off_until(world_.current());
+  if (const auto door = doors_.find(port); door != doors_.end())
+    heal = std::max(heal, world_.cut_off_until(door->second->owner()));
+  if (heal > now) {
+    if (heal - now >= timeout) {
+      sleep_for(timeout);
+      throw InputError("worker " + std::to_string(id) + ": no handshake with the coordinator at " + ip + ":" +
+                       std::to_string(port) + " in " + std::to_string(timeout.count()) + " ms (cut off)");
+    }
+    sleep_for(heal - now);
+  }
   sleep_for(2 * world_.link().latency);
   auto it = doors_.find(port);
   if (it == doors_.end()) throw NotListening("nothing listens at " + ip + ":" + std::to_string(port));

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "accel/io.hpp"
 #include "engine.hpp"
 #include "kmeans/kmeans_job.hpp"
+#include "svm/svm_job.hpp"
 
 namespace accel::cluster::sim {
 namespace {
@@ -22,6 +24,9 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::uint64_t kToken = 0x5a4d;
+// How long (virtual ms) a worker keeps trying to reach a lost coordinator;
+// its restart is drawn within 20-320 ms.
+constexpr int kCoordinatorWait = 5000;
 
 const char* fault_name(Fault f) {
   switch (f) {
@@ -29,6 +34,8 @@ const char* fault_name(Fault f) {
     case Fault::KillRestart: return "kill+restart";
     case Fault::Pause: return "pause";
     case Fault::Lossy: return "lossy network (5% dropped, 5% twice, up to 2 ms late)";
+    case Fault::CoordinatorRestart: return "kill+resume the coordinator";
+    case Fault::Partition: return "partition";
   }
   return "?";
 }
@@ -52,6 +59,57 @@ std::string input_of(const std::string& dir, const JobShape& sh) {
   return path;
 }
 
+// The SVM's training set: two overlapping classes in 8 features, 1,500
+// rows, LIBSVM text; a few hundred support vectors and ~100 solver rounds.
+std::string svm_input_of(const std::string& dir) {
+  const std::string path = dir + "/svm-1500x8.libsvm";
+  if (std::filesystem::exists(path)) return path;
+  std::mt19937_64 g(5);
+  std::normal_distribution<double> noise(0, 1);
+  {
+    std::ofstream out(path + ".tmp");
+    for (int i = 0; i < 1500; ++i) {
+      const int label = i % 2 ? 1 : -1;
+      out << label;
+      for (int j = 1; j <= 8; ++j) {
+        char v[32];
+        std::snprintf(v, sizeof v, "%.4f", noise(g) + (j <= 2 ? 0.9 * label : 0.0));
+        out << ' ' << j << ':' << v;
+      }
+      out << '\n';
+    }
+  }
+  std::filesystem::rename(path + ".tmp", path);
+  return path;
+}
+
+std::unique_ptr<Job> make_job(const SwarmOptions& o, const std::string& dir, bool resumed) {
+  if (o.workload == "svm") {
+    SvmJobOptions so;
+    so.train_file = svm_input_of(o.dir);
+    so.model_file = dir + "/model";
+    so.params.cache_mb = 4;
+    so.params.ws_size = 64;  // more, shorter rounds: more of them for faults to fall in
+    return std::make_unique<SvmJob>(so);
+  }
+  KMeansJobOptions ko;
+  ko.input = input_of(o.dir, o.shape);
+  ko.k = o.shape.k;
+  ko.max_iter = o.iterations;
+  ko.tol = 0;
+  ko.output_centroids = dir + "/centroids.npy";
+  ko.resumed = resumed;
+  return std::make_unique<KMeansJob>(ko);
+}
+
+// What the job's result is, for the invariants.
+void take_result(Job& job, JobRun& out) {
+  if (auto* svm = dynamic_cast<SvmJob*>(&job)) {
+    for (const auto& p : svm->report().problems) out.objectives.push_back(p.obj);
+    out.support_vectors = svm->model().sv.rows;
+  }
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -63,46 +121,55 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
                const std::map<int, double>& when, const SwarmOptions& o, const std::string& dir) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string input = input_of(o.dir, o.shape);
   World w(seed, o.link);
   JobRun out;
-  w.spawn("coordinator", [&] {
-    omp_set_num_threads(1);
-    try {
-      KMeansJobOptions ko;
-      ko.input = input;
-      ko.k = o.shape.k;
-      ko.max_iter = o.iterations;
-      ko.tol = 0;
-      ko.output_centroids = dir + "/centroids.npy";
-      KMeansJob job(ko);
-      CoordinatorOptions co;
-      co.job = kToken;
-      co.job_file = dir + "/job.token";
-      co.workers = workers;
-      co.listen = "127.0.0.1:40000";
-      co.timeout_ms = o.timeout_ms;
-      co.join_timeout_ms = 10000;
-      co.print_summary = false;
-      co.log_json = dir + "/coordinator.jsonl";
-      out.coordinator_exit = run_coordinator(co, job);
-    } catch (const std::exception& e) {
-      out.coordinator_exit = 2;
-      out.coordinator_error = e.what();
-    }
-  });
+  // A coordinator killed mid-job is resumed from the checkpoint it writes
+  // every round (Young's interval is 0 in virtual time, where writing costs
+  // none), and the workers wait for it meanwhile.
+  const bool restarts = std::any_of(faults.begin(), faults.end(),
+                                    [](const FaultAt& f) { return f.kind == Fault::CoordinatorRestart; });
+  auto coordinator = [&](bool resume, Clock::duration at) {
+    return w.spawn(
+        "coordinator",
+        [&, resume] {
+          omp_set_num_threads(1);
+          try {
+            const auto job = make_job(o, dir, resume);
+            CoordinatorOptions co;
+            co.job = kToken;
+            co.job_file = dir + "/job.token";
+            co.workers = workers;
+            co.listen = "127.0.0.1:40000";
+            co.timeout_ms = o.timeout_ms;
+            co.join_timeout_ms = 10000;
+            co.print_summary = false;
+            co.log_json = dir + (resume ? "/coordinator-resumed.jsonl" : "/coordinator.jsonl");
+            if (restarts) (resume ? co.resume_dir : co.checkpoint_dir) = dir + "/checkpoint";
+            if (o.workload == "svm") co.device = "cpu";
+            out.coordinator_exit = run_coordinator(co, *job);
+            take_result(*job, out);
+          } catch (const std::exception& e) {
+            out.coordinator_exit = 2;
+            out.coordinator_error = e.what();
+          }
+        },
+        at);
+  };
+  World::Proc coordinator_proc = coordinator(false, {});
   int spawned = 0;
   auto worker = [&](int id, Clock::duration at) {
     const std::string log = dir + "/worker-" + std::to_string(id) + "-" + std::to_string(++spawned) + ".jsonl";
     return w.spawn(
         "worker-" + std::to_string(id),
-        [&o, id, log] {
+        [&o, id, log, restarts] {
           omp_set_num_threads(1);
           WorkerOptions wo;
           wo.job = kToken;
           wo.coordinator = "127.0.0.1:40000";
           wo.id = static_cast<std::uint32_t>(id);
           wo.timeout_ms = o.timeout_ms;
+          if (o.workload == "svm") wo.device = "cpu";
+          if (restarts) wo.coordinator_timeout_ms = kCoordinatorWait;
           wo.log_json = log;
           try {
             run_worker(wo);
@@ -119,6 +186,11 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
     const auto at = secs_to(it == when.end() ? when.rbegin()->second : it->second);
     if (f.kind == Fault::Lossy) {
       w.message_faults({at, at + f.length, 0.05, 0.05, std::chrono::milliseconds(2)});
+    } else if (f.kind == Fault::Partition) {
+      w.partition(f.worker == 0 ? coordinator_proc : procs.at(f.worker), at, f.length);
+    } else if (f.kind == Fault::CoordinatorRestart) {
+      w.kill(coordinator_proc, at);
+      coordinator_proc = coordinator(true, at + f.length);
     } else if (f.kind == Fault::Pause) {
       w.pause(procs.at(f.worker), at, f.length);
     } else {
@@ -129,7 +201,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   out.ended = w.run(600s);
   out.seconds = std::chrono::duration<double>(w.elapsed()).count();
   out.stats = w.stats();
-  if (out.coordinator_exit == 0) {
+  if (out.coordinator_exit == 0 && o.workload != "svm") {
     const Matrix m = load_matrix(dir + "/centroids.npy");
     out.centroids.assign(m.row(0), m.row(0) + m.rows * m.cols);
   }
@@ -138,7 +210,8 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   std::istringstream lines(out.logs["coordinator"]);
   for (std::string line; std::getline(lines, line);) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("iteration") && j.contains("inertia") && j.value("participant", -1) == 0)
+    if (j.is_object() && j.contains("iteration") && j.contains("members") && j.value("participant", -1) == 0 &&
+        (o.workload == "svm" || j.contains("inertia")))
       out.round_at[j["iteration"].get<int>()] = j["t_s"].get<double>();
   }
   return out;
@@ -146,15 +219,35 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
 
 namespace {
 
-// The failure-free run of `workers` workers, once per process.
+// The failure-free run of `workers` workers of o.workload, once per process.
 const JobRun& reference(int workers, const SwarmOptions& o) {
   static std::mutex mu;
-  static std::map<int, JobRun> cache;
+  static std::map<std::pair<std::string, int>, JobRun> cache;
   std::lock_guard lock(mu);
-  auto it = cache.find(workers);
+  const auto key = std::make_pair(o.workload, workers);
+  auto it = cache.find(key);
   if (it == cache.end())
-    it = cache.emplace(workers, run_job(0, workers, {}, {}, o, o.dir + "/reference-" + std::to_string(workers))).first;
+    it = cache.emplace(key, run_job(0, workers, {}, {}, o, o.dir + "/reference-" + o.workload + "-" + std::to_string(workers))).first;
   return it->second;
+}
+
+// The first invariant the result of `run` breaks against the failure-free
+// `ref` (empty: none): k-means centroids, or SVM objectives, within 1e-6
+// relative.
+std::string result_differs(const JobRun& run, const JobRun& ref) {
+  for (std::size_t i = 0; i < ref.objectives.size() && i < run.objectives.size(); ++i) {
+    const double a = run.objectives[i], b = ref.objectives[i];
+    if (std::abs(a - b) > 1e-6 * std::abs(b))
+      return "problem " + std::to_string(i) + "'s objective is " + std::to_string(a) + ", the failure-free run's " + std::to_string(b);
+  }
+  if (run.objectives.size() != ref.objectives.size()) return "the SVM solved another number of problems";
+  if (run.centroids.size() != ref.centroids.size()) return "the centroids have another shape";
+  for (std::size_t i = 0; i < ref.centroids.size(); ++i) {
+    const double a = run.centroids[i], b = ref.centroids[i];
+    if (std::abs(a - b) > 1e-6 * std::max(1.0, std::abs(b)))
+      return "centroid value " + std::to_string(i) + " is " + std::to_string(a) + ", the failure-free run's " + std::to_string(b);
+  }
+  return {};
 }
 
 // Every participant counts what the coordinator counted, or stops: one
@@ -169,12 +262,14 @@ std::string disagreement(const JobRun& r) {
       if (j.is_object()) on(j);
     }
   };
-  std::map<int, std::string> coordinator;  // iteration -> inertia
-  rounds(r.logs.at("coordinator"), [&](const nlohmann::json& j) {
-    if (j.contains("iteration") && j.contains("inertia")) coordinator[j["iteration"].get<int>()] = j["inertia"].dump();
-  });
+  std::map<int, std::string> coordinator;  // iteration -> inertia, of the coordinator and of its resumed self
+  for (const auto& [who, text] : r.logs)
+    if (who.starts_with("coordinator"))
+      rounds(text, [&](const nlohmann::json& j) {
+        if (j.contains("iteration") && j.contains("inertia")) coordinator[j["iteration"].get<int>()] = j["inertia"].dump();
+      });
   for (const auto& [who, text] : r.logs) {
-    if (who == "coordinator") continue;
+    if (who.starts_with("coordinator")) continue;
     std::string violation;
     int apart = 0;  // a round this worker counted otherwise, not yet followed by its rejoin
     rounds(text, [&](const nlohmann::json& j) {
@@ -214,10 +309,24 @@ std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations
       out.push_back(also);
     }
   }
-  if (lossy && g() % 2) {  // drawn last: the other faults are those of the same seed without it
+  if (lossy && g() % 2) {  // drawn after the others: they are those of the same seed without it
     FaultAt f{Fault::Lossy};
     f.round = round();
     f.length = ms(20 + g() % 100);
+    out.push_back(f);
+  }
+  if (g() % 4 == 0) {  // drawn last, for the same reason
+    FaultAt f{Fault::CoordinatorRestart};
+    f.worker = 0;
+    f.round = round();
+    f.length = ms(20 + g() % 300);
+    out.push_back(f);
+  }
+  if (g() % 4 == 0) {  // drawn last, for the same reason: one process cut off, under or past the timeout
+    FaultAt f{Fault::Partition};
+    f.worker = static_cast<int>(g() % static_cast<std::uint64_t>(workers + 1));
+    f.round = round();
+    f.length = ms(g() % 2 ? timeout_ms / 2 : timeout_ms * 3);
     out.push_back(f);
   }
   return out;
@@ -225,24 +334,35 @@ std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations
 
 }  // namespace
 
-SeedResult run_seed(std::uint64_t seed, const SwarmOptions& o) {
+SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   SeedResult res;
   res.seed = seed;
+  SwarmOptions o = options;
+  if (o.workload == "mixed") {  // from a generator of its own: a seed's other draws are those of its k-means run
+    std::mt19937_64 w(seed ^ 0x5eedull);
+    o.workload = w() % 3 == 0 ? "svm" : "kmeans";
+  }
   std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ull + 1);
   const int workers = o.min_workers + static_cast<int>(g() % static_cast<std::uint64_t>(o.max_workers - o.min_workers + 1));
-  const auto faults = draw_faults(g, workers, o.iterations, o.timeout_ms, o.message_faults);
-  res.schedule.push_back("k-means, " + std::to_string(workers) + " workers, " + std::to_string(o.iterations) +
-                         " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
-  for (const auto& f : faults)
-    res.schedule.push_back(std::string(fault_name(f.kind)) + (f.kind == Fault::Lossy ? std::string() : " worker " + std::to_string(f.worker)) + " at round " +
-                           std::to_string(f.round) +
-                           (f.length.count() ? " for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(f.length).count()) + " ms" : ""));
   const JobRun& ref = reference(workers, o);
   if (ref.coordinator_exit != 0) {
     res.ok = false;
     res.violation = "the failure-free run failed: " + ref.coordinator_error;
     return res;
   }
+  // The SVM's rounds are its solver's: faults fall among those of the failure-free run.
+  const int rounds = o.workload == "svm" ? std::max<int>(8, static_cast<int>(ref.round_at.size())) : o.iterations;
+  const auto faults = draw_faults(g, workers, rounds, o.timeout_ms, o.message_faults);
+  res.schedule.push_back((o.workload == "svm" ? "svm, " : "k-means, ") + std::to_string(workers) + " workers, " +
+                         std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
+  for (const auto& f : faults)
+    res.schedule.push_back(std::string(fault_name(f.kind)) +
+                           (f.kind == Fault::Lossy || f.kind == Fault::CoordinatorRestart ? std::string()
+                            : f.worker == 0 ? std::string(" the coordinator")
+                                            : " worker " + std::to_string(f.worker)) +
+                           " at round " +
+                           std::to_string(f.round) +
+                           (f.length.count() ? " for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(f.length).count()) + " ms" : ""));
   const JobRun run = run_job(seed, workers, faults, ref.round_at, o, o.dir + "/seed-" + std::to_string(seed));
   res.virtual_seconds = run.seconds;
   res.messages = run.stats.messages;
@@ -255,13 +375,7 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& o) {
   if (run.coordinator_exit != 0)
     return fail("the coordinator exited " + std::to_string(run.coordinator_exit) + ": " + run.coordinator_error);
   if (auto d = disagreement(run); !d.empty()) return fail("participants disagree: " + d);
-  if (run.centroids.size() != ref.centroids.size()) return fail("the centroids have another shape");
-  for (std::size_t i = 0; i < ref.centroids.size(); ++i) {
-    const double a = run.centroids[i], b = ref.centroids[i];
-    if (std::abs(a - b) > 1e-6 * std::max(1.0, std::abs(b)))
-      return fail("centroid value " + std::to_string(i) + " is " + std::to_string(a) + ", the failure-free run's " +
-                  std::to_string(b));
-  }
+  if (auto d = result_differs(run, ref); !d.empty()) return fail(d);
   std::filesystem::remove_all(o.dir + "/seed-" + std::to_string(seed));
   return res;
 }

@@ -4,8 +4,10 @@
 //
 // The job: k-means (move: lost rows are computed by the others) of a
 // coordinator and 3 to 8 workers. The nemesis, drawn from the seed:
-// workers killed (some restarted later, several at once), and workers
-// paused under or past the barrier's timeout. Invariants: the coordinator
+// workers killed (some restarted later, several at once), workers paused
+// under or past the barrier's timeout, the coordinator killed and resumed
+// from its checkpoint, and a worker or the coordinator cut off from the
+// others by a partition (World::partition). Invariants: the coordinator
 // exits 0; every participant logged the same inertia for each round it
 // counted; the centroids equal the failure-free run's within 1e-6
 // (relative); every process ended before the time limit.
@@ -27,6 +29,9 @@ struct JobShape {
 
 struct SwarmOptions {
   std::string dir;  // scratch: the input, logs, outputs
+  // kmeans, svm (C-SVC on two classes; rounds: the solver's), or mixed: each
+  // seed draws one of the two.
+  std::string workload = "kmeans";
   JobShape shape;
   int min_workers = 3, max_workers = 8;
   int iterations = 60;
@@ -37,19 +42,21 @@ struct SwarmOptions {
   bool message_faults = false;
 };
 
-enum class Fault { Kill, KillRestart, Pause, Lossy };
+enum class Fault { Kill, KillRestart, Pause, Lossy, CoordinatorRestart, Partition };
 
 struct FaultAt {
   Fault kind;
-  int worker = 1;
+  int worker = 1;             // 0: the coordinator
   int round = 1;             // in the failure-free run's time
-  Clock::duration length{};  // the pause, the lossy window, or how long until the restart
+  Clock::duration length{};  // the pause, the lossy window, the partition, or how long until the restart
 };
 
 struct JobRun {
   int coordinator_exit = -1;
   std::string coordinator_error;
-  std::vector<float> centroids;
+  std::vector<float> centroids;   // k-means
+  std::vector<double> objectives;  // svm: each problem's dual objective
+  std::int64_t support_vectors = 0;
   std::map<std::string, std::string> logs;  // by process: its JSON lines
   bool ended = false;                       // every process ended before the limit
   double seconds = 0;                       // virtual
@@ -57,8 +64,9 @@ struct JobRun {
   World::Stats stats;
 };
 
-// One k-means job (o.shape, o.iterations rounds, o.timeout_ms, o.link) in
-// a world of its own, from `seed`: a coordinator and `workers` workers, the
+// One job of o.workload (k-means: o.shape, o.iterations rounds; svm: the
+// swarm's two-class set; o.timeout_ms, o.link) in a world of its own, from
+// `seed`: a coordinator and `workers` workers, the
 // faults applied at the virtual times `when` gives their rounds (a
 // failure-free run's round_at). Outputs and logs go to `dir`.
 JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faults,

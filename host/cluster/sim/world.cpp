@@ -40,6 +40,28 @@ void World::pause(Proc p, Clock::duration at, Clock::duration length) {
 
 bool World::ended(Proc p) const { return procs_.at(p)->ended; }
 
+void World::partition(Proc p, Clock::duration at, Clock::duration length) {
+  cuts_.push_back({p, start_ + at, start_ + at + length});
+}
+
+Clock::time_point World::cut_off_until(Proc p) const {
+  Clock::time_point until = now_;
+  for (const auto& c : cuts_)
+    if (c.proc == p && now_ >= c.from && now_ < c.to) until = std::max(until, c.to);
+  return until;
+}
+
+Clock::time_point World::healed(std::uint64_t from, std::uint64_t to, Clock::time_point at) const {
+  const auto owner = [&](std::uint64_t address) {
+    const auto it = owner_.find(address);
+    return it == owner_.end() ? kScheduler : it->second;
+  };
+  const Proc a = owner(from), b = owner(to);
+  for (const auto& c : cuts_)
+    if ((a == c.proc || b == c.proc) && now_ < c.to && at >= c.from) at = std::max(at, c.to + link_.latency);
+  return at;
+}
+
 void World::push(Event e) {
   e.seq = seq_++;
   events_.push(std::move(e));
@@ -226,7 +248,7 @@ Clock::time_point World::carried(std::uint64_t from, std::uint64_t to, std::size
 }
 
 void World::deliver(std::uint64_t from, std::uint64_t to, std::vector<std::byte> frame) {
-  auto at = carried(from, to, frame.size());
+  auto at = healed(from, to, carried(from, to, frame.size()));
   const MessageFaults& f = message_faults_;
   if (now_ >= start_ + f.from && now_ < start_ + f.to) {
     std::uniform_real_distribution<double> u(0, 1);
@@ -248,7 +270,7 @@ void World::deliver(std::uint64_t from, std::uint64_t to, std::vector<std::byte>
 
 void World::deliver_bulk(std::uint64_t from, std::uint64_t to, std::uint64_t transfer_id, std::vector<std::byte> data,
                          std::shared_ptr<transport::Completion> done) {
-  const auto at = carried(from, to, data.size());
+  const auto at = healed(from, to, carried(from, to, data.size()));
   push({at, 0, Kind::Deliver, 0, 0, from, to, std::move(data), transfer_id, std::move(done)});
 }
 

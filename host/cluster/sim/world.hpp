@@ -60,6 +60,14 @@ class World : public ClockHook {
   // Stops p from `at` for `length` (SIGSTOP, then SIGCONT): it runs no
   // step meanwhile; what arrives for it waits in its transport.
   void pause(Proc p, Clock::duration at, Clock::duration length);
+  // From `at` for `length`, p is cut off from every other process (a
+  // network partition): what it sends and what is sent to it, bulk
+  // included, is held, as TCP retransmits it, and arrives in order after
+  // the heal; a connection it opens meanwhile waits for the heal (or fails
+  // at its timeout). p itself runs on.
+  void partition(Proc p, Clock::duration at, Clock::duration length);
+  // When the partition cutting p off now heals (now() if none does).
+  Clock::time_point cut_off_until(Proc p) const;
   // Runs events until every process has ended (true) or virtual time
   // reaches `limit` (false; the processes left are killed).
   bool run(Clock::duration limit);
@@ -154,6 +162,14 @@ class World : public ClockHook {
   std::map<std::uint64_t, Proc> owner_;
   std::map<std::uint64_t, Clock::time_point> egress_free_, ingress_free_;  // by transport address
   Clock::time_point carried(std::uint64_t from, std::uint64_t to, std::size_t bytes);
+  struct Cut {
+    Proc proc;
+    Clock::time_point from, to;
+  };
+  std::vector<Cut> cuts_;
+  // `at`, or after the heal of a partition the message from `from` to `to`
+  // crosses on its way (sent before it heals, arriving after it began).
+  Clock::time_point healed(std::uint64_t from, std::uint64_t to, Clock::time_point at) const;
   std::uint64_t next_address_ = 1;
   std::size_t live_ = 0;  // spawned, not ended
   Stats stats_;
