@@ -135,13 +135,17 @@ int simulate_main(const std::vector<std::string>& args) {
   if (!counts.empty()) return scale_report(counts, rows_per_member, o, temporary);
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, messages = 0;
-  double simulated = 0;
+  double simulated = 0, longest_wait = 0;
+  std::size_t held = 0;
   for (std::uint64_t s = first; s <= last; ++s) {
     const auto r = cluster::sim::run_seed(s, o);
     simulated += r.virtual_seconds;
     messages += r.messages;
+    longest_wait = std::max(longest_wait, r.longest_wait);
+    held = std::max(held, r.peak_held);
     if (!r.ok || vm.count("verbose")) {
-      std::cout << "seed " << s << (r.ok ? ": ok" : ": FAILED: " + r.violation) << "\n";
+      std::cout << "seed " << s << (r.ok ? ": ok" : ": FAILED: " + r.violation) << " (longest wait " << r.longest_wait
+                << " s, at most " << r.peak_held << " messages held)\n";
       for (const auto& line : r.schedule) std::cout << "  " << line << "\n";
       std::cout << std::flush;
     }
@@ -155,7 +159,8 @@ int simulate_main(const std::vector<std::string>& args) {
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "simulate: " << (last - first + 1) << " seeds, " << failed << " failed; " << simulated
-            << " s simulated, " << messages << " messages, in " << wall << " s\n";
+            << " s simulated, " << messages << " messages, in " << wall << " s; longest wait " << longest_wait
+            << " s, at most " << held << " messages held by one process\n";
   if (temporary) std::filesystem::remove_all(o.dir);
   return failed ? 1 : 0;
 }

@@ -138,6 +138,33 @@ TEST(SimWorld, APartitionHoldsMessagesUntilItHealsInOrder) {
   EXPECT_NEAR(arrived[2].second, 0.121, 1e-6);
 }
 
+// The bounds the swarm checks: the longest wait, the most messages held
+// unreceived, and those a full queue dropped.
+TEST(SimWorld, ItMeasuresWaitsAndHeldMessages) {
+  World w(1, {1ms, 1e9});
+  std::vector<std::byte> addr;
+  w.spawn("receiver", [&] {
+    auto o = options(1);
+    o.max_queued_messages = 3;
+    SimTransport t(w, o);
+    addr = t.worker_address();
+    sleep_for(2s);  // five messages arrive meanwhile: three are held, two dropped
+    int got = 0;
+    while (t.receive(std::chrono::milliseconds(10))) ++got;
+    EXPECT_EQ(got, 3);
+  });
+  w.spawn("sender", [&] {
+    SimTransport t(w, options(2));
+    sleep_for(1ms);
+    const auto ep = t.connect(addr);
+    for (int i = 0; i < 5; ++i) EXPECT_TRUE(t.send(ep, 7, i, {})->ok());
+  });
+  ASSERT_TRUE(w.run(60s));
+  EXPECT_EQ(w.stats().peak_held, 3u);
+  EXPECT_EQ(w.stats().dropped_full, 2u);
+  EXPECT_NEAR(seconds(w.stats().longest_wait), 2.0, 0.01);  // woken by the arrivals ~2 ms in, then asleep to 2 s
+}
+
 TEST(SimWorld, BulkTransfersLandAfterTheirLinkTime) {
   World w(1, {0s, 1e9});
   std::vector<std::byte> addr, ticket;

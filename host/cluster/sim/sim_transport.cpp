@@ -126,6 +126,7 @@ void SimTransport::arrive(std::uint64_t from, std::vector<std::byte> frame) {
   auto d = transport::decode_control(frame, {opt_.job_token, opt_.max_control_payload});
   if (!d.ok() || inbox_.size() >= opt_.max_queued_messages) {
     ++stats_.messages_dropped;
+    if (d.ok()) ++dropped_full_;
     log::warn("accel transport") << "dropped a message: " << (d.ok() ? "queue full" : d.error);
     return;
   }

@@ -53,6 +53,8 @@ class SimTransport final : public transport::Transport {
     return transport::BulkProtocol::ActiveMessage;
   }
   transport::Stats stats() const override { return stats_; }
+  std::size_t held() const { return inbox_.size(); }  // control messages arrived, not yet received
+  std::uint64_t dropped_full() const { return dropped_full_; }  // arrived to a full queue
 
   // --- the world's side -----------------------------------------------------
   void arrive(std::uint64_t from, std::vector<std::byte> frame);
@@ -85,6 +87,7 @@ class SimTransport final : public transport::Transport {
   std::map<std::uint64_t, Recv> recvs_;
   std::map<void*, std::unique_ptr<std::byte[]>> allocated_;
   transport::Stats stats_;
+  std::uint64_t dropped_full_ = 0;
 };
 
 }  // namespace accel::cluster::sim

@@ -366,12 +366,22 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   const JobRun run = run_job(seed, workers, faults, ref.round_at, o, o.dir + "/seed-" + std::to_string(seed));
   res.virtual_seconds = run.seconds;
   res.messages = run.stats.messages;
+  res.longest_wait = std::chrono::duration<double>(run.stats.longest_wait).count();
+  res.peak_held = run.stats.peak_held;
   auto fail = [&](std::string why) {
     res.ok = false;
     res.violation = std::move(why);
     return res;
   };
   if (!run.ended) return fail("a process was still running at the time limit (a wait without a bound)");
+  // Every wait is a timeout's or a retry's: none should last 20 timeouts
+  // (at least 1 s), nor should a transport's queue fill up and drop.
+  const auto bound = std::chrono::milliseconds(std::max(20 * o.timeout_ms, 1000));
+  if (run.stats.longest_wait > bound)
+    return fail("a process waited " + std::to_string(res.longest_wait) + " s at once (bound: " +
+                std::to_string(bound.count()) + " ms)");
+  if (run.stats.dropped_full > 0)
+    return fail(std::to_string(run.stats.dropped_full) + " messages dropped by a full transport queue");
   if (run.coordinator_exit != 0)
     return fail("the coordinator exited " + std::to_string(run.coordinator_exit) + ": " + run.coordinator_error);
   if (auto d = disagreement(run); !d.empty()) return fail("participants disagree: " + d);

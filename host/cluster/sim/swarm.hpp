@@ -79,6 +79,8 @@ struct SeedResult {
   std::vector<std::string> schedule;   // the job and the faults, one line each
   double virtual_seconds = 0;
   std::uint64_t messages = 0;
+  double longest_wait = 0;  // virtual seconds, World::Stats
+  std::size_t peak_held = 0;
 };
 
 SeedResult run_seed(std::uint64_t seed, const SwarmOptions& o);

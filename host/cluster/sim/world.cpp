@@ -119,7 +119,10 @@ void World::handle(Event& e) {
         else e.done->done = true, e.done->error = "Connection reset by remote peer";
         if (auto s = owner_.find(e.from); s != owner_.end()) wake(s->second);
       } else if (it != transports_.end()) {
+        const auto before = it->second->dropped_full();
         it->second->arrive(e.from, std::move(e.frame));
+        stats_.peak_held = std::max(stats_.peak_held, it->second->held());
+        stats_.dropped_full += it->second->dropped_full() - before;
       }
       if (it == transports_.end()) return;  // the receiver is gone
       ++stats_.messages;
@@ -201,9 +204,11 @@ void World::wait_until(Clock::time_point deadline) {
   p.waiting = true;
   ++p.wait_token;
   push({std::max(deadline, now_), 0, Kind::Wake, self, p.wait_token});
+  const auto since = now_;
   std::unique_lock lock(mu_);
   yield_to_scheduler(self, lock);
   lock.unlock();
+  stats_.longest_wait = std::max(stats_.longest_wait, now_ - since);
   if (p.killed) throw Killed{};
 }
 

@@ -114,6 +114,13 @@ class World : public ClockHook {
     std::uint64_t events = 0, messages = 0, bytes = 0;
     std::uint64_t dropped = 0, duplicated = 0;  // by message_faults
     std::map<Proc, std::pair<std::uint64_t, std::uint64_t>> received;  // by process: messages, bytes
+    // Bounds: the most control messages a transport held unreceived at
+    // once, those it dropped with its queue full (max_queued_messages), and
+    // the longest any process waited (a receive, a timeout, a sleep) before
+    // it was woken or killed.
+    std::size_t peak_held = 0;
+    std::uint64_t dropped_full = 0;
+    Clock::duration longest_wait{};
   };
   const Stats& stats() const { return stats_; }
 
