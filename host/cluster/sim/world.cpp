@@ -156,14 +156,14 @@ void World::resume(Proc p) {
   std::unique_lock lock(mu_);
   procs_[p]->waiting = false;
   running_ = p;
-  cv_.notify_all();
-  cv_.wait(lock, [&] { return running_ == kScheduler; });
+  procs_[p]->turn.notify_one();
+  scheduler_turn_.wait(lock, [&] { return running_ == kScheduler; });
 }
 
 void World::yield_to_scheduler(Proc self, std::unique_lock<std::mutex>& lock) {
   running_ = kScheduler;
-  cv_.notify_all();
-  cv_.wait(lock, [&] { return running_ == self; });
+  scheduler_turn_.notify_one();
+  procs_[self]->turn.wait(lock, [&] { return running_ == self; });
 }
 
 void World::body(Proc p) {
@@ -173,7 +173,7 @@ void World::body(Proc p) {
   set_transport_maker([this](transport::Options o) { return std::make_unique<SimTransport>(*this, std::move(o)); });
   {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return running_ == p; });
+    procs_[p]->turn.wait(lock, [&] { return running_ == p; });
   }
   pthread_setname_np(pthread_self(), procs_[p]->name.substr(0, 15).c_str());
   try {
@@ -184,7 +184,7 @@ void World::body(Proc p) {
   procs_[p]->ended = true;
   --live_;
   running_ = kScheduler;
-  cv_.notify_all();
+  scheduler_turn_.notify_one();
 }
 
 World::Proc World::current() const {

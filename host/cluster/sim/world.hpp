@@ -146,6 +146,7 @@ class World : public ClockHook {
     bool started = false, waiting = false, ended = false, killed = false;
     std::uint64_t wait_token = 0;
     Clock::time_point paused_until{};
+    std::condition_variable turn;  // signalled when running_ becomes this process
     std::uint64_t woken_token = 0;  // the wait a Wake is queued for already (0: none)
   };
   static constexpr Proc kScheduler = ~Proc{0};
@@ -184,7 +185,9 @@ class World : public ClockHook {
   std::unique_ptr<SimBootNetwork> boot_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  // One condition each (the scheduler's and every process's), so that a
+  // hand-over wakes the one thread whose turn it is, not all P of them.
+  std::condition_variable scheduler_turn_;
   Proc running_ = kScheduler;
 };
 
