@@ -45,7 +45,7 @@ except ImportError as e:  # pragma: no cover - said once, with the fix
 from . import _accel
 from .sklearn import KMeans as _LocalKMeans
 from .sklearn import SVC as _LocalSVC
-from .sklearn import _check_choice, _check_int, _check_real
+from .sklearn import _check_choice, _check_int
 
 
 def _accel_bin(given):
@@ -236,12 +236,12 @@ class KMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         self.host = host
         self.accel_bin = accel_bin
 
+    _ALGORITHMS = _LocalKMeans._ALGORITHMS
+    _check_common = _LocalKMeans._check_common
+
     def _check_params(self):
-        _check_int("n_clusters", self.n_clusters, 1)
-        _check_int("max_iter", self.max_iter, 1)
+        self._check_common()
         _check_int("timeout_ms", self.timeout_ms, 1)
-        _check_real("tol", self.tol, 0)
-        _check_choice("algorithm", self.algorithm, _LocalKMeans._ALGORITHMS)
 
     def fit(self, X, y=None):
         self._check_params()
@@ -391,7 +391,7 @@ class SVC(_LocalSVC):
         X = _as_rows(X)
         y = _as_labels(y, X)
         _check_int("timeout_ms", self.timeout_ms, 1)
-        self._check_params_only()
+        self._check_params()
         _check_choice("decision_function_shape", self.decision_function_shape, {"ovo", "ovr"})
         if self.class_weight is not None or self.probability:
             raise ValueError("accel.dask.SVC: class_weight and probability are not supported yet")
@@ -413,11 +413,8 @@ class SVC(_LocalSVC):
         stats = client.gather(client.compute(writes))
         n, total, squares = (sum(v) for v in zip(*stats))
         self._sparse = False
-        var = squares / n - (total / n) ** 2
-        gamma = self.gamma
-        if gamma == "scale":
-            gamma = 1.0 / (X.shape[1] * var) if var != 0 else 1.0
-        self._gamma = gamma = 1.0 / X.shape[1] if gamma == "auto" else float(gamma)
+        self._accel_params = self._params_with(self._gamma_of(X.shape[1], lambda: squares / n - (total / n) ** 2))
+        gamma = self._gamma
         kernels = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3}
         model = os.path.join(scratch, f"model-{job}")
         cli = ["-s", "0", "-t", str(kernels[self.kernel]), "-d", str(int(self.degree)), "-g", repr(gamma),
@@ -426,10 +423,6 @@ class SVC(_LocalSVC):
         summary = _run_job(self, client, workers, scratch, accel_bin, job, ["coordinator", "svm-train"],
                            [*cli, "--pull", os.path.join(parts, "*.txt"), model])
         head, coef, (indptr, indices, data) = _read_model(model)
-        self._accel_params = {"type": "c_svc", "kernel": self.kernel, "degree": int(self.degree), "gamma": gamma,
-                              "coef0": float(self.coef0), "C": float(self.C), "nu": 0.5, "epsilon": 0.1,
-                              "tol": float(self.tol), "cache_size": float(self.cache_size),
-                              "shrinking": bool(self.shrinking), "probability": False, "weights": []}
         sv = _accel.csr(indptr, indices, data, int(X.shape[1]))
         self._model = _accel.svm_model(self._accel_params, sv, [int(v) for v in head["label"]],
                                        [float(v) for v in head["rho"]], [int(v) for v in head["nr_sv"]],
@@ -441,18 +434,6 @@ class SVC(_LocalSVC):
         self.summary_ = summary
         if len(self.classes_) == 2:  # scikit-learn's sign: positive for classes_[1]
             self.dual_coef_, self.intercept_ = -self._dual_coef, -self._intercept
-
-    def _check_params_only(self):
-        _check_real("C", self.C, 0, closed_low=False)
-        _check_choice("kernel", self.kernel, {"linear", "poly", "rbf", "sigmoid"})
-        _check_int("degree", self.degree, 0)
-        _check_real("coef0", self.coef0, -np.inf)
-        _check_real("tol", self.tol, 0, closed_low=False)
-        _check_real("cache_size", self.cache_size, 0, closed_low=False)
-        if isinstance(self.gamma, str):
-            _check_choice("gamma", self.gamma, {"scale", "auto"})
-        else:
-            _check_real("gamma", self.gamma, 0, closed_low=False)
 
     def _chunked(self, X, method, shape):
         if not isinstance(X, (da.Array,)) and not hasattr(X, "to_dask_array"):

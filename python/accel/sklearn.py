@@ -111,14 +111,18 @@ class KMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         self.device = device
 
     def _check_params(self):
-        _check_int("n_clusters", self.n_clusters, 1)
-        _check_int("max_iter", self.max_iter, 1)
-        _check_real("tol", self.tol, 0)
-        _check_choice("algorithm", self.algorithm, self._ALGORITHMS)
+        self._check_common()
         if self.n_init != "auto":
             _check_int("n_init", self.n_init, 1)
         if isinstance(self.init, str):
             _check_choice("init", self.init, self._INITS)
+
+    def _check_common(self):
+        """The ranges accel.dask.KMeans shares."""
+        _check_int("n_clusters", self.n_clusters, 1)
+        _check_int("max_iter", self.max_iter, 1)
+        _check_real("tol", self.tol, 0)
+        _check_choice("algorithm", self.algorithm, self._ALGORITHMS)
 
     def _rows(self, X, reset):
         X = _validate(self, X, reset=reset, accept_sparse=False, dtype=[np.float64, np.float32], order="C")
@@ -215,7 +219,9 @@ class _BaseSVM(BaseEstimator):
 
     _impl = None  # accel's type name
 
-    def _params(self, n_features, X):
+    def _check_params(self):
+        """The parameters' ranges, before any data is looked at; each type
+        checks its own (C, nu, epsilon) first."""
         _check_choice("kernel", self.kernel, {"linear", "poly", "rbf", "sigmoid"})
         _check_int("degree", self.degree, 0)
         _check_real("coef0", self.coef0, -np.inf)
@@ -223,15 +229,30 @@ class _BaseSVM(BaseEstimator):
         _check_real("cache_size", self.cache_size, 0, closed_low=False)
         if isinstance(self.gamma, str):
             _check_choice("gamma", self.gamma, {"scale", "auto"})
-            if self.gamma == "auto":
-                gamma = 1.0 / n_features
-            else:
-                with np.errstate(over="ignore", invalid="ignore"):  # NaN/Inf are refused in accel, with their words
-                    var = (X.multiply(X)).mean() - X.mean() ** 2 if sp.issparse(X) else X.var()
-                gamma = 1.0 / (n_features * var) if var != 0 else 1.0
         else:
             _check_real("gamma", self.gamma, 0, closed_low=False)
-            gamma = float(self.gamma)
+
+    def _gamma_of(self, n_features, var):
+        """gamma as scikit-learn resolves it; var: the variance of X's
+        values, which only gamma='scale' needs (a callable giving it)."""
+        if self.gamma == "auto":
+            return 1.0 / n_features
+        if self.gamma == "scale":
+            v = var()
+            return 1.0 / (n_features * v) if v != 0 else 1.0
+        return float(self.gamma)
+
+    def _params(self, n_features, X):
+        self._check_params()
+
+        def var():
+            with np.errstate(over="ignore", invalid="ignore"):  # NaN/Inf are refused in accel, with their words
+                return (X.multiply(X)).mean() - X.mean() ** 2 if sp.issparse(X) else X.var()
+
+        return self._params_with(self._gamma_of(n_features, var))
+
+    def _params_with(self, gamma):
+        """The parameters accel trains with, gamma resolved."""
         self._gamma = gamma
         return {"type": self._impl, "kernel": self.kernel, "degree": int(self.degree), "gamma": float(gamma),
                 "coef0": float(self.coef0), "C": float(getattr(self, "C", 1.0)), "nu": float(getattr(self, "nu", 0.5)),
@@ -404,9 +425,9 @@ class SVC(_BaseClassifier):
         self.decision_function_shape = decision_function_shape
         self.device = device
 
-    def _params(self, n_features, X):
+    def _check_params(self):
         _check_real("C", self.C, 0, closed_low=False)
-        return super()._params(n_features, X)
+        super()._check_params()
 
 
 class NuSVC(_BaseClassifier):
@@ -430,9 +451,9 @@ class NuSVC(_BaseClassifier):
         self.decision_function_shape = decision_function_shape
         self.device = device
 
-    def _params(self, n_features, X):
+    def _check_params(self):
         _check_real("nu", self.nu, 0, closed_low=False, high=1)
-        return super()._params(n_features, X)
+        super()._check_params()
 
 
 class _BaseRegressor(RegressorMixin, _BaseSVM):
@@ -463,10 +484,10 @@ class SVR(_BaseRegressor):
         self.verbose = verbose
         self.device = device
 
-    def _params(self, n_features, X):
+    def _check_params(self):
         _check_real("C", self.C, 0, closed_low=False)
         _check_real("epsilon", self.epsilon, 0)
-        return super()._params(n_features, X)
+        super()._check_params()
 
 
 class NuSVR(_BaseRegressor):
@@ -487,10 +508,10 @@ class NuSVR(_BaseRegressor):
         self.verbose = verbose
         self.device = device
 
-    def _params(self, n_features, X):
+    def _check_params(self):
         _check_real("nu", self.nu, 0, closed_low=False, high=1)
         _check_real("C", self.C, 0, closed_low=False)
-        return super()._params(n_features, X)
+        super()._check_params()
 
 
 class OneClassSVM(OutlierMixin, _BaseSVM):
@@ -510,9 +531,9 @@ class OneClassSVM(OutlierMixin, _BaseSVM):
         self.verbose = verbose
         self.device = device
 
-    def _params(self, n_features, X):
+    def _check_params(self):
         _check_real("nu", self.nu, 0, closed_low=False, high=1)
-        return super()._params(n_features, X)
+        super()._check_params()
 
     def fit(self, X, y=None):
         X = _validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C", **_SVM_FINITE)
