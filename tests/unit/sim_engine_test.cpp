@@ -108,5 +108,26 @@ TEST(SimEngine, AnSvmJobWithAWorkerAndTheCoordinatorLostKeepsItsObjective) {
   EXPECT_NEAR(r.objectives[0], ref.objectives[0], 1e-6 * std::abs(ref.objectives[0]));
 }
 
+// Elastic membership: a worker without an id joins in round 10, worker 1
+// leaves (SIGTERM) from round 20 and hands its rows on, the joiner among
+// others, and the centroids are the failure-free ones.
+TEST(SimEngine, AWorkerJoiningAndOneLeavingLeaveTheFailureFreeCentroids) {
+  const SwarmOptions o = options();
+  const auto ref = run_job(6, 3, {}, {}, o, o.dir + "/ref6");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const auto r = run_job(6, 3, {{Fault::Join, 0, 10}, {Fault::Leave, 1, 20}}, ref.round_at, o, o.dir + "/elastic");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  EXPECT_TRUE(r.ended);
+  const std::string& log = r.logs.at("coordinator");
+  EXPECT_NE(log.find("\"active\":[0,2,3,4]"), std::string::npos) << "worker 4 did not join, or 1 did not leave";
+  EXPECT_NE(log.find("\"event\":\"left\""), std::string::npos) << "no worker left";
+  // Rounds take no virtual compute time, so no rate is measured: the joiner
+  // is sized at the mean of the others' probes (it has none of its own).
+  EXPECT_NE(log.find("\"by\":4"), std::string::npos) << "the joiner got no rows";
+  ASSERT_EQ(r.centroids.size(), ref.centroids.size());
+  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
+    EXPECT_NEAR(r.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
+}
+
 }  // namespace
 }  // namespace accel::cluster::sim

@@ -913,11 +913,14 @@ std::vector<Move> Coordinator::plan_moves() const {
   in.begin = begin_;
   in.kept = kept_;
   // A worker not measured yet (one that just joined) counts at the mean
-  // of those that are.
-  double sum = 0;
-  int known = 0;
-  for (auto w : active_)
+  // of those that are; where none is (rounds too short to time), at its
+  // probe, or at the mean of the others' probes (a joiner has none).
+  double sum = 0, probes = 0;
+  int known = 0, probed = 0;
+  for (auto w : active_) {
     if (const auto r = rates_.rate(w)) sum += *r, ++known;
+    if (const auto c = capability_.find(w); w != 0 && c != capability_.end()) probes += c->second, ++probed;
+  }
   for (auto w : active_)
     if (w != 0 && !leaving_.count(w)) {
       in.workers.push_back(w);
@@ -925,7 +928,8 @@ std::vector<Move> Coordinator::plan_moves() const {
       in.rates.push_back(r                     ? *r
                          : known > 0           ? sum / known
                          : capability_.count(w) ? capability_.at(w)
-                                                : 1.0);
+                         : probed > 0          ? probes / probed
+                                               : 1.0);
     }
   // Lost: the leaving members; with --pull also the inactive ones, and
   // the returning ones until they are back in step (resynchronized), when

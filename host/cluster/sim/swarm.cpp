@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -36,6 +37,8 @@ const char* fault_name(Fault f) {
     case Fault::Lossy: return "lossy network (5% dropped, 5% twice, up to 2 ms late)";
     case Fault::CoordinatorRestart: return "kill+resume the coordinator";
     case Fault::Partition: return "partition";
+    case Fault::Join: return "a worker without an id joins";
+    case Fault::Leave: return "leave (SIGTERM)";
   }
   return "?";
 }
@@ -128,6 +131,8 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   // none), and the workers wait for it meanwhile.
   const bool restarts = std::any_of(faults.begin(), faults.end(),
                                     [](const FaultAt& f) { return f.kind == Fault::CoordinatorRestart; });
+  const int joins = static_cast<int>(
+      std::count_if(faults.begin(), faults.end(), [](const FaultAt& f) { return f.kind == Fault::Join; }));
   auto coordinator = [&](bool resume, Clock::duration at) {
     return w.spawn(
         "coordinator",
@@ -139,6 +144,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
             co.job = kToken;
             co.job_file = dir + "/job.token";
             co.workers = workers;
+            co.max_workers = workers + joins;
             co.listen = "127.0.0.1:40000";
             co.timeout_ms = o.timeout_ms;
             co.join_timeout_ms = 10000;
@@ -157,11 +163,15 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   };
   World::Proc coordinator_proc = coordinator(false, {});
   int spawned = 0;
-  auto worker = [&](int id, Clock::duration at) {
-    const std::string log = dir + "/worker-" + std::to_string(id) + "-" + std::to_string(++spawned) + ".jsonl";
+  // Worker `id` (0: one without an id, which the door gives one: elastic
+  // membership) from `at`; with `leave`, it asks to leave (SIGTERM) at the
+  // first round boundary from that time on.
+  auto worker = [&](int id, Clock::duration at, std::optional<Clock::duration> leave = std::nullopt) {
+    const std::string log = dir + "/worker-" + (id ? std::to_string(id) : std::string("joined")) + "-" +
+                            std::to_string(++spawned) + ".jsonl";
     return w.spawn(
         "worker-" + std::to_string(id),
-        [&o, id, log, restarts] {
+        [&o, &w, id, log, restarts, leave] {
           omp_set_num_threads(1);
           WorkerOptions wo;
           wo.job = kToken;
@@ -172,19 +182,36 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
           if (restarts) wo.coordinator_timeout_ms = kCoordinatorWait;
           wo.log_json = log;
           try {
-            run_worker(wo);
+            WorkerRun run(wo);
+            bool left = false;
+            while (run.step())
+              if (leave && !left && w.elapsed() >= *leave) {
+                run.leave();
+                left = true;
+              }
           } catch (const std::exception&) {
             // a worker that cannot go on ends; the coordinator's result is judged
           }
         },
         at);
   };
-  std::map<int, World::Proc> procs;
-  for (int i = 1; i <= workers; ++i) procs[i] = worker(i, 1ms);
-  for (const auto& f : faults) {
+  const auto time_of = [&](const FaultAt& f) {
     const auto it = when.lower_bound(f.round);
-    const auto at = secs_to(it == when.end() ? when.rbegin()->second : it->second);
-    if (f.kind == Fault::Lossy) {
+    return secs_to(it == when.end() ? when.rbegin()->second : it->second);
+  };
+  std::map<int, Clock::duration> leaves;
+  for (const auto& f : faults)
+    if (f.kind == Fault::Leave && !leaves.count(f.worker)) leaves[f.worker] = time_of(f);
+  std::map<int, World::Proc> procs;
+  for (int i = 1; i <= workers; ++i)
+    procs[i] = worker(i, 1ms, leaves.count(i) ? std::optional(leaves.at(i)) : std::nullopt);
+  for (const auto& f : faults) {
+    const auto at = time_of(f);
+    if (f.kind == Fault::Join) {
+      worker(0, at);
+    } else if (f.kind == Fault::Leave) {
+      // given to the worker at its start (leaves)
+    } else if (f.kind == Fault::Lossy) {
       w.message_faults({at, at + f.length, 0.05, 0.05, std::chrono::milliseconds(2)});
     } else if (f.kind == Fault::Partition) {
       w.partition(f.worker == 0 ? coordinator_proc : procs.at(f.worker), at, f.length);
@@ -329,6 +356,22 @@ std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations
     f.length = ms(g() % 2 ? timeout_ms / 2 : timeout_ms * 3);
     out.push_back(f);
   }
+  if (g() % 4 == 0) {  // drawn last, for the same reason: elastic membership, one or two joining
+    FaultAt f{Fault::Join};
+    f.worker = 0;
+    f.round = round();
+    out.push_back(f);
+    if (g() % 2) {
+      f.round = round();
+      out.push_back(f);
+    }
+  }
+  if (g() % 4 == 0) {  // and a graceful leave
+    FaultAt f{Fault::Leave};
+    f.worker = 1 + static_cast<int>(g() % static_cast<std::uint64_t>(workers));
+    f.round = round();
+    out.push_back(f);
+  }
   return out;
 }
 
@@ -357,7 +400,8 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
                          std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
   for (const auto& f : faults)
     res.schedule.push_back(std::string(fault_name(f.kind)) +
-                           (f.kind == Fault::Lossy || f.kind == Fault::CoordinatorRestart ? std::string()
+                           (f.kind == Fault::Lossy || f.kind == Fault::CoordinatorRestart || f.kind == Fault::Join
+                                ? std::string()
                             : f.worker == 0 ? std::string(" the coordinator")
                                             : " worker " + std::to_string(f.worker)) +
                            " at round " +

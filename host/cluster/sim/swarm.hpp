@@ -6,8 +6,9 @@
 // coordinator and 3 to 8 workers. The nemesis, drawn from the seed:
 // workers killed (some restarted later, several at once), workers paused
 // under or past the barrier's timeout, the coordinator killed and resumed
-// from its checkpoint, and a worker or the coordinator cut off from the
-// others by a partition (World::partition). Invariants: the coordinator
+// from its checkpoint, a worker or the coordinator cut off from the others
+// by a partition (World::partition), workers without an id joining the
+// running job, and a worker leaving it (SIGTERM). Invariants: the coordinator
 // exits 0; every participant logged the same inertia for each round it
 // counted; the centroids equal the failure-free run's within 1e-6
 // (relative); every process ended before the time limit.
@@ -42,11 +43,11 @@ struct SwarmOptions {
   bool message_faults = false;
 };
 
-enum class Fault { Kill, KillRestart, Pause, Lossy, CoordinatorRestart, Partition };
+enum class Fault { Kill, KillRestart, Pause, Lossy, CoordinatorRestart, Partition, Join, Leave };
 
 struct FaultAt {
   Fault kind;
-  int worker = 1;             // 0: the coordinator
+  int worker = 1;             // 0: the coordinator (Partition), a new worker without an id (Join)
   int round = 1;             // in the failure-free run's time
   Clock::duration length{};  // the pause, the lossy window, the partition, or how long until the restart
 };
