@@ -6,6 +6,7 @@
 
 #include "accel/error.hpp"
 #include "protocol.hpp"
+#include "workload.hpp"
 
 using namespace accel::cluster;
 
@@ -99,6 +100,37 @@ TEST(ClusterProtocol, TheTasksDigestReadsBack) {
   const Task back = decode_task(encode(t), Limits{});
   EXPECT_EQ(back.digest, t.digest);
   EXPECT_EQ(back, t);
+  t.gathered = true;  // the flags' second bit
+  EXPECT_TRUE(decode_task(encode(t), Limits{}).gathered);
+  Bytes bad = encode(t);
+  // Past the name, self, units, begin, rows, max_rounds, data_bytes and input: the flags.
+  const std::size_t flags = 8 + t.workload.size() + 4 + 8 * 5 + 8 + t.input.size();
+  ASSERT_EQ(bad[flags], std::byte{3});
+  bad[flags] = std::byte{4};
+  EXPECT_THROW(decode_task(bad, Limits{}), accel::InputError);
+}
+
+// The gathered exchange's decision: the outcome and the state read back;
+// unknown flags, a log that is no JSON object, or trailing bytes are refused.
+TEST(ClusterProtocol, AGatheredDecisionReadsBack) {
+  RoundOutcome out;
+  out.last = true;
+  out.log = {{"inertia", 12.5}};
+  const Bytes state{std::byte{1}, std::byte{2}, std::byte{3}};
+  const Gathered g = decode_gathered(encode_gathered(out, state), 1 << 20);
+  EXPECT_FALSE(g.outcome.stop);
+  EXPECT_TRUE(g.outcome.last);
+  EXPECT_EQ(g.outcome.log, out.log);
+  EXPECT_EQ(g.state, state);
+  Bytes bad = encode_gathered(out, state);
+  bad[0] = std::byte{8};
+  EXPECT_THROW(decode_gathered(bad, 1 << 20), accel::InputError);
+  out.log = nlohmann::json::array();
+  EXPECT_THROW(decode_gathered(encode_gathered(out, state), 1 << 20), accel::InputError);
+  bad = encode_gathered(RoundOutcome{}, state);
+  bad.push_back(std::byte{0});
+  EXPECT_THROW(decode_gathered(bad, 1 << 20), accel::InputError);
+  EXPECT_THROW(decode_gathered(encode_gathered(RoundOutcome{}, state), 2), accel::InputError);  // state over the limit
 }
 
 TEST(ClusterProtocol, RowsDigestSeesChanges) {

@@ -129,5 +129,34 @@ TEST(SimEngine, AWorkerJoiningAndOneLeavingLeaveTheFailureFreeCentroids) {
     EXPECT_NEAR(r.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
 }
 
+// The gathered exchange (--gather-from): the same centroids as the
+// all-to-all, bit for bit (the coordinator absorbs the same contributions
+// in the same order), with each worker receiving one message a round
+// instead of P - 1 contributions; and with a worker killed mid-job and one
+// paused past the timeout, the failure-free centroids.
+TEST(SimEngine, TheGatheredExchangeGivesTheAllToAllsCentroids) {
+  SwarmOptions o = options();
+  const auto all = run_job(7, 6, {}, {}, o, o.dir + "/all-to-all");
+  ASSERT_EQ(all.coordinator_exit, 0) << all.coordinator_error;
+  o.gather_from = 2;
+  const auto gathered = run_job(7, 6, {}, {}, o, o.dir + "/gathered");
+  ASSERT_EQ(gathered.coordinator_exit, 0) << gathered.coordinator_error;
+  EXPECT_EQ(gathered.centroids, all.centroids);
+  const double rounds = static_cast<double>(o.iterations);
+  const auto worker_messages = [&](const JobRun& r) {
+    return static_cast<double>(r.stats.messages - r.stats.received.at(0).first) / 6 / rounds;
+  };
+  EXPECT_LT(worker_messages(gathered), 1.5);  // a decision a round (and the setup's few)
+  EXPECT_GT(worker_messages(all), 5.0);       // every other member's contribution
+  const auto f = run_job(7, 6, {{Fault::Kill, 2, 12}, {Fault::Pause, 4, 20, 600ms}}, all.round_at, o, o.dir + "/gathered-faults");
+  ASSERT_EQ(f.coordinator_exit, 0) << f.coordinator_error;
+  EXPECT_TRUE(f.ended);
+  EXPECT_NE(f.logs.at("coordinator").find("\"evicted\":[2]"), std::string::npos) << "worker 2 was not lost";
+  EXPECT_NE(f.logs.at("coordinator").find("\"evicted\":[4]"), std::string::npos) << "worker 4 was not evicted";
+  ASSERT_EQ(f.centroids.size(), all.centroids.size());
+  for (std::size_t i = 0; i < all.centroids.size(); ++i)
+    EXPECT_NEAR(f.centroids[i], all.centroids[i], 1e-6 * std::max(1.0f, std::abs(all.centroids[i]))) << i;
+}
+
 }  // namespace
 }  // namespace accel::cluster::sim

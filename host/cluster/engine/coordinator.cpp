@@ -82,6 +82,14 @@ class Coordinator {
   std::set<std::uint32_t> regather();
   RoundOutcome all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st);
   RoundOutcome central_round(std::int64_t t, const Membership& view, SyncStats& st);
+  RoundOutcome gathered_round(std::int64_t t, const Membership& view, SyncStats& st);
+  Contribution own_contribution(std::int64_t t, const Membership& view);
+  std::map<std::uint32_t, Bytes> count_round(std::int64_t t, const Membership& view,
+                                             const std::map<std::uint32_t, Contribution>& got, SyncStats& st);
+  bool gathered() const {
+    return workload_.exchange() == Exchange::AllToAll && workload_.gathers() && o_.gather_from > 0 &&
+           M_ + 1 >= o_.gather_from;
+  }
   void on_message(const Received& r);
   void on_hello(const Received& r);
   void on_ticket(const Received& r);
@@ -373,6 +381,7 @@ Task Coordinator::task_for(std::uint32_t w) const {
   task.data_bytes = job_.data_bytes(begin_[w], begin_[w] + loads_[w]);
   if (!o_.input.empty()) task.input = std::filesystem::absolute(o_.input).string();
   task.pull = o_.pull;
+  task.gathered = gathered();
   if (o_.pull && w != 0) task.digest = digest_of(begin_[w], begin_[w] + loads_[w]);
   task.params = params_;
   for (const auto& [id, a] : address_)
@@ -458,8 +467,9 @@ bool Coordinator::step() {
   current_t_ = t;
   current_view_ = view;
   SyncStats st;
-  const RoundOutcome out = workload_.exchange() == Exchange::AllToAll ? all_to_all_round(t, view, st)
-                                                                      : central_round(t, view, st);
+  const RoundOutcome out = workload_.exchange() == Exchange::Central ? central_round(t, view, st)
+                           : gathered()                                ? gathered_round(t, view, st)
+                                                                       : all_to_all_round(t, view, st);
   rounds_done_ = t;
   // Only the coordinator counts, and no one is on the way back.
   if (N_ > 0 && job_.units() > 0 && all_lost_at_ == 0 && active_.size() == 1 && recovering_.empty()) {
@@ -699,7 +709,10 @@ void Coordinator::on_message(const Received& r) {
   }
 }
 
-RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st) {
+// The coordinator's contribution of round t: its partial, the stand-ins
+// for lost members, and the engine's word on the round (view, trims,
+// moves, new peers).
+Contribution Coordinator::own_contribution(std::int64_t t, const Membership& view) {
   Contribution mine;
   const auto t0 = Clock::now();
   all_to_all(*own_).members(view.active);
@@ -717,10 +730,33 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
     if (q != 0 && !std::count(last_active_.begin(), last_active_.end(), q) && address_.count(q))
       mine.peers.push_back({q, address_.at(q)});
   last_active_ = view.active;
+  return mine;
+}
+
+RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& view, SyncStats& st) {
+  const Contribution mine = own_contribution(t, view);
   Membership v = view;
   const auto got = node_->sync(
       t, mine, v, [&](std::span<const std::byte> b) { own_->validate(b); }, [&](const Received& r) { on_message(r); },
       st, [&](std::uint32_t q) { return all_to_all(*own_).addressed(q); });
+  const auto members = count_round(t, view, got, st);
+  keep_counted(t, members, view, st.evicted);
+  node_->counted_round(t, all_to_all(*own_).counted(members));
+  RoundOutcome out = all_to_all(*own_).absorb(t, members);
+  apply_trims(mine.trims, t);
+  std::map<std::uint32_t, Contribution> measured = got;
+  measured[0].work_rows = mine.work_rows;
+  measured[0].work_seconds = mine.work_seconds;
+  measure(measured, t);
+  return out;
+}
+
+// What the coordinator counts in round t: the contributions that came,
+// the lost members' stood in for from their rows (a member lost in this
+// round included), and none of a member that rejoined while counted.
+std::map<std::uint32_t, Bytes> Coordinator::count_round(std::int64_t t, const Membership& view,
+                                                        const std::map<std::uint32_t, Contribution>& got,
+                                                        SyncStats& st) {
   std::map<std::uint32_t, Bytes> members;
   for (const auto& [id, c] : got) members[id] = c.data;
   const auto rejoined = evict_rejoined(view, st);
@@ -736,14 +772,41 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
     inactive_.erase(q);
     recovering_.insert(q);
   }
-  keep_counted(t, members, view, st.evicted);
-  node_->counted_round(t, all_to_all(*own_).counted(members));
+  return members;
+}
+
+// The gathered exchange (Task::gathered): the members' contributions come
+// to the coordinator alone, which counts them as an all-to-all round does
+// and sends each member one decision: the round's outcome, the engine's
+// word (view, trims, moves) and the state the round leads to, which the
+// member adopts. A member receives one message a round, whatever P.
+RoundOutcome Coordinator::gathered_round(std::int64_t t, const Membership& view, SyncStats& st) {
+  const Contribution mine = own_contribution(t, view);
+  const auto t0 = Clock::now();
+  std::map<std::uint32_t, Contribution> got = node_->gather(
+      t, view.active, [&](std::span<const std::byte> b) { own_->validate(b); },
+      [&](const Received& r) { on_message(r); }, st);
+  got[0] = mine;
+  for (const auto& [q, data] : mine.stand_ins) got[q].data = data;
+  for (auto q : st.evicted) node_->send(q, kEvicted, t, {});  // it may wait for a decision that will not come
+  const auto members = count_round(t, view, got, st);
   RoundOutcome out = all_to_all(*own_).absorb(t, members);
+  Contribution decision = mine;
+  decision.stand_ins.clear();
+  decision.peers.clear();
+  decision.view.active.clear();
+  for (auto q : view.active)
+    if (std::find(st.evicted.begin(), st.evicted.end(), q) == st.evicted.end()) decision.view.active.push_back(q);
+  decision.view.inactive.assign(inactive_.begin(), inactive_.end());
+  decision.view.recovering.assign(recovering_.begin(), recovering_.end());
+  decision.data = encode_gathered(out, own_->shared_state());
+  const auto payload = encode(decision);
+  for (auto q : active_)
+    if (q != 0) node_->send(q, kDecision, t, payload);
+  for (auto q : recovering_) node_->send(q, kDecision, t, payload);
+  st.notify_seconds = secs(t0, Clock::now()) - st.wait_seconds;
   apply_trims(mine.trims, t);
-  std::map<std::uint32_t, Contribution> measured = got;
-  measured[0].work_rows = mine.work_rows;
-  measured[0].work_seconds = mine.work_seconds;
-  measure(measured, t);
+  measure(got, t);
   return out;
 }
 
@@ -1237,6 +1300,7 @@ CoordinatorRun::CoordinatorRun(const CoordinatorOptions& o, Job& job) : impl_(st
   bool write = false;
   std::optional<Checkpoint> resume;
   if (!(o.mtbf_s > 0)) throw InputError("--mtbf must be positive seconds");
+  if (o.gather_from < 0) throw InputError("--gather-from " + std::to_string(o.gather_from) + ": 0 (never) or more");
   if (!o.resume_dir.empty()) {
     if (!o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume_dir)
       throw InputError("--checkpoint-dir " + o.checkpoint_dir + " and --resume " + o.resume_dir +

@@ -43,6 +43,11 @@ struct CoordinatorOptions : Common {
   // coordinator from the next round (move) or left out until it returns
   // (drop: the behaviour of [Antimatroid]).
   bool move_lost_rows = true;
+  // All-to-all workloads: from this many participants (the coordinator
+  // and --max-workers) on, each round's contributions go to the
+  // coordinator alone, which sends every member the state they lead to
+  // (the gathered exchange, docs/design.md); 0: never.
+  int gather_from = 0;
   // Coordinator checkpoints (checkpoint.hpp): written to checkpoint_dir at
   // Young's interval for mtbf_s; resume_dir continues the job from the
   // checkpoint there (its token, address, partition and round) and goes on

@@ -116,6 +116,8 @@ class Incarnation {
   void resume_round();
   RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
+  RoundOutcome gathered_round(std::int64_t t, SyncStats& st, double& computing);
+  void follow(const Contribution& c, RoundOutcome& out);
   double computed_since(Clock::time_point t0, std::int64_t t) const;
   void prepare_moves(const std::vector<Move>& moves, std::uint64_t id);
   struct Pending;
@@ -343,7 +345,9 @@ bool Incarnation::step() {
   const bool central = workload().exchange() == Exchange::Central;
   SyncStats st;
   double computing = 0;
-  const RoundOutcome out = central ? central_round(t_, st, computing) : all_to_all_round(t_, st, computing);
+  const RoundOutcome out = central                ? central_round(t_, st, computing)
+                           : snap_->task.gathered ? gathered_round(t_, st, computing)
+                                                  : all_to_all_round(t_, st, computing);
   if (snapshot_writer_.joinable() && snapshot_done_) {
     snapshot_writer_.join();
     log_.write({{"event", "snapshot"}, {"iteration", t_}, {"seconds", snapshot_seconds_}});
@@ -401,20 +405,53 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   for (const auto& [id, c] : got) members[id] = c.data;
   node_.counted_round(t, all_to_all(*part_).counted(members));
   RoundOutcome out = all_to_all(*part_).absorb(t, members);
-  // A re-split by measured speed (the coordinator's contribution): from the
-  // next round this member keeps the first rows of its partition.
-  if (auto c = got.find(0); c != got.end()) {
-    for (const auto& [id, rows] : c->second.trims)
-      if (id == o_.id) {
-        trim_keep_ = rows;
-        keep_first_rows();
-        out.log["kept_rows"] = rows;
-      }
-    if (c->second.has_moves && !recovering_) prepare_moves(c->second.moves, c->second.moves_id);
-    if (c->second.commit_moves != 0 && pending_ && pending_->id == c->second.commit_moves)
-      pending_->from = c->second.moves_from;
-    say_ready();
+  if (auto c = got.find(0); c != got.end()) follow(c->second, out);
+  out.log.update(moved);
+  return out;
+}
+
+// The coordinator's word on the rows, in its contribution (all-to-all) or
+// its decision (gathered): a re-split by measured speed, from the next
+// round on which this member keeps the first rows of its partition, and
+// the plans of moves and their commits.
+void Incarnation::follow(const Contribution& c, RoundOutcome& out) {
+  for (const auto& [id, rows] : c.trims)
+    if (id == o_.id) {
+      trim_keep_ = rows;
+      keep_first_rows();
+      out.log["kept_rows"] = rows;
+    }
+  if (c.has_moves && !recovering_) prepare_moves(c.moves, c.moves_id);
+  if (c.commit_moves != 0 && pending_ && pending_->id == c.commit_moves) pending_->from = c.moves_from;
+  say_ready();
+}
+
+// The gathered exchange (Task::gathered): this member's contribution goes
+// to the coordinator alone, and its decision brings the state every member
+// adopts, the round's outcome and the coordinator's word on the rows. A
+// returning member sends nothing and adopts the state as the others do.
+RoundOutcome Incarnation::gathered_round(std::int64_t t, SyncStats& st, double& computing) {
+  nlohmann::json moved = nlohmann::json::object();
+  if (pending_ && pending_->from > 0 && t >= pending_->from) apply_moves(t, moved);
+  say_ready();
+  const auto t0 = Clock::now();
+  Contribution mine;
+  if (!recovering_) {
+    all_to_all(*part_).members(view_.active);
+    mine.data = part_->contribute(t);
   }
+  computing = computed_since(t0, t);
+  mine.work_rows = recovering_ || !all_to_all(*part_).timed() ? 0 : all_to_all(*part_).rows();
+  mine.work_seconds = computing;
+  Gathered g;
+  const Contribution decision = node_.exchange_with_coordinator(
+      t, recovering_ ? nullptr : &mine,
+      [&](std::span<const std::byte> b) { g = decode_gathered(b, node_.limits().max_data); },
+      [&](const Received& r) { on_message(r); }, st);
+  view_ = decision.view;
+  part_->adopt(g.state);
+  RoundOutcome out = std::move(g.outcome);
+  follow(decision, out);
   out.log.update(moved);
   return out;
 }

@@ -127,7 +127,7 @@ Bytes encode(const Task& t) {
   o.put(t.max_rounds);
   o.put(t.data_bytes);
   o.text(t.input);
-  o.put<std::uint8_t>(t.pull ? 1 : 0);
+  o.put<std::uint8_t>((t.pull ? 1 : 0) | (t.gathered ? 2 : 0));
   o.put(t.digest);
   o.bytes(t.params);
   put_peers(o, t.peers);
@@ -150,8 +150,9 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
     throw InputError("task with an impossible partition");
   t.input = i.text(l.max_path);
   const auto flags = i.get<std::uint8_t>();
-  if (flags & ~1u) throw InputError("task with unknown flags");
+  if (flags & ~3u) throw InputError("task with unknown flags");
   t.pull = (flags & 1) != 0;
+  t.gathered = (flags & 2) != 0;
   t.digest = i.get<std::uint64_t>();
   t.params = i.bytes(l.max_data);
   t.peers = get_peers(i, l);

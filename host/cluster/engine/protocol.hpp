@@ -77,6 +77,10 @@ struct Task {
   std::uint64_t data_bytes = 0;   // the partition's data, in the workload's layout
   std::string input;              // for --pull: the member reads its data itself
   bool pull = false;
+  // An all-to-all workload's rounds go through the coordinator (gathered):
+  // members send it their contribution and adopt the shared state it
+  // sends back, instead of exchanging contributions with each other.
+  bool gathered = false;
   // --pull: rows_digest of the partition's data as the coordinator reads
   // the input (0: none). A member whose copy differs (another file at the
   // path, or one changed since the job began) computes nothing on it.

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "accel/codec.hpp"
 #include "checkpoint.hpp"
 #include "protocol.hpp"
 
@@ -45,6 +46,28 @@ std::uint64_t Job::fingerprint() {
   const auto f = checkpoint_fingerprint(data(0, units()));
   release(0, units());
   return f;
+}
+
+Bytes encode_gathered(const RoundOutcome& out, std::span<const std::byte> state) {
+  Out o;
+  o.put<std::uint8_t>((out.stop ? 1 : 0) | (out.last ? 2 : 0));
+  o.text(out.log.dump());
+  o.bytes(state);
+  return std::move(o.b);
+}
+
+Gathered decode_gathered(std::span<const std::byte> data, std::uint64_t max_bytes) {
+  In i(data);
+  Gathered g;
+  const auto flags = i.get<std::uint8_t>();
+  if (flags & ~3u) throw InputError("decision with unknown flags");
+  g.outcome.stop = (flags & 1) != 0;
+  g.outcome.last = (flags & 2) != 0;
+  g.outcome.log = nlohmann::json::parse(i.text(std::uint64_t{1} << 16), nullptr, false);
+  if (!g.outcome.log.is_object()) throw InputError("decision with a log that is not a JSON object");
+  g.state = i.bytes(max_bytes);
+  i.end();
+  return g;
 }
 
 bool register_workload(const std::string& name, std::unique_ptr<Workload> w) {

@@ -44,6 +44,16 @@ struct RoundOutcome {
   bool last = false;  // the job ends after this round: its rule's limit (rounds the workload counts itself)
 };
 
+// The gathered exchange's decision (Task::gathered): the outcome of the
+// round the coordinator counted, and the shared_state() it leads to, which
+// every member adopts. decode throws InputError for bytes of another kind.
+struct Gathered {
+  RoundOutcome outcome;
+  Bytes state;
+};
+Bytes encode_gathered(const RoundOutcome& out, std::span<const std::byte> state);
+Gathered decode_gathered(std::span<const std::byte> data, std::uint64_t max_bytes);
+
 // A node's devices for a job: the spec (--device), the process's registry, and the per-device rates
 // measured so far (the processor of [SysInfo] of
 // measured speed), shared between the probe and the partition it sizes.
@@ -170,6 +180,11 @@ class Workload {
  public:
   virtual ~Workload() = default;
   virtual Exchange exchange() const = 0;
+  // An all-to-all workload whose round can go through the coordinator
+  // (the gathered exchange): a member that adopt()s the shared_state() the
+  // coordinator reaches by absorbing every contribution is where its own
+  // absorb() would have left it.
+  virtual bool gathers() const { return false; }
   // Units (rows) per second of the local devices for a job's probe.
   virtual double measure(std::span<const std::byte> probe, Local& local) const = 0;
   // The partition of `task` over `data` (task.data_bytes of it).

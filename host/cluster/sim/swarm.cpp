@@ -144,6 +144,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
             co.job = kToken;
             co.job_file = dir + "/job.token";
             co.workers = workers;
+            co.gather_from = o.gather_from;
             co.max_workers = workers + joins;
             co.listen = "127.0.0.1:40000";
             co.timeout_ms = o.timeout_ms;
@@ -464,7 +465,13 @@ ScaleResult run_scale(int workers, const SwarmOptions& o) {
       res.recover_seconds = when - at;
       break;
     }
-  res.ok = k.coordinator_exit == 0 && k.ended;
+  if (k.coordinator_exit == 0 && k.centroids.size() == ref.centroids.size()) {
+    res.worst = 0;
+    for (std::size_t i = 0; i < ref.centroids.size(); ++i)
+      res.worst = std::max(res.worst, std::abs(double(k.centroids[i]) - ref.centroids[i]) /
+                                          std::max(1.0, std::abs(double(ref.centroids[i]))));
+  }
+  res.ok = k.coordinator_exit == 0 && k.ended && res.worst >= 0 && res.worst <= 1e-6;
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(dir + "-killed");
   res.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -38,6 +38,7 @@ struct SwarmOptions {
   int iterations = 60;
   LinkModel link{std::chrono::milliseconds(1), 1.25e8};  // 1 ms, 1 Gbit/s
   int timeout_ms = 50;
+  int gather_from = 0;  // CoordinatorOptions::gather_from
   // Also draw windows of a lossy network: control messages dropped,
   // duplicated and delayed (World::MessageFaults).
   bool message_faults = false;
@@ -97,7 +98,8 @@ struct ScaleResult {
   double round_seconds = 0;    // median virtual round time
   double recover_seconds = -1; // from the kill to the next round counted (-1: none)
   int killed = 0;
-  bool ok = false;
+  double worst = -1;  // the killed run's centroids against the failure-free run's (relative; -1: not compared)
+  bool ok = false;    // both ran to the end, the killed one within 1e-6 of the failure-free one
   double wall_seconds = 0;
 };
 ScaleResult run_scale(int workers, const SwarmOptions& o);

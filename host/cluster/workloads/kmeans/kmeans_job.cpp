@@ -332,6 +332,7 @@ class KMeansPartition final : public AllToAllPartition {
 class KMeansWorkload final : public Workload {
  public:
   Exchange exchange() const override { return Exchange::AllToAll; }
+  bool gathers() const override { return true; }
 
   // Rows per second of this node's devices for the job's shape ([SysInfo]'s processor of measured speed): one assignment step on synthetic
   // rows, on each device alone, summed. Measuring them together would split the probe evenly and
