@@ -382,10 +382,17 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   SeedResult res;
   res.seed = seed;
   SwarmOptions o = options;
+  bool gathered = o.gather_from > 0;
   if (o.workload == "mixed") {  // from a generator of its own: a seed's other draws are those of its k-means run
     std::mt19937_64 w(seed ^ 0x5eedull);
     o.workload = w() % 3 == 0 ? "svm" : "kmeans";
+    gathered = gathered || (o.workload == "kmeans" && w() % 3 == 0);  // a third of k-means seeds: --gather-from 1
   }
+  // The failure-free reference is the all-to-all's, which the gathered
+  // exchange's equals bit for bit.
+  SwarmOptions run_options = o;
+  run_options.gather_from = gathered ? std::max(1, o.gather_from) : 0;
+  o.gather_from = 0;
   std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ull + 1);
   const int workers = o.min_workers + static_cast<int>(g() % static_cast<std::uint64_t>(o.max_workers - o.min_workers + 1));
   const JobRun& ref = reference(workers, o);
@@ -397,7 +404,8 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   // The SVM's rounds are its solver's: faults fall among those of the failure-free run.
   const int rounds = o.workload == "svm" ? std::max<int>(8, static_cast<int>(ref.round_at.size())) : o.iterations;
   const auto faults = draw_faults(g, workers, rounds, o.timeout_ms, o.message_faults);
-  res.schedule.push_back((o.workload == "svm" ? "svm, " : "k-means, ") + std::to_string(workers) + " workers, " +
+  res.schedule.push_back((o.workload == "svm" ? "svm, " : gathered ? "k-means (gathered), " : "k-means, ") +
+                         std::to_string(workers) + " workers, " +
                          std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
   for (const auto& f : faults)
     res.schedule.push_back(std::string(fault_name(f.kind)) +
@@ -408,7 +416,7 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
                            " at round " +
                            std::to_string(f.round) +
                            (f.length.count() ? " for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(f.length).count()) + " ms" : ""));
-  const JobRun run = run_job(seed, workers, faults, ref.round_at, o, o.dir + "/seed-" + std::to_string(seed));
+  const JobRun run = run_job(seed, workers, faults, ref.round_at, run_options, o.dir + "/seed-" + std::to_string(seed));
   res.virtual_seconds = run.seconds;
   res.messages = run.stats.messages;
   res.longest_wait = std::chrono::duration<double>(run.stats.longest_wait).count();
