@@ -1085,10 +1085,14 @@ void Coordinator::apply_moves(std::int64_t t) {
     stood_.erase(q);
     if (!take_over(q, t)) log_.write({{"event", "rows_handed_on"}, {"worker", q}, {"iteration", t}});
   }
-  // A lost member whose rows the plan gives back to it (no worker is left
-  // to take them: the last one was lost holding them) is stood in for
-  // again, or they would count nowhere.
-  for (const auto q : std::set<std::uint32_t>(inactive_))
+  // A lost or returning member whose rows the plan gives back to it is
+  // stood in for until it counts again, or they would count nowhere: no
+  // worker is left to take them (the last one was lost holding them), or
+  // the plan that moved them to workers gave way to one without them (a
+  // member that left and was started again: simulator seed 54).
+  std::set<std::uint32_t> away(inactive_.begin(), inactive_.end());
+  away.insert(recovering_.begin(), recovering_.end());
+  for (const auto q : away)
     if (!taken_over_.count(q)) take_over(q, t);
 }
 
