@@ -27,6 +27,13 @@ SwarmOptions options() {
   return o;
 }
 
+// The centroids of `r` within 1e-6 (relative) of the failure-free run's.
+void expect_failure_free(const JobRun& r, const JobRun& ref) {
+  ASSERT_EQ(r.centroids.size(), ref.centroids.size());
+  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
+    EXPECT_NEAR(r.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
+}
+
 TEST(SimEngine, AKMeansJobIsTheSameFromTheSameSeed) {
   const SwarmOptions o = options();
   const auto a = run_job(1, 3, {}, {}, o, o.dir + "/a"), b = run_job(1, 3, {}, {}, o, o.dir + "/b");
@@ -47,9 +54,7 @@ TEST(SimEngine, AWorkerKilledMidJobLeavesTheFailureFreeCentroids) {
   ASSERT_EQ(k.coordinator_exit, 0) << k.coordinator_error;
   EXPECT_NE(k.logs.at("coordinator").find("\"evicted\":[2]"), std::string::npos) << "worker 2 was not lost";
   EXPECT_EQ(ref.logs.at("coordinator").find("\"evicted\":[2]"), std::string::npos);
-  ASSERT_EQ(k.centroids.size(), ref.centroids.size());
-  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
-    EXPECT_NEAR(k.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
+  expect_failure_free(k, ref);
 }
 
 // The coordinator killed in round 12 of 40 and resumed from its checkpoint
@@ -83,9 +88,7 @@ TEST(SimEngine, ACoordinatorCutOffPastTheTimeoutLeavesTheFailureFreeCentroids) {
   EXPECT_TRUE(r.ended);
   const std::string& log = r.logs.at("coordinator");
   EXPECT_NE(log.find("\"active\":[0],\"inactive\":[1,2,3]"), std::string::npos) << "the workers were not all lost";
-  ASSERT_EQ(r.centroids.size(), ref.centroids.size());
-  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
-    EXPECT_NEAR(r.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
+  expect_failure_free(r, ref);
 }
 
 // The SVM (the engine's central exchange) with a worker killed in round 20
@@ -124,9 +127,7 @@ TEST(SimEngine, AWorkerJoiningAndOneLeavingLeaveTheFailureFreeCentroids) {
   // Rounds take no virtual compute time, so no rate is measured: the joiner
   // is sized at the mean of the others' probes (it has none of its own).
   EXPECT_NE(log.find("\"by\":4"), std::string::npos) << "the joiner got no rows";
-  ASSERT_EQ(r.centroids.size(), ref.centroids.size());
-  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
-    EXPECT_NEAR(r.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
+  expect_failure_free(r, ref);
 }
 
 // The gathered exchange (--gather-from): the same centroids as the
@@ -153,9 +154,7 @@ TEST(SimEngine, TheGatheredExchangeGivesTheAllToAllsCentroids) {
   EXPECT_TRUE(f.ended);
   EXPECT_NE(f.logs.at("coordinator").find("\"evicted\":[2]"), std::string::npos) << "worker 2 was not lost";
   EXPECT_NE(f.logs.at("coordinator").find("\"evicted\":[4]"), std::string::npos) << "worker 4 was not evicted";
-  ASSERT_EQ(f.centroids.size(), all.centroids.size());
-  for (std::size_t i = 0; i < all.centroids.size(); ++i)
-    EXPECT_NEAR(f.centroids[i], all.centroids[i], 1e-6 * std::max(1.0f, std::abs(all.centroids[i]))) << i;
+  expect_failure_free(f, all);
 }
 
 // Swarm seed 54 (--message-faults): worker 2 leaves in round 17 and its
@@ -176,9 +175,7 @@ TEST(SimEngine, AWorkerThatLeftAndCameBackHasItsRowsCounted) {
                          ref.round_at, o, o.dir + "/left-back");
   ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
   EXPECT_NE(r.logs.at("coordinator").find("\"event\":\"left\""), std::string::npos) << "worker 2 did not leave";
-  ASSERT_EQ(r.centroids.size(), ref.centroids.size());
-  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
-    EXPECT_NEAR(r.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
+  expect_failure_free(r, ref);
 }
 
 }  // namespace
