@@ -25,7 +25,9 @@ std::map<std::uint32_t, std::int64_t> computed(const MovePlanInput& in, const st
   };
   for (std::uint32_t q = 0; q < in.begin.size(); ++q) {
     const bool lost = std::find(in.lost.begin(), in.lost.end(), q) != in.lost.end();
-    if (!lost) mark(q, in.begin[q], own_rows(q, in.begin[q], in.kept[q], plan));
+    // A lost member's first rows that no worker had room for: the
+    // coordinator's stand-in computes them (key 1000 + q).
+    mark(lost ? 1000 + q : q, in.begin[q], own_rows(q, in.begin[q], in.kept[q], plan));
   }
   for (const auto& m : plan) {
     EXPECT_NE(m.by, m.home);
@@ -55,6 +57,36 @@ TEST(ClusterMoves, ALostMembersRowsGoToTheWorkersByRate) {
     else EXPECT_EQ(m.begin + m.rows, in.begin[m.home] + in.kept[m.home]);  // worker 1 gives the end of its rows
   }
   EXPECT_EQ(of_2, 100);
+}
+
+TEST(ClusterMoves, NoWorkerGetsMoreThanItsMemoryHolds) {
+  MovePlanInput in;
+  in.begin = {0, 100, 200, 300};
+  in.kept = {100, 100, 100, 100};
+  in.workers = {1, 3};
+  in.rates = {1.0, 3.0};
+  in.most = {80, 10};  // worker 3, the fast one, has room for 10 rows more
+  in.lost = {2};
+  const auto plan = plan_moves(in, bytes);
+  const auto rows = computed(in, plan, 400);
+  EXPECT_EQ(rows.at(3), 110);
+  EXPECT_EQ(rows.at(1), 180);  // the rest by the one with room, up to it
+  EXPECT_EQ(rows.at(1002), 10);  // nobody's room: worker 2's first rows stay stood in for
+  for (const auto& m : plan) EXPECT_EQ(m.home, 2u);  // nobody is over a target it could give to
+}
+
+TEST(ClusterMoves, WithRoomForAllTheRoomChangesNothing) {
+  MovePlanInput in;
+  in.begin = {0, 100, 200, 300};
+  in.kept = {100, 100, 100, 100};
+  in.workers = {1, 3};
+  in.rates = {1.0, 3.0};
+  in.lost = {2};
+  const auto unbounded = plan_moves(in, bytes);
+  in.most = {-1, 1000};
+  EXPECT_EQ(plan_moves(in, bytes), unbounded);
+  in.most = {0, 0};  // no room anywhere: nothing moves
+  EXPECT_TRUE(plan_moves(in, bytes).empty());
 }
 
 TEST(ClusterMoves, AJoinerTakesTheEndsOfTheOthersRows) {

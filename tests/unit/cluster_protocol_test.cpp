@@ -20,6 +20,7 @@ Contribution with_moves(std::vector<Move> moves) {
   c.stand_ins = {{2, {std::byte{7}}}};
   c.work_rows = 1000;
   c.work_seconds = 0.25;
+  c.room = 512 << 20;
   c.trims = {{1, 900}};
   c.has_moves = true;
   c.moves = std::move(moves);
@@ -36,6 +37,7 @@ void expect_same(const Contribution& a, const Contribution& b) {
   EXPECT_EQ(a.stand_ins, b.stand_ins);
   EXPECT_EQ(a.work_rows, b.work_rows);
   EXPECT_EQ(a.work_seconds, b.work_seconds);
+  EXPECT_EQ(a.room, b.room);
   EXPECT_EQ(a.trims, b.trims);
   EXPECT_EQ(a.has_moves, b.has_moves);
   EXPECT_EQ(a.moves, b.moves);
@@ -49,6 +51,14 @@ void expect_same(const Contribution& a, const Contribution& b) {
 TEST(ClusterProtocol, MovesReadBack) {
   const auto c = with_moves({{2, 1, 500, 120, 120 * 32, 0x1234}, {2, 3, 620, 80, 80 * 32, 0}});
   expect_same(c, decode_contribution(encode(c), Limits{}));
+}
+
+TEST(ClusterProtocol, ANegativeMemoryRoomIsRefused) {
+  auto c = with_moves({});
+  c.room = -1;  // says nothing: allowed
+  EXPECT_EQ(decode_contribution(encode(c), Limits{}).room, -1);
+  c.room = -2;
+  EXPECT_THROW(decode_contribution(encode(c), Limits{}), accel::InputError);
 }
 
 TEST(ClusterProtocol, AnEmptyListOfMovesIsNotNoList) {

@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "swarm.hpp"
@@ -127,6 +130,37 @@ TEST(SimEngine, AWorkerJoiningAndOneLeavingLeaveTheFailureFreeCentroids) {
   // Rounds take no virtual compute time, so no rate is measured: the joiner
   // is sized at the mean of the others' probes (it has none of its own).
   EXPECT_NE(log.find("\"by\":4"), std::string::npos) << "the joiner got no rows";
+  expect_failure_free(r, ref);
+}
+
+// The same with every worker saying each round that its memory holds 500
+// rows more (16 bytes each at 1.1x): no plan gives a worker more than 500
+// rows beyond what the plan before gave it, the leaver's rows that find no
+// room are computed by the coordinator, and the centroids are still the
+// failure-free ones.
+TEST(SimEngine, NoWorkerIsGivenMoreRowsThanItsMemoryHolds) {
+  SwarmOptions o = options();
+  o.worker_room = 500 * 16 * 11 / 10 + 8;
+  const auto ref = run_job(6, 3, {}, {}, o, o.dir + "/ref6r");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const auto r = run_job(6, 3, {{Fault::Join, 0, 10}, {Fault::Leave, 1, 20}}, ref.round_at, o, o.dir + "/room");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  EXPECT_TRUE(r.ended);
+  const std::string& log = r.logs.at("coordinator");
+  EXPECT_NE(log.find("\"active\":[0,2,3,4]"), std::string::npos) << "worker 4 did not join, or 1 did not leave";
+  std::istringstream lines(log);
+  int plans = 0;
+  std::map<int, std::int64_t> before;  // rows each worker computed for others under the last plan
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("\"rows_planned\"") == std::string::npos) continue;
+    ++plans;
+    const auto j = nlohmann::json::parse(line);
+    std::map<int, std::int64_t> by;
+    for (const auto& m : j["moves"]) by[m["by"].get<int>()] += m["rows"].get<std::int64_t>();
+    for (const auto& [w, rows] : by) EXPECT_LE(rows, before[w] + 500) << "worker " << w << ": " << line;
+    before = by;
+  }
+  EXPECT_GE(plans, 2) << "no plan for the joiner and the leaver";
   expect_failure_free(r, ref);
 }
 

@@ -107,6 +107,7 @@ class Coordinator {
   using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;  // (begin, rows)
   Ranges ranges_of(std::uint32_t q) const;
   std::vector<Move> plan_moves() const;
+  std::int64_t most_rows(std::uint32_t w) const;
   void announce_moves(Contribution& mine, std::int64_t t);
   void commit_plan(Contribution& mine, std::int64_t t);
   void lose(std::uint32_t q);
@@ -150,6 +151,7 @@ class Coordinator {
   std::vector<std::int64_t> loads_, begin_;
   std::vector<std::int64_t> kept_;  // rows each worker computes now (its partition's first ones; the coordinator the rest)
   RateCollector rates_;
+  std::map<std::uint32_t, std::int64_t> room_;  // by worker: memory room it last told (Contribution::room)
   DriftPolicy drift_;  // 20% over the mean for 3 rounds
   SwingDamper swings_;
   std::vector<std::pair<std::uint32_t, std::int64_t>> pending_trims_;
@@ -506,9 +508,12 @@ bool Coordinator::step() {
 void Coordinator::welcome_back(std::int64_t t) {
   apply_moves(t);
   // Leaving members go once workers compute their rows, or at once where
-  // the coordinator stands in.
+  // the coordinator stands in; and once the plan made after the leave is
+  // in effect, the coordinator stands in for the rows it left them (no
+  // worker had room for them: moves.hpp).
+  const bool planned = !replan_ && !announced_;
   for (const auto w : std::set<std::uint32_t>(leaving_))
-    if (!survivors_take() || ranges_of(w).empty()) depart(w, t);
+    if (!survivors_take() || ranges_of(w).empty() || planned) depart(w, t);
   for (auto it = resynced_.begin(); it != resynced_.end();) {
     const auto w = *it;
     // Workers compute its rows (or it computed others'): it counts from the
@@ -888,6 +893,8 @@ void Coordinator::apply_trims(const std::vector<std::pair<std::uint32_t, std::in
 // the coordinator, which holds every row: a worker keeps up to its partition, the coordinator
 // computes the rest of it.
 void Coordinator::measure(const std::map<std::uint32_t, Contribution>& got, std::int64_t t) {
+  for (const auto& [id, c] : got)
+    if (id != 0 && c.room >= 0) room_[id] = c.room;
   // While lost members' rows are moved to workers, the re-split waits: it
   // moves the tails of whole partitions, and a worker's rows are more.
   if (!o_.move_lost_rows || !moves_.empty() || announced_) return;
@@ -987,6 +994,7 @@ std::vector<Move> Coordinator::plan_moves() const {
   for (auto w : active_)
     if (w != 0 && !leaving_.count(w)) {
       in.workers.push_back(w);
+      in.most.push_back(most_rows(w));
       const auto r = rates_.rate(w);
       in.rates.push_back(r                     ? *r
                          : known > 0           ? sum / known
@@ -1010,6 +1018,20 @@ std::vector<Move> Coordinator::plan_moves() const {
   auto plan = accel::cluster::plan_moves(in, [this](std::int64_t b, std::int64_t e) { return job_.data_bytes(b, e); });
   for (Move& m : plan) m.digest = digest_of(m.begin, m.begin + m.rows);
   return plan;
+}
+
+// The most rows of others worker w can compute: those it computes now and
+// as many more as its memory room holds at 1.1x their bytes (the copy and
+// what its kernels keep per row); -1 where it told no room.
+std::int64_t Coordinator::most_rows(std::uint32_t w) const {
+  const auto r = room_.find(w);
+  const std::int64_t units = job_.units();
+  if (r == room_.end() || units <= 0) return -1;
+  const double row = static_cast<double>(job_.data_bytes(0, units)) / static_cast<double>(units);
+  std::int64_t now = 0;
+  for (const Move& m : moves_)
+    if (m.by == w) now += m.rows;
+  return now + static_cast<std::int64_t>(static_cast<double>(r->second) / (1.1 * std::max(row, 1.0)));
 }
 
 // rows_digest of rows [begin, end) of a worker's as the coordinator reads

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -68,6 +69,11 @@ struct WorkerOptions : Common {
   // the library's state), used instead of the registry's; the task must
   // name a workload of the same type.
   const Workload* workload = nullptr;
+  // Bytes of memory this worker can still take for rows, told to the
+  // coordinator each round (no plan of moves gives it more), or -1 to say
+  // nothing. Unset: memory_room(), its cgroup's limit or the machine's
+  // available memory less its resident set (a simulator sets its own).
+  std::function<std::int64_t()> memory_room;
 };
 
 // Rank and size from a launcher's environment (mpirun: OMPI_COMM_WORLD_*,

@@ -17,6 +17,7 @@
 #include "session.hpp"
 #include "job_token.hpp"
 #include "snapshot.hpp"
+#include "memory_room.hpp"
 #include "moves.hpp"
 
 namespace accel::cluster {
@@ -149,6 +150,7 @@ class Incarnation {
       throw InputError("the task names workload '" + name + "', not the one this process runs");
     return *o_.workload;
   }
+  std::int64_t room() const { return o_.memory_room ? o_.memory_room() : memory_room(); }
   // The keys of this worker's pairs with the others (bootstrap.hpp).
   void take_keys(const std::vector<transport::MacKey>& keys) {
     for (std::size_t j = 1; j < keys.size(); ++j)
@@ -395,6 +397,7 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   computing = computed_since(t0, t);
   mine.work_rows = recovering_ || !all_to_all(*part_).timed() ? 0 : all_to_all(*part_).rows();
   mine.work_seconds = computing;
+  mine.room = room();
   const bool member = std::find(view_.active.begin(), view_.active.end(), o_.id) != view_.active.end();
   if (!member) mine.reply_address = node_.net().worker_address();  // returning: peers answer it
   const auto got = node_.sync(
@@ -443,6 +446,7 @@ RoundOutcome Incarnation::gathered_round(std::int64_t t, SyncStats& st, double& 
   computing = computed_since(t0, t);
   mine.work_rows = recovering_ || !all_to_all(*part_).timed() ? 0 : all_to_all(*part_).rows();
   mine.work_seconds = computing;
+  mine.room = room();
   Gathered g;
   const Contribution decision = node_.exchange_with_coordinator(
       t, recovering_ ? nullptr : &mine,

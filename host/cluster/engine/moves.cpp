@@ -1,6 +1,8 @@
 #include "moves.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "accel/perf_model.hpp"
@@ -20,6 +22,32 @@ std::vector<std::int64_t> targets(const MovePlanInput& in, std::int64_t total) {
   return rebalance(t, in.rates, 0.0);
 }
 
+constexpr std::int64_t kAny = std::numeric_limits<std::int64_t>::max();
+
+std::int64_t most_of(const MovePlanInput& in, std::size_t i) {
+  return in.most.empty() || in.most[i] < 0 ? kAny : in.most[i];
+}
+
+// Deficits held to what each worker may take; of the lost rows that then
+// find no place, each worker with room left takes a share by rate, as
+// long as any has room.
+void hold_to_room(const MovePlanInput& in, std::int64_t lost, std::vector<std::int64_t>& deficit) {
+  for (std::size_t i = 0; i < deficit.size(); ++i) deficit[i] = std::min(deficit[i], most_of(in, i));
+  for (std::size_t pass = 0; pass < deficit.size(); ++pass) {
+    const std::int64_t placed = std::accumulate(deficit.begin(), deficit.end(), std::int64_t{0});
+    if (placed >= lost) return;
+    double rate = 0;
+    for (std::size_t i = 0; i < deficit.size(); ++i)
+      if (deficit[i] < most_of(in, i)) rate += in.rates[i];
+    if (rate <= 0) return;
+    for (std::size_t i = 0; i < deficit.size(); ++i)
+      if (deficit[i] < most_of(in, i)) {
+        const auto share = static_cast<std::int64_t>(std::ceil(static_cast<double>(lost - placed) * in.rates[i] / rate));
+        deficit[i] += std::min(share, most_of(in, i) - deficit[i]);
+      }
+  }
+}
+
 }  // namespace
 
 std::vector<Move> plan_moves(const MovePlanInput& in, const RowBytes& bytes) {
@@ -33,12 +61,21 @@ std::vector<Move> plan_moves(const MovePlanInput& in, const RowBytes& bytes) {
   for (auto q : in.lost)
     if (in.kept[q] > 0) sources.push_back({q, in.begin[q], in.kept[q]});
   std::vector<std::int64_t> deficit(in.workers.size(), 0);
-  std::int64_t room = 0;  // what the deficits take beyond the lost rows
-  for (std::size_t i = 0; i < in.workers.size(); ++i) {
+  std::int64_t lost = 0;
+  for (const Source& s : sources) lost += s.rows;
+  for (std::size_t i = 0; i < in.workers.size(); ++i)
     deficit[i] = std::max<std::int64_t>(0, target[i] - in.kept[in.workers[i]]);
-    room += deficit[i];
+  hold_to_room(in, lost, deficit);
+  // What the deficits take beyond the lost rows; when they take less, the
+  // lost members' first rows stay where they are.
+  std::int64_t room = std::accumulate(deficit.begin(), deficit.end(), std::int64_t{0});
+  for (Source& s : sources) {
+    const std::int64_t n = std::min(s.rows, room);
+    s.begin += s.rows - n;
+    s.rows = n;
+    room -= n;
   }
-  for (const Source& s : sources) room -= s.rows;
+  std::erase_if(sources, [](const Source& s) { return s.rows == 0; });
   // A worker over its target gives the end of its rows, as much as there
   // is room for: what it keeps stays its first rows.
   for (std::size_t i = 0; i < in.workers.size() && room > 0; ++i) {

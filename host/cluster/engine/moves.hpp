@@ -25,6 +25,10 @@ struct MovePlanInput {
   // rates (rows per second; any positive scale).
   std::vector<std::uint32_t> workers;
   std::vector<double> rates;
+  // By worker, as `workers`: the most rows of others it may compute under
+  // the plan (what its memory holds: memory_room.hpp), or -1 for any.
+  // Empty: any, for all.
+  std::vector<std::int64_t> most;
   // Members whose kept rows others compute, ascending.
   std::vector<std::uint32_t> lost;
 };
@@ -35,7 +39,10 @@ using RowBytes = std::function<std::uint64_t(std::int64_t begin, std::int64_t en
 // Every lost member's kept rows, then the ends of the rows of workers above
 // their target, to the workers below theirs, in id order: each worker gets
 // at most one piece of any member's rows. A worker gives an end under 1/64
-// of its target to nobody (a read of the input is not worth it).
+// of its target to nobody (a read of the input is not worth it). No worker
+// gets more than its `most`: what the others' room leaves of a lost
+// member's rows are its first ones, which stay unmoved (own_rows: the
+// coordinator goes on standing in for them, a block at a time).
 std::vector<Move> plan_moves(const MovePlanInput& in, const RowBytes& bytes);
 
 // How many of member q's first kept rows it still computes under `moves`

@@ -100,11 +100,13 @@ std::uint64_t counted_digest(const std::map<std::uint32_t, std::span<const std::
   return d == 0 ? 1 : d;
 }
 
-std::uint64_t rows_digest(std::span<const std::byte> data) {
+std::uint64_t rows_digest(std::span<const std::byte> data,
+                          const std::function<void(std::size_t at, std::size_t n)>& read) {
   constexpr std::size_t kWhole = 4 << 20, kBlock = 64 << 10, kBlocks = 64;
   uLong c = 0;
   auto take = [&](std::size_t at, std::size_t n) {
     c = ::crc32(c, reinterpret_cast<const Bytef*>(data.data() + at), static_cast<uInt>(n));
+    if (read) read(at, n);
   };
   if (data.size() <= kWhole) {
     take(0, data.size());
@@ -174,6 +176,7 @@ Bytes encode(const Contribution& c) {
   }
   o.put(c.work_rows);
   o.put(c.work_seconds);
+  o.put(c.room);
   o.put<std::uint64_t>(c.trims.size());
   for (const auto& [id, rows] : c.trims) {
     o.put(id);
@@ -216,6 +219,8 @@ Contribution decode_contribution(std::span<const std::byte> in, const Limits& l)
   c.work_seconds = i.get<double>();
   if (c.work_rows < 0 || !(c.work_seconds >= 0) || c.work_seconds > 1e9)
     throw InputError("contribution with impossible work figures");
+  c.room = i.get<std::int64_t>();
+  if (c.room < -1) throw InputError("contribution with a negative memory room");
   const auto t = i.get<std::uint64_t>();
   if (t > static_cast<std::uint64_t>(l.max_peers)) throw InputError("contribution with too many trims");
   for (std::uint64_t k = 0; k < t; ++k) {

@@ -8,6 +8,7 @@
 #include "bootstrap.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -58,8 +59,12 @@ struct Membership {
 // past that, of the first and last 64 KiB and 62 blocks of 64 KiB spread
 // evenly between (4 MiB read, wherever the rows lie), mixed with the size.
 // Never 0. What it can miss: a change confined to the bytes between those
-// blocks of a larger partition.
-std::uint64_t rows_digest(std::span<const std::byte> data);
+// blocks of a larger partition. `read` is called after each block with its
+// offset and size: a caller whose bytes are a file mapping gives the pages
+// back there (a touch maps the page cache's whole folio, up to megabytes,
+// so 64 blocks of a mapping would otherwise hold some 70 MB at once).
+std::uint64_t rows_digest(std::span<const std::byte> data,
+                          const std::function<void(std::size_t at, std::size_t n)>& read = {});
 
 // What a participant counted in a round: crc32 over each member's id and
 // workload bytes in id order (members that count nothing left out), mixed
@@ -117,6 +122,9 @@ struct Contribution {
   // Every member: the rows it computed this round and how long that took (the measured speed of [SysInfo], collected by the coordinator).
   std::int64_t work_rows = 0;
   double work_seconds = 0;
+  // Every worker: bytes of memory it can still take for rows (memory_room),
+  // -1 where it says nothing. A plan of moves gives it no more.
+  std::int64_t room = -1;
   // Set by the coordinator (all-to-all): members that keep only the first
   // `rows` of their partition from the next round on (the coordinator
   // computes the rest), when the measured speeds call for a new split.

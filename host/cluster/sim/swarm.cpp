@@ -182,6 +182,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
           if (o.workload == "svm") wo.device = "cpu";
           if (restarts) wo.coordinator_timeout_ms = kCoordinatorWait;
           wo.log_json = log;
+          wo.memory_room = [room = o.worker_room] { return room; };  // the host's memory is not the simulation's
           try {
             WorkerRun run(wo);
             bool left = false;
