@@ -13,7 +13,11 @@ PY=()
 # ACCEL_CMAKE_ARGS (CI: every backend required) come before the arguments,
 # which win where both set an option.
 read -r -a CI_ARGS <<<"${ACCEL_CMAKE_ARGS:-}"
-if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${PY[@]}" "${CI_ARGS[@]}" "$@" && cmake --build "$BUILD" -j"$(nproc)"; } >"$LOG" 2>&1; then
+# ACCEL_BUILD_TARGETS: only these targets (space-separated; default all).
+read -r -a TARGETS <<<"${ACCEL_BUILD_TARGETS:-}"
+[ ${#TARGETS[@]} -eq 0 ] || TARGETS=(--target "${TARGETS[@]}")
+if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${PY[@]}" "${CI_ARGS[@]}" "$@" &&
+       cmake --build "$BUILD" -j"$(nproc)" ${TARGETS[@]+"${TARGETS[@]}"}; } >"$LOG" 2>&1; then
   grep -E "error|Error" "$LOG" | head -40 >&2 || true
   tail -20 "$LOG" >&2
   echo "build.sh: build failed (full log: $LOG)" >&2

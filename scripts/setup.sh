@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git
   xz-utils ninja-build       # scripts/device_kit.sh: packs the GPU kit with xz, builds it with ninja
+  ccache                     # the pip tests: the build without UCX reuses the one with it
   libgtest-dev libgmock-dev
   libboost-program-options-dev
   libopenblas-openmp-dev libhwloc-dev nlohmann-json3-dev zlib1g-dev libssl-dev
