@@ -1190,6 +1190,20 @@ def wait_snapshot(job, w):
                  f"worker {w}'s snapshot")
 
 
+def kill_together(job, workers, restarted):
+    """`workers` killed -9 at once past iteration 10, those in `restarted`
+    once their snapshot is written (so that they can resume); the iteration
+    they were killed at."""
+    job.wait_iteration(10)
+    for w in restarted:
+        wait_snapshot(job, w)
+    for w in workers:
+        job.procs[w].send_signal(signal.SIGKILL)
+    for w in workers:
+        job.procs[w].wait()
+    return job.iteration()
+
+
 def scenario_all_lost(a, tmp):
     # Both workers killed for good. With --on-loss move the coordinator
     # computes their rows: exit 0, the failure-free centroids, and a message.
@@ -1288,14 +1302,7 @@ def scenario_two_killed(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 600000, 8, 16, 11)
     job = Job(a, tmp, 3, data, 16, 200, 1000)
-    job.wait_iteration(10)
-    wait_snapshot(job, 1)
-    wait_snapshot(job, 3)
-    for w in (1, 3):
-        job.procs[w].send_signal(signal.SIGKILL)
-    for w in (1, 3):
-        job.procs[w].wait()
-    killed_at = job.iteration()
+    killed_at = kill_together(job, (1, 3), restarted=(1, 3))
     job.wait_iteration(killed_at + 20)
     job.start_worker(1)
     job.start_worker(3)
@@ -1329,12 +1336,7 @@ def scenario_gathered(a, tmp):
     if runs["gathered"] != runs["all-to-all"]:
         fail("the gathered exchange's centroids differ from the all-to-all's")
     job = Job(a, tmp, 4, data, 16, 200, 1000, extra=["--gather-from", "2"])
-    job.wait_iteration(10)
-    wait_snapshot(job, 2)
-    for w in (2, 3):
-        job.procs[w].send_signal(signal.SIGKILL)
-        job.procs[w].wait()
-    killed_at = job.iteration()
+    killed_at = kill_together(job, (2, 3), restarted=(2,))
     job.wait_iteration(killed_at + 15)
     job.start_worker(2)
     if job.finish() != 0:

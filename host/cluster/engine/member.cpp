@@ -118,6 +118,7 @@ class Incarnation {
   RoundOutcome all_to_all_round(std::int64_t t, SyncStats& st, double& computing);
   RoundOutcome central_round(std::int64_t t, SyncStats& st, double& computing);
   RoundOutcome gathered_round(std::int64_t t, SyncStats& st, double& computing);
+  Contribution own_contribution(std::int64_t t, double& computing, nlohmann::json& moved, bool idle);
   void follow(const Contribution& c, RoundOutcome& out);
   double computed_since(Clock::time_point t0, std::int64_t t) const;
   void prepare_moves(const std::vector<Move>& moves, std::uint64_t id);
@@ -388,16 +389,7 @@ double Incarnation::computed_since(Clock::time_point t0, std::int64_t t) const {
 // address) and computes from the next round on.
 RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double& computing) {
   nlohmann::json moved = nlohmann::json::object();
-  if (pending_ && pending_->from > 0 && t >= pending_->from) apply_moves(t, moved);
-  say_ready();
-  const auto t0 = Clock::now();
-  Contribution mine;
-  if (!recovering_) all_to_all(*part_).members(view_.active);
-  mine.data = recovering_ ? part_->idle() : part_->contribute(t);
-  computing = computed_since(t0, t);
-  mine.work_rows = recovering_ || !all_to_all(*part_).timed() ? 0 : all_to_all(*part_).rows();
-  mine.work_seconds = computing;
-  mine.room = room();
+  Contribution mine = own_contribution(t, computing, moved, true);
   const bool member = std::find(view_.active.begin(), view_.active.end(), o_.id) != view_.active.end();
   if (!member) mine.reply_address = node_.net().worker_address();  // returning: peers answer it
   const auto got = node_.sync(
@@ -411,6 +403,28 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   if (auto c = got.find(0); c != got.end()) follow(c->second, out);
   out.log.update(moved);
   return out;
+}
+
+// The start of a round in either exchange: the moves due now applied, and
+// this member's contribution with its rate and memory room. A returning
+// member computes nothing: its data are the workload's idle bytes (`idle`:
+// the all-to-all, whose peers answer them) or none (gathered).
+Contribution Incarnation::own_contribution(std::int64_t t, double& computing, nlohmann::json& moved, bool idle) {
+  if (pending_ && pending_->from > 0 && t >= pending_->from) apply_moves(t, moved);
+  say_ready();
+  const auto t0 = Clock::now();
+  Contribution mine;
+  if (!recovering_) {
+    all_to_all(*part_).members(view_.active);
+    mine.data = part_->contribute(t);
+  } else if (idle) {
+    mine.data = part_->idle();
+  }
+  computing = computed_since(t0, t);
+  mine.work_rows = recovering_ || !all_to_all(*part_).timed() ? 0 : all_to_all(*part_).rows();
+  mine.work_seconds = computing;
+  mine.room = room();
+  return mine;
 }
 
 // The coordinator's word on the rows, in its contribution (all-to-all) or
@@ -435,18 +449,7 @@ void Incarnation::follow(const Contribution& c, RoundOutcome& out) {
 // returning member sends nothing and adopts the state as the others do.
 RoundOutcome Incarnation::gathered_round(std::int64_t t, SyncStats& st, double& computing) {
   nlohmann::json moved = nlohmann::json::object();
-  if (pending_ && pending_->from > 0 && t >= pending_->from) apply_moves(t, moved);
-  say_ready();
-  const auto t0 = Clock::now();
-  Contribution mine;
-  if (!recovering_) {
-    all_to_all(*part_).members(view_.active);
-    mine.data = part_->contribute(t);
-  }
-  computing = computed_since(t0, t);
-  mine.work_rows = recovering_ || !all_to_all(*part_).timed() ? 0 : all_to_all(*part_).rows();
-  mine.work_seconds = computing;
-  mine.room = room();
+  const Contribution mine = own_contribution(t, computing, moved, false);
   Gathered g;
   const Contribution decision = node_.exchange_with_coordinator(
       t, recovering_ ? nullptr : &mine,
