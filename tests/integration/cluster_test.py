@@ -1190,7 +1190,7 @@ def wait_snapshot(job, w):
                  f"worker {w}'s snapshot")
 
 
-def kill_together(job, workers, restarted):
+def kill_at_snapshot(job, workers, restarted):
     """`workers` killed -9 at once past iteration 10, those in `restarted`
     once their snapshot is written (so that they can resume); the iteration
     they were killed at."""
@@ -1302,7 +1302,7 @@ def scenario_two_killed(a, tmp):
     data = str(Path(tmp) / "x.npy")
     blobs(data, 600000, 8, 16, 11)
     job = Job(a, tmp, 3, data, 16, 200, 1000)
-    killed_at = kill_together(job, (1, 3), restarted=(1, 3))
+    killed_at = kill_at_snapshot(job, (1, 3), restarted=(1, 3))
     job.wait_iteration(killed_at + 20)
     job.start_worker(1)
     job.start_worker(3)
@@ -1336,7 +1336,7 @@ def scenario_gathered(a, tmp):
     if runs["gathered"] != runs["all-to-all"]:
         fail("the gathered exchange's centroids differ from the all-to-all's")
     job = Job(a, tmp, 4, data, 16, 200, 1000, extra=["--gather-from", "2"])
-    killed_at = kill_together(job, (2, 3), restarted=(2,))
+    killed_at = kill_at_snapshot(job, (2, 3), restarted=(2,))
     job.wait_iteration(killed_at + 15)
     job.start_worker(2)
     if job.finish() != 0:
