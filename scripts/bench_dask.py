@@ -14,7 +14,6 @@ the array's bytes.
 """
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess

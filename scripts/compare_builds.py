@@ -32,7 +32,6 @@ some model differs, 2 when a run failed.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys

@@ -14,7 +14,6 @@ JSON-lines logs of a scripts/cluster.sh run (e.g. one with --kill-restart).
 """
 import argparse
 import json
-import os
 import subprocess
 import tempfile
 import time

@@ -21,6 +21,7 @@ PACKAGES=(
   pybind11-dev python3-dev python3-numpy  # the Python module accel._accel
   python3-torch              # tests/python: the PyTorch DDP hook (CPU, gloo)
   python3-dask python3-distributed python3-pandas  # accel.dask: k-means on a dask.distributed cluster
+  python3-pyflakes           # lint.pyflakes: every Python file of the project
   time                       # cluster.pull: each worker's peak memory (GNU time's %M)
 )
 

@@ -12,7 +12,6 @@ Needs libsvm-tools and scikit-learn (Debian: scripts/setup.sh installs both).
 import argparse
 import json
 import re
-import subprocess
 import sys
 import tempfile
 import time

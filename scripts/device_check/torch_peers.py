@@ -112,14 +112,14 @@ def main():
     for n in sizes:
         x = laplace(n, dev, seed=n)
         k = math.ceil(0.001 * n)
-        t_topk = timed(lambda: torch.topk(x.abs(), k, sorted=False), dev, a.repeats)
-        t_read = timed(lambda: torch.amax(x), dev, a.repeats)
+        t_topk = timed(lambda x=x, k=k: torch.topk(x.abs(), k, sorted=False), dev, a.repeats)
+        t_read = timed(lambda x=x: torch.amax(x), dev, a.repeats)
         row = {"n": n, "k": k, "torch_topk_seconds": t_topk, "read_seconds": t_read,
                "read_bytes_per_second": 4 * n / t_read}
         if accel is not None:
             for method in ("exact", "ldte-hist"):
                 key = method.replace("-", "_")
-                row[f"accel_{key}_seconds"] = timed(lambda: accel.topk(x, 0.001, method=method), dev, a.repeats)
+                row[f"accel_{key}_seconds"] = timed(lambda x=x, method=method: accel.topk(x, 0.001, method=method), dev, a.repeats)
                 r = accel.topk(x, 0.001, method=method)
                 row[f"accel_{key}_selected"] = int(len(r.indices))
                 row[f"accel_{key}_passes"] = int(r.passes)
@@ -144,7 +144,7 @@ def main():
     for name, shape, k in shapes:
         x = torch.from_numpy(fm).to(dev) if shape is None else blobs(shape[0], shape[1], k, dev)
         c = x[:k].clone()
-        t = timed(lambda: kmeans_step(x, c), dev, a.repeats)
+        t = timed(lambda x=x, c=c: kmeans_step(x, c), dev, a.repeats)
         out["kmeans"].append({"data": name, "rows": int(x.shape[0]), "dim": int(x.shape[1]), "k": k,
                               "torch_step_seconds": t})
         del x, c
