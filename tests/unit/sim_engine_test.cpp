@@ -212,5 +212,59 @@ TEST(SimEngine, AWorkerThatLeftAndCameBackHasItsRowsCounted) {
   expect_failure_free(r, ref);
 }
 
+// Swarm seed 6101 (mixed): two workers without an id join and are pushed
+// rows, worker 3 (killed in round 14) is restarted without a snapshot and
+// the coordinator dies while pushing its rows back. The worker kept the
+// buffer of that cut-short fetch, resumed with the new coordinator on it
+// as if whole, and the centroids went to 1e35; a fetch that fails now
+// leaves no data behind, and the worker fetches again.
+TEST(SimEngine, RowsCutShortByACoordinatorsDeathAreFetchedAgain) {
+  SwarmOptions o = options();
+  o.shape = {12000, 4, 5};
+  o.iterations = 60;
+  o.timeout_ms = 50;
+  o.link = {1ms, 1.25e8};
+  const auto ref = run_job(0, 4, {}, {}, o, o.dir + "/cut-short-ref");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const auto r = run_job(6101, 4,
+                         {{Fault::KillRestart, 2, 29, 95ms},
+                          {Fault::KillRestart, 3, 14, 24ms},
+                          {Fault::CoordinatorRestart, 0, 45, 231ms},
+                          {Fault::Join, 0, 26},
+                          {Fault::Join, 0, 14}},
+                         ref.round_at, o, o.dir + "/cut-short");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  ASSERT_TRUE(r.logs.count("coordinator-resumed")) << "no coordinator was resumed";
+  EXPECT_NE(r.logs.at("coordinator").find("\"event\":\"rows_resent\",\"iteration\":31,"), std::string::npos)
+      << "the first coordinator did not push worker 3's rows again before it died";
+  expect_failure_free(r, ref);
+}
+
+// Swarm seed 8258 (mixed): every worker lost, the coordinator finishes the
+// SVM alone before the round its kill was drawn for. A kill then finds no
+// process and nothing is restarted; the simulator had resumed one anyway
+// and counted the problem twice.
+TEST(SimEngine, ACoordinatorThatEndedBeforeItsKillIsNotResumed) {
+  SwarmOptions o = options();
+  o.workload = "svm";
+  o.iterations = 60;
+  o.timeout_ms = 50;
+  o.link = {1ms, 1.25e8};
+  const auto ref = run_job(0, 3, {}, {}, o, o.dir + "/ended-ref");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const auto r = run_job(8258, 3,
+                         {{Fault::KillRestart, 2, 21, 86ms},
+                          {Fault::Kill, 3, 21},
+                          {Fault::KillRestart, 1, 44, 38ms},
+                          {Fault::CoordinatorRestart, 0, 74, 238ms}},
+                         ref.round_at, o, o.dir + "/ended");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  EXPECT_NE(r.logs.at("coordinator").find("\"ops\":\"end\""), std::string::npos) << "the first coordinator did not end";
+  EXPECT_FALSE(r.logs.count("coordinator-resumed")) << "a coordinator that had ended was resumed";
+  ASSERT_EQ(r.objectives.size(), ref.objectives.size());
+  for (std::size_t i = 0; i < ref.objectives.size(); ++i)
+    EXPECT_NEAR(r.objectives[i], ref.objectives[i], 1e-6 * std::abs(ref.objectives[i])) << i;
+}
+
 }  // namespace
 }  // namespace accel::cluster::sim

@@ -110,6 +110,7 @@ class Incarnation {
 
  private:
   void refetch();
+  void fetch_rows(Snapshot& s);
   void fresh_start();
   void fail_start(const InputError& e);
   std::unique_ptr<Partition> open_partition();
@@ -192,6 +193,11 @@ class Incarnation {
     std::vector<std::pair<std::uint32_t, transport::BulkReceiveHandle>> transfers;
   };
   std::optional<Pending> pending_;
+  // The buffer of a fetch that failed part way: a snapshot whose data has
+  // the task's size is taken as whole by the next incarnation, so it must
+  // not keep this one; kept here, before the node, in case a sender is
+  // still writing into it.
+  Blob failed_fetch_;
   Node node_;
   Ms join_{0};
   std::int64_t t_ = 1;
@@ -215,9 +221,24 @@ class Incarnation {
 // so that the recovery handshake itself is as quick as ever.
 void Incarnation::refetch() {
   const auto t0 = Clock::now();
-  fetch_data(node_, workload(), *snap_, join_);
+  fetch_rows(*snap_);
   log_.write({{"event", "rows_fetched"}, {"rows", snap_->task.rows}, {"seconds", secs(t0, Clock::now())},
               {"from", snap_->task.pull ? "input file" : "coordinator"}});
+}
+
+// A fetch that fails (the coordinator gone mid-push, a read cut short)
+// leaves s without data: a later incarnation fetches again rather than
+// compute on the rows that never arrived (seed 6101 of the simulator: a
+// worker whose coordinator died while pushing its rows resumed on an
+// uninitialised buffer, and the centroids went to 1e35).
+void Incarnation::fetch_rows(Snapshot& s) {
+  try {
+    fetch_data(node_, workload_named(s.task.workload), s, join_);
+  } catch (...) {
+    failed_fetch_ = std::move(s.data);
+    s.data = Blob{};
+    throw;
+  }
 }
 
 // Before round 1 (the rows unreadable, an output this member cannot
@@ -266,7 +287,7 @@ void Incarnation::fresh_start() {
   if (s.task.workload != name) throw InputError("the task's workload differs from the probe's");
   take_keys(s.task.pair_keys);
   try {
-    fetch_data(node_, workload_named(name), s, join_);
+    fetch_rows(s);
     snap_ = std::move(s);
     part_ = open_partition();
   } catch (const InputError& e) {
@@ -650,14 +671,13 @@ void save_incarnation(const WorkerOptions& o, std::optional<Snapshot>& snap, std
 std::optional<Snapshot> load_own_snapshot(const WorkerOptions& o) {
   if (o.snapshot_dir.empty()) return std::nullopt;
   std::filesystem::create_directories(o.snapshot_dir);
-  std::optional<Snapshot> snap;
   try {
-    snap = load_snapshot(snapshot_path(o.snapshot_dir, o.id));
+    auto snap = load_snapshot(snapshot_path(o.snapshot_dir, o.id));
+    if (snap && snap->job == o.job) return snap;  // else another job's: stale
   } catch (const InputError& e) {
     log::warn("accel worker") << "discarding a damaged snapshot: " << e.what();
   }
-  if (snap && snap->job != o.job) snap.reset();  // another job's: stale
-  return snap;
+  return std::nullopt;
 }
 
 }  // namespace
