@@ -7,21 +7,28 @@ so that the exchange, not the compute, is what a round costs. For each P in
 the same job with 10% of the workers (at least one) killed -9 together at
 round 10, and how long until a round counted again.
 
-Printed per P: the median round (compute + synchronization) and
-synchronization alone, over the coordinator's rounds after the first, and
-the bytes each member receives per round in the all-to-all barrier,
-computed from the message sizes (every member gets every other member's
-K x d sums and K counts as doubles: (P) x (8 K d + 8 K + 8) bytes of
-payload), since the transport counts messages, not bytes. With --kill: the
-rounds the loss took, the longest of them, and the centroids against the
+Each P runs with each exchange of --exchanges: the all-to-all (every
+member sends its partial sums to every other) and the gathered one (the
+coordinator's --gather-from 2: every worker sends its sums to the
+coordinator alone, which sends back the new centroids), so that the
+--gather-from default is chosen by measurement.
+
+Printed per P and exchange: the median round (compute + synchronization)
+and synchronization alone, over the coordinator's rounds after the first,
+and the bytes each worker receives per round, computed from the message
+sizes since the transport counts messages, not bytes: in the all-to-all
+every member gets every other member's K x d sums and K counts as doubles,
+P x (8 K d + 8 K + 8) bytes of payload; gathered, a worker gets the
+centroids as floats, 4 K d bytes and a few more. With --kill: the rounds
+the loss took, the longest of them, and the centroids against the
 failure-free run.
 
 All P + 1 processes share this machine's cores (one OpenMP thread each):
 above the core count a round also measures the scheduler. Say so when
 quoting it.
 
-    python3 scripts/bench_members.py                     # P = 2 4 8 16
-    python3 scripts/bench_members.py --members 4 16 --kill
+    python3 scripts/bench_members.py                     # P = 2 4 8 16, both exchanges
+    python3 scripts/bench_members.py --members 4 16 --kill --exchanges gathered
 """
 import argparse
 import json
@@ -54,8 +61,8 @@ def make_data(path, rows, cols, seed=7):
         f.write(x.astype(np.float32).tobytes())
 
 
-def run(args, data, members, out_dir, kill=0):
-    run_dir = out_dir / (f"p{members}" + ("-kill" if kill else ""))
+def run(args, data, members, out_dir, exchange, kill=0):
+    run_dir = out_dir / (f"p{members}-{exchange}" + ("-kill" if kill else ""))
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -66,7 +73,7 @@ def run(args, data, members, out_dir, kill=0):
         [args.accel, "coordinator", "--input", str(data), "--k", str(args.k), "--max-iter", str(args.iters), "--init",
          "random", "--tol", "0", "--workers", str(members), "--listen", f"127.0.0.1:{port}", "--device", "cpu",
          "--log-json", str(log), "--json", "--output-centroids", str(run_dir / "centroids.npy"), "--timeout-ms",
-         timeout_ms, "--join-timeout-ms", str(120000)],
+         timeout_ms, "--join-timeout-ms", str(120000), "--gather-from", "2" if exchange == "gathered" else "0"],
         stdout=open(run_dir / "coordinator.out", "w"), stderr=open(run_dir / "coordinator.err", "w"), env=env)
     procs = {}
     try:
@@ -102,6 +109,8 @@ def main():
     ap.add_argument("--cols", type=int, default=64)
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--timeout-ms", type=int, default=3000)
+    ap.add_argument("--exchanges", default="all-to-all,gathered",
+                    help="comma-separated: all-to-all, gathered (the coordinator's --gather-from 2)")
     ap.add_argument("--kill", action="store_true", help="also a run with 10%% of the workers killed at round 10")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
@@ -109,6 +118,10 @@ def main():
                     ("--iters", args.iters), ("--timeout-ms", args.timeout_ms), *(("--members", p) for p in args.members)):
         if v < 1:
             ap.error(f"{name} {v}: must be at least 1")
+    exchanges = args.exchanges.split(",")
+    for e in exchanges:
+        if e not in ("all-to-all", "gathered"):
+            ap.error(f"--exchanges {e}: all-to-all or gathered")
     if args.iters < 12 and args.kill:
         ap.error("--kill needs --iters of at least 12 (the kill is at round 10)")
     import numpy as np
@@ -117,20 +130,21 @@ def main():
     results = []
     print(f"k-means K={args.k} d={args.cols}, {args.rows_per_member} rows per member, {args.iters} rounds, "
           f"{os.cpu_count()} cores; round and synchronization: medians over the coordinator's rounds after the first")
-    print(f"{'P':>4}{'round ms':>10}{'sync ms':>9}{'recv KB/member/round':>22}  lost 10%")
-    for p in args.members:
+    print(f"{'P':>4}{'exchange':>12}{'round ms':>10}{'sync ms':>9}{'recv KB/worker/round':>22}  lost 10%")
+    for p, exchange in ((p, e) for p in args.members for e in exchanges):
         data = out_dir / f"x-{p}.npy"
-        make_data(data, args.rows_per_member * (p + 1), args.cols)
-        rounds, cen = run(args, data, p, out_dir)
+        if not data.exists():
+            make_data(data, args.rows_per_member * (p + 1), args.cols)
+        rounds, cen = run(args, data, p, out_dir, exchange)
         times = [(j["computing_s"] + j["synchronizing_s"]) * 1e3 for j in rounds[1:]]
         sync = [j["synchronizing_s"] * 1e3 for j in rounds[1:]]
-        recv = p * (8 * args.k * args.cols + 8 * args.k + 8)
-        r = {"members": p, "round_ms": statistics.median(times), "sync_ms": statistics.median(sync),
+        recv = p * (8 * args.k * args.cols + 8 * args.k + 8) if exchange == "all-to-all" else 4 * args.k * args.cols
+        r = {"members": p, "exchange": exchange, "round_ms": statistics.median(times), "sync_ms": statistics.median(sync),
              "recv_bytes_per_member_round": recv}
         said = "-"
         if args.kill:
             lost = max(1, p // 10)
-            kr, kcen = run(args, data, p, out_dir, kill=lost)
+            kr, kcen = run(args, data, p, out_dir, exchange, kill=lost)
             short = [j for j in kr if j["evicted"] or len(j["members"]["active"]) < p + 1]
             first = next((j for j in kr if j["evicted"]), None)
             # Rounds from the first that evicted to the first that counted
@@ -144,7 +158,7 @@ def main():
                     f"{'?' if took is None else f'{took:.2f} s'} later (timeout {args.timeout_ms / 1e3:.1f} s); "
                     f"centroids within {diff:.1e} of the failure-free run")
         results.append(r)
-        print(f"{p:>4}{r['round_ms']:>10.2f}{r['sync_ms']:>9.2f}{recv / 1024:>22.0f}  {said}", flush=True)
+        print(f"{p:>4}{exchange:>12}{r['round_ms']:>10.2f}{r['sync_ms']:>9.2f}{recv / 1024:>22.0f}  {said}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -5,6 +5,7 @@
 # (default 3-8); WORKLOAD: kmeans, svm or mixed (default kmeans). A failing seed
 # prints its schedule, the first invariant it violated and the command that
 # replays it; the exit status is then 1. 10,000 seeds: scripts/simulate.sh 1-10000
+# Seeds run on every core (--jobs, results in seed order) unless --jobs is given.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ACCEL="${ACCEL_BIN:-$ROOT/build/bin/accel}"
@@ -36,4 +37,9 @@ if [ ! -x "$ACCEL" ]; then
   echo "simulate.sh: no accel binary at $ACCEL (scripts/build.sh builds it)" >&2
   exit 2
 fi
-exec "$ACCEL" simulate --seeds "$SEEDS" --min-workers "$MIN" --max-workers "$MAX" --workload "$WORKLOAD" "$@"
+JOBS=(--jobs "$(nproc)")
+for a in "$@"; do
+  case "$a" in --jobs | --jobs=* | -j*) JOBS=() ;; esac
+done
+exec "$ACCEL" simulate --seeds "$SEEDS" --min-workers "$MIN" --max-workers "$MAX" --workload "$WORKLOAD" \
+  "${JOBS[@]}" "$@"

@@ -3,13 +3,19 @@
 // job and a fault schedule. A failing seed is printed with its schedule,
 // the first invariant it violated, and the command that replays it.
 #include <boost/program_options.hpp>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <sstream>
-#include <vector>
 #include <string>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include "accel/error.hpp"
 #include "accel/log.hpp"
@@ -57,13 +63,44 @@ int scale_report(const std::vector<int>& counts, std::int64_t rows_per_member, c
   return bad ? 1 : 0;
 }
 
+// Seeds first..last on `jobs` threads, each seed a World of its own (a
+// simulated process's hooks are its thread's, so worlds do not meet);
+// on_result sees every seed's result in seed order, as soon as the seeds
+// before it are done.
+void run_seeds(std::uint64_t first, std::uint64_t last, int jobs, const cluster::sim::SwarmOptions& o,
+               const std::function<void(std::uint64_t, const cluster::sim::SeedResult&)>& on_result) {
+  const std::size_t n = last - first + 1;
+  std::vector<std::optional<cluster::sim::SeedResult>> done(n);
+  std::mutex mu;
+  std::condition_variable ready;
+  std::atomic<std::size_t> next{0};
+  std::vector<std::jthread> threads;
+  for (std::size_t j = 0; j < std::min<std::size_t>(static_cast<std::size_t>(jobs), n); ++j)
+    threads.emplace_back([&] {
+      for (std::size_t i; (i = next++) < n;) {
+        auto r = cluster::sim::run_seed(first + i, o);
+        std::lock_guard lock(mu);
+        done[i] = std::move(r);
+        ready.notify_all();
+      }
+    });
+  for (std::size_t i = 0; i < n; ++i) {
+    std::unique_lock lock(mu);
+    ready.wait(lock, [&] { return done[i].has_value(); });
+    const cluster::sim::SeedResult r = std::move(*done[i]);
+    done[i].reset();
+    lock.unlock();
+    on_result(first + i, r);
+  }
+}
+
 }  // namespace
 
 int simulate_main(const std::vector<std::string>& args) {
   po::options_description opts("accel simulate [options]");
   std::string seeds, dir, scale;
   std::int64_t rows_per_member = 0;
-  int min_workers = 0, max_workers = 0;
+  int min_workers = 0, max_workers = 0, jobs = 1;
   double latency_us = 0, gbits = 0;
   cluster::sim::SwarmOptions o;
   opts.add_options()("help,h", "this help")
@@ -80,6 +117,8 @@ int simulate_main(const std::vector<std::string>& args) {
       ("gbits", po::value(&gbits)->default_value(1), "link bandwidth (Gbit/s)")
       ("dir", po::value(&dir), "scratch folder (default: a new one under the temporary folder, removed after)")
       ("verbose", "print every seed's schedule, not only the failing ones'")
+      ("keep", "keep every seed's logs under --dir, not only the failing ones'")
+      ("jobs,j", po::value(&jobs)->default_value(1), "seeds run at once, each on a thread (results print in seed order)")
       ("message-faults", "also draw windows of a lossy network (control messages dropped, duplicated, delayed)")
       ("scale", po::value(&scale), "instead of seeds: a failure-free job, then one with a tenth of the workers killed, "
                                    "for each worker count of this list (e.g. 4,16,64); prints the scale report")
@@ -97,10 +136,13 @@ int simulate_main(const std::vector<std::string>& args) {
   if (vm.count("scale") && o.workload != "kmeans") throw InputError("--scale: k-means only (--workload kmeans)");
   if (o.iterations < 8 || o.iterations > 100000) throw InputError("--iterations " + std::to_string(o.iterations) + ": 8 to 100000");
   if (o.gather_from < 0) throw InputError("--gather-from " + std::to_string(o.gather_from) + ": 0 (never) or more");
+  if (jobs < 1 || jobs > 256) throw InputError("--jobs " + std::to_string(jobs) + ": 1 to 256");
   if (o.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(o.timeout_ms) + ": must be positive");
   if (!(latency_us >= 0 && latency_us <= 1e7)) throw InputError("--latency-us " + std::to_string(latency_us) + ": 0 to 1e7");
   if (!(gbits > 0 && gbits <= 1e4)) throw InputError("--gbits " + std::to_string(gbits) + ": above 0, at most 1e4");
   o.message_faults = vm.count("message-faults") > 0;
+  o.keep = vm.count("keep") > 0;
+  if (o.keep && dir.empty()) throw InputError("--keep: give --dir, where the logs stay");
   o.min_workers = min_workers;
   o.max_workers = max_workers;
   o.link.latency = std::chrono::duration_cast<cluster::Clock::duration>(std::chrono::duration<double, std::micro>(latency_us));
@@ -140,8 +182,7 @@ int simulate_main(const std::vector<std::string>& args) {
   std::uint64_t failed = 0, messages = 0;
   double simulated = 0, longest_wait = 0;
   std::size_t held = 0;
-  for (std::uint64_t s = first; s <= last; ++s) {
-    const auto r = cluster::sim::run_seed(s, o);
+  run_seeds(first, last, jobs, o, [&](std::uint64_t s, const cluster::sim::SeedResult& r) {
     simulated += r.virtual_seconds;
     messages += r.messages;
     longest_wait = std::max(longest_wait, r.longest_wait);
@@ -160,7 +201,7 @@ int simulate_main(const std::vector<std::string>& args) {
                 << (o.message_faults ? " --message-faults" : "")
                 << (o.gather_from ? " --gather-from " + std::to_string(o.gather_from) : std::string()) << "\n";
     }
-  }
+  });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "simulate: " << (last - first + 1) << " seeds, " << failed << " failed; " << simulated
             << " s simulated, " << messages << " messages, in " << wall << " s; longest wait " << longest_wait

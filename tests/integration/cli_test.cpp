@@ -206,10 +206,18 @@ TEST_F(Cli, SimulateRefusesBadOptions) {
   refused("--dir /proc/no-such-folder", "--dir /proc/no-such-folder");
   refused("--workload sparse", "--workload sparse");
   refused("--workload svm --scale 4", "--scale");
+  refused("--jobs 0", "--jobs 0");
+  refused("--keep", "--keep");
   const Proc ok = accel("simulate --seeds 7 --verbose");
   EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
   EXPECT_NE(ok.out.find("seed 7: ok"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("1 seeds, 0 failed"), std::string::npos) << ok.out;
+  // Seeds on two threads: the same runs, printed in seed order.
+  const Proc one = accel("simulate --seeds 5-8 --workload mixed --verbose");
+  const Proc two = accel("simulate --seeds 5-8 --workload mixed --verbose --jobs 2");
+  EXPECT_EQ(two.code, 0) << two.out << two.err;
+  const auto totals = [](const std::string& out) { return out.substr(0, out.rfind(" in ")); };
+  EXPECT_EQ(totals(one.out), totals(two.out));
 }
 #endif
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "accel/clock.hpp"
 #include "accel/error.hpp"
 #include "accel/faults.hpp"
 #include "solver_state.hpp"
@@ -581,9 +582,12 @@ struct Member::Impl {
     if (s->active.empty()) return;
     for (const std::int32_t v : op.ws)
       if (!holds(v)) throw InputError("svm: the working set's row of variable " + std::to_string(v) + " did not come");
-    const auto t0 = clock_type::now();
+    // accel::Clock, not steady_clock: the coordinator re-splits the rows by
+    // this speed, so in the simulator it must be virtual time (none passes
+    // while computing), or a seed's run would depend on the host's load.
+    const auto t0 = Clock::now();
     const std::vector<const float*> r = kr->rows(op.ws);
-    rows_seconds = since(t0);
+    rows_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (slowed) rows_seconds = faults().rows.slow(rows_seconds);
     for (const std::int32_t k : op.ws) {
       if (!is_active[k]) continue;

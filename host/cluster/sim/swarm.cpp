@@ -447,7 +447,7 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
     return fail("the coordinator exited " + std::to_string(run.coordinator_exit) + ": " + run.coordinator_error);
   if (auto d = disagreement(run); !d.empty()) return fail("participants disagree: " + d);
   if (auto d = result_differs(run, ref); !d.empty()) return fail(d);
-  std::filesystem::remove_all(o.dir + "/seed-" + std::to_string(seed));
+  if (!o.keep) std::filesystem::remove_all(o.dir + "/seed-" + std::to_string(seed));
   return res;
 }
 

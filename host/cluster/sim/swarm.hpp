@@ -42,6 +42,9 @@ struct SwarmOptions {
   // Also draw windows of a lossy network: control messages dropped,
   // duplicated and delayed (World::MessageFaults).
   bool message_faults = false;
+  // Keep the logs and outputs of seeds that pass too (a failing seed's are
+  // always kept).
+  bool keep = false;
   // Bytes of memory every worker says it can still take for rows
   // (WorkerOptions::memory_room); -1: they say nothing.
   std::int64_t worker_room = -1;
