@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
+#include <string>
 
 #include "moves.hpp"
 
@@ -137,4 +139,39 @@ TEST(ClusterMoves, OwnRowsStopAtTheFirstPieceGiven) {
   EXPECT_EQ(own_rows(1, 100, 100, plan), 80);
   EXPECT_EQ(own_rows(3, 300, 100, plan), 100);
   EXPECT_EQ(own_rows(2, 200, 100, {{2, 1, 200, 100, 0}}), 0);
+}
+
+// Random memberships, rates, rooms and losses: every row is computed once,
+// and no worker is given more rows of others than its room (the fallback
+// for what rounding leaves once deficits are spent goes to a worker with
+// room, never past it).
+TEST(ClusterMoves, NoPlanExceedsAnyWorkersRoom) {
+  std::mt19937_64 g(11);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int members = 2 + static_cast<int>(g() % 9);
+    MovePlanInput in;
+    std::int64_t at = 0;
+    for (int q = 0; q < members; ++q) {
+      const std::int64_t rows = static_cast<std::int64_t>(g() % 400);
+      in.begin.push_back(at);
+      in.kept.push_back(rows);
+      at += rows;
+    }
+    for (int q = 1; q < members; ++q) {
+      if (g() % 3 == 0) {
+        in.lost.push_back(static_cast<std::uint32_t>(q));
+      } else {
+        in.workers.push_back(static_cast<std::uint32_t>(q));
+        in.rates.push_back(0.5 + static_cast<double>(g() % 100) / 10);
+        in.most.push_back(g() % 4 == 0 ? -1 : static_cast<std::int64_t>(g() % 300));
+      }
+    }
+    const auto plan = plan_moves(in, bytes);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    computed(in, plan, at);
+    std::map<std::uint32_t, std::int64_t> given;
+    for (const auto& m : plan) given[m.by] += m.rows;
+    for (std::size_t i = 0; i < in.workers.size(); ++i)
+      if (in.most[i] >= 0) EXPECT_LE(given[in.workers[i]], in.most[i]) << "worker " << in.workers[i];
+  }
 }

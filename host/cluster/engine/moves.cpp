@@ -77,28 +77,49 @@ std::vector<Move> plan_moves(const MovePlanInput& in, const RowBytes& bytes) {
   }
   std::erase_if(sources, [](const Source& s) { return s.rows == 0; });
   // A worker over its target gives the end of its rows, as much as there
-  // is room for: what it keeps stays its first rows.
+  // is room for: what it keeps stays its first rows. One that takes lost
+  // rows (the others had no room for them) gives none: it would have to
+  // take its own rows back.
   for (std::size_t i = 0; i < in.workers.size() && room > 0; ++i) {
     const auto w = in.workers[i];
     const std::int64_t give = std::min(in.kept[w] - target[i], room);
-    if (give <= 0 || give * 64 < target[i]) continue;
+    if (give <= 0 || give * 64 < target[i] || deficit[i] > 0) continue;
     sources.push_back({w, in.begin[w] + in.kept[w] - give, give});
     room -= give;
   }
-  // The deficits add up to the lost rows at least (the targets sum to the
-  // rows workers compute), and the lost come first; should rounding leave
-  // some, they extend the source's last piece, or go to the fastest.
-  const auto fastest = static_cast<std::size_t>(std::max_element(in.rates.begin(), in.rates.end()) - in.rates.begin());
+  // The sources fit in the deficits of workers other than their home (a
+  // giver has none), so each source finds its workers. Should rounding
+  // leave rows of one all the same, they go to the worker with the most
+  // room left, past nobody's room where any has it.
+  const std::vector<std::int64_t> planned = deficit;
   std::vector<Move> out;
+  // Each worker holds one piece of a member's rows at most (pieces are kept
+  // by home): one with a piece of this source other than its last is out.
+  const auto roomiest = [&](std::uint32_t home, std::size_t first) {
+    std::size_t best = deficit.size();
+    std::int64_t left = -1;
+    for (std::size_t j = 0; j < deficit.size(); ++j) {
+      if (in.workers[j] == home) continue;
+      if (std::any_of(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+                      [&](const Move& m) { return m.by == in.workers[j] && &m != &out.back(); }))
+        continue;
+      const std::int64_t most = most_of(in, j);
+      const std::int64_t l = most == kAny ? kAny : most - (planned[j] - deficit[j]);
+      if (l > left) best = j, left = l;
+    }
+    return best;
+  };
   for (const Source& s : sources) {
     const std::size_t first = out.size();
     std::size_t i = 0;  // each worker takes one piece of a source at most: i only moves on within it
     for (std::int64_t at = s.begin, end = s.begin + s.rows; at < end;) {
       while (i < deficit.size() && (deficit[i] == 0 || in.workers[i] == s.home)) ++i;
       if (i == deficit.size()) {
-        if (out.size() > first) out.back().rows += end - at;
-        else out.push_back({s.home, in.workers[in.workers[fastest] != s.home ? fastest : (fastest + 1) % deficit.size()],
-                            at, end - at, 0});
+        const std::size_t j = roomiest(s.home, first);
+        if (j == deficit.size()) break;  // a lone worker's own rows: nobody else to give them to
+        if (out.size() > first && out.back().by == in.workers[j]) out.back().rows += end - at;
+        else out.push_back({s.home, in.workers[j], at, end - at, 0});
+        deficit[j] -= end - at;
         break;
       }
       const std::int64_t n = std::min(deficit[i], end - at);
