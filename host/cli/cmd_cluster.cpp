@@ -45,9 +45,9 @@ void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) 
        "workers read their rows from the input file (shared storage) instead of receiving them")
       ("block-size", po::value(&o.block_size)->default_value(64u << 20), "bulk transfer block size in bytes")
       ("protocol", po::value(&o.protocol)->default_value("auto"), "bulk protocol: auto | put | am")
-      ("gather-from", po::value(&o.gather_from)->default_value(0),
+      ("gather-from", po::value(&o.gather_from)->default_value(cluster::kGatherFrom),
        "k-means: from this many participants (coordinator and --max-workers) on, each round's contributions go "
-       "to the coordinator alone, which sends every member the next centroids (0: never)")
+       "to the coordinator alone, which sends every member the next centroids (0: never; 1: always)")
       ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join")
       ("checkpoint-dir", po::value(&o.checkpoint_dir),
        "write the coordinator's checkpoint here (k-means, svm-train), at Young's interval sqrt(2 x cost x --mtbf)")

@@ -110,8 +110,9 @@ int simulate_main(const std::vector<std::string>& args) {
       ("workload", po::value(&o.workload)->default_value(o.workload),
        "kmeans, svm (C-SVC, two classes), or mixed (each seed draws one)")
       ("iterations", po::value(&o.iterations)->default_value(o.iterations), "k-means rounds of each job")
-      ("gather-from", po::value(&o.gather_from)->default_value(0),
-       "k-means: the coordinator's --gather-from (from this many participants on, rounds go through it)")
+      ("gather-from", po::value(&o.gather_from)->default_value(o.gather_from),
+       "k-means: the coordinator's --gather-from (from this many participants on, rounds go through it; "
+       "0: never)")
       ("timeout-ms", po::value(&o.timeout_ms)->default_value(o.timeout_ms), "the barrier's timeout (virtual ms)")
       ("latency-us", po::value(&latency_us)->default_value(1000), "link latency (virtual microseconds)")
       ("gbits", po::value(&gbits)->default_value(1), "link bandwidth (Gbit/s)")
@@ -199,7 +200,7 @@ int simulate_main(const std::vector<std::string>& args) {
                 << o.max_workers << " --iterations " << o.iterations << " --timeout-ms " << o.timeout_ms
                 << " --latency-us " << latency_us << " --gbits " << gbits << " --workload " << o.workload
                 << (o.message_faults ? " --message-faults" : "")
-                << (o.gather_from ? " --gather-from " + std::to_string(o.gather_from) : std::string()) << "\n";
+                << " --gather-from " << o.gather_from << "\n";
     }
   });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

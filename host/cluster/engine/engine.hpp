@@ -26,6 +26,10 @@ struct Common {
   std::string job_file;           // where the token is written (coordinator) or read (worker)
 };
 
+// CoordinatorOptions::gather_from's default: with 8 participants or more
+// (7 workers), k-means rounds go through the coordinator.
+inline constexpr int kGatherFrom = 8;
+
 struct CoordinatorOptions : Common {
   int workers = 1;      // waited for before round 1
   int max_workers = 0;  // more may join a running job without --id, up to this many (0: workers)
@@ -47,8 +51,9 @@ struct CoordinatorOptions : Common {
   // All-to-all workloads: from this many participants (the coordinator
   // and --max-workers) on, each round's contributions go to the
   // coordinator alone, which sends every member the state they lead to
-  // (the gathered exchange, docs/design.md); 0: never.
-  int gather_from = 0;
+  // (the gathered exchange, docs/design.md); 0: never. The default is
+  // measured (docs/cluster.md): from 8, gathered rounds were faster.
+  int gather_from = kGatherFrom;
   // Coordinator checkpoints (checkpoint.hpp): written to checkpoint_dir at
   // Young's interval for mtbf_s; resume_dir continues the job from the
   // checkpoint there (its token, address, partition and round) and goes on

@@ -390,19 +390,20 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   SeedResult res;
   res.seed = seed;
   SwarmOptions o = options;
-  bool gathered = o.gather_from > 0;
+  bool drawn = false;  // gathered whatever the worker count
   if (o.workload == "mixed") {  // from a generator of its own: a seed's other draws are those of its k-means run
     std::mt19937_64 w(seed ^ 0x5eedull);
     o.workload = w() % 3 == 0 ? "svm" : "kmeans";
-    gathered = gathered || (o.workload == "kmeans" && w() % 3 == 0);  // a third of k-means seeds: --gather-from 1
+    drawn = o.workload == "kmeans" && w() % 3 == 0;  // a third of k-means seeds: --gather-from 1
   }
-  // The failure-free reference is the all-to-all's, which the gathered
-  // exchange's equals bit for bit.
-  SwarmOptions run_options = o;
-  run_options.gather_from = gathered ? std::max(1, o.gather_from) : 0;
-  o.gather_from = 0;
   std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ull + 1);
   const int workers = o.min_workers + static_cast<int>(g() % static_cast<std::uint64_t>(o.max_workers - o.min_workers + 1));
+  // The rest as the coordinator's --gather-from says (by default, gathered
+  // from 8 participants). The failure-free reference is the all-to-all's,
+  // which the gathered exchange's equals bit for bit.
+  SwarmOptions run_options = o;
+  run_options.gather_from = drawn ? 1 : o.gather_from;
+  o.gather_from = 0;
   const JobRun& ref = reference(workers, o);
   if (ref.coordinator_exit != 0) {
     res.ok = false;
@@ -412,6 +413,9 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   // The SVM's rounds are its solver's: faults fall among those of the failure-free run.
   const int rounds = o.workload == "svm" ? std::max<int>(8, static_cast<int>(ref.round_at.size())) : o.iterations;
   const auto faults = draw_faults(g, workers, rounds, o.timeout_ms, o.message_faults);
+  // As the coordinator decides: by its participants, joiners' places included.
+  const auto joiners = std::count_if(faults.begin(), faults.end(), [](const FaultAt& f) { return f.kind == Fault::Join; });
+  const bool gathered = run_options.gather_from > 0 && workers + 1 + joiners >= run_options.gather_from;
   res.schedule.push_back((o.workload == "svm" ? "svm, " : gathered ? "k-means (gathered), " : "k-means, ") +
                          std::to_string(workers) + " workers, " +
                          std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine.hpp"
 #include "world.hpp"
 
 namespace accel::cluster::sim {
@@ -38,7 +39,7 @@ struct SwarmOptions {
   int iterations = 60;
   LinkModel link{std::chrono::milliseconds(1), 1.25e8};  // 1 ms, 1 Gbit/s
   int timeout_ms = 50;
-  int gather_from = 0;  // CoordinatorOptions::gather_from
+  int gather_from = kGatherFrom;  // CoordinatorOptions::gather_from
   // Also draw windows of a lossy network: control messages dropped,
   // duplicated and delayed (World::MessageFaults).
   bool message_faults = false;
