@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -66,11 +67,13 @@ int scale_report(const std::vector<int>& counts, std::int64_t rows_per_member, c
 // Seeds first..last on `jobs` threads, each seed a World of its own (a
 // simulated process's hooks are its thread's, so worlds do not meet);
 // on_result sees every seed's result in seed order, as soon as the seeds
-// before it are done.
+// before it are done. A seed that throws (its input cannot be written)
+// starts no more seeds, and its error is rethrown in its turn.
 void run_seeds(std::uint64_t first, std::uint64_t last, int jobs, const cluster::sim::SwarmOptions& o,
                const std::function<void(std::uint64_t, const cluster::sim::SeedResult&)>& on_result) {
   const std::size_t n = last - first + 1;
   std::vector<std::optional<cluster::sim::SeedResult>> done(n);
+  std::vector<std::exception_ptr> error(n);
   std::mutex mu;
   std::condition_variable ready;
   std::atomic<std::size_t> next{0};
@@ -78,15 +81,24 @@ void run_seeds(std::uint64_t first, std::uint64_t last, int jobs, const cluster:
   for (std::size_t j = 0; j < std::min<std::size_t>(static_cast<std::size_t>(jobs), n); ++j)
     threads.emplace_back([&] {
       for (std::size_t i; (i = next++) < n;) {
-        auto r = cluster::sim::run_seed(first + i, o);
+        std::optional<cluster::sim::SeedResult> r;
+        std::exception_ptr e;
+        try {
+          r = cluster::sim::run_seed(first + i, o);
+        } catch (...) {
+          e = std::current_exception();
+          next = n;
+        }
         std::lock_guard lock(mu);
-        done[i] = std::move(r);
+        done[i] = r ? std::move(r) : cluster::sim::SeedResult{};
+        error[i] = e;
         ready.notify_all();
       }
     });
   for (std::size_t i = 0; i < n; ++i) {
     std::unique_lock lock(mu);
     ready.wait(lock, [&] { return done[i].has_value(); });
+    if (error[i]) std::rethrow_exception(error[i]);
     const cluster::sim::SeedResult r = std::move(*done[i]);
     done[i].reset();
     lock.unlock();
