@@ -45,8 +45,7 @@ std::pair<std::uint64_t, std::uint64_t> seed_range(const std::string& s) {
 }
 
 // The scale report: one row per worker count.
-int scale_report(const std::vector<int>& counts, std::int64_t rows_per_member, cluster::sim::SwarmOptions o,
-                 bool temporary) {
+int scale_report(const std::vector<int>& counts, std::int64_t rows_per_member, cluster::sim::SwarmOptions o) {
   std::cout << "| workers | messages in / worker / round | bytes in / worker / round | coordinator messages / round | "
                "coordinator bytes / round | round (virtual ms) | killed at once | counting again after (virtual ms) | "
                "centroids vs failure-free | wall s |\n|---|---|---|---|---|---|---|---|---|---|\n";
@@ -60,7 +59,6 @@ int scale_report(const std::vector<int>& counts, std::int64_t rows_per_member, c
               << (r.recover_seconds < 0 ? std::string("never") : std::to_string(r.recover_seconds * 1e3)) << " | "
               << r.worst << " | " << r.wall_seconds << " |" << (r.ok ? "" : " (a job failed)") << std::endl;
   }
-  if (temporary) std::filesystem::remove_all(o.dir);
   return bad ? 1 : 0;
 }
 
@@ -182,6 +180,13 @@ int simulate_main(const std::vector<std::string>& args) {
   std::error_code ec;
   std::filesystem::create_directories(o.dir, ec);
   if (ec) throw InputError("--dir " + o.dir + ": " + ec.message());
+  struct RemovedAfter {  // the default scratch folder goes however the run ends
+    std::string dir;
+    ~RemovedAfter() {
+      std::error_code ignored;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+    }
+  } scratch{temporary ? o.dir : std::string()};
   // What the simulated processes log (evictions, a restarted worker that
   // finds the job over) is the faults' doing, not this command's: with
   // --verbose it is shown, otherwise the invariants speak for the run.
@@ -190,7 +195,7 @@ int simulate_main(const std::vector<std::string>& args) {
   } restore;
   if (vm.count("verbose")) log::set_level(log::Level::Error);
   else log::set_sink([](log::Level, std::string_view, std::string_view) {});
-  if (!counts.empty()) return scale_report(counts, rows_per_member, o, temporary);
+  if (!counts.empty()) return scale_report(counts, rows_per_member, o);
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, messages = 0;
   double simulated = 0, longest_wait = 0;
@@ -219,7 +224,6 @@ int simulate_main(const std::vector<std::string>& args) {
   std::cout << "simulate: " << (last - first + 1) << " seeds, " << failed << " failed; " << simulated
             << " s simulated, " << messages << " messages, in " << wall << " s; longest wait " << longest_wait
             << " s, at most " << held << " messages held by one process\n";
-  if (temporary) std::filesystem::remove_all(o.dir);
   return failed ? 1 : 0;
 }
 

@@ -46,12 +46,24 @@ def support_vectors(model):
 
 
 def single_node(a, tmp, data, params):
-    model = str(Path(tmp) / "single.model")
-    r = subprocess.run([a.accel, "svm-train", *params, "--json", data, model], capture_output=True, text=True,
+    """Single-node svm-train's objectives and support vectors, computed once
+    per build for the same data and parameters (ct.kept_reference)."""
+    model = Path(tmp) / "single.model"  # predictions_agree reads it
+    kept = ct.kept_reference(a, data, ["svm-train", *params], ".model")
+    kept_json = kept.with_suffix(".json") if kept else None
+    if kept and kept.exists() and kept_json.exists():
+        shutil.copyfile(kept, model)
+        return json.loads(kept_json.read_text()), support_vectors(model)
+    r = subprocess.run([a.accel, "svm-train", *params, "--json", data, str(model)], capture_output=True, text=True,
                        timeout=300)
     if r.returncode != 0:
         fail("single-node svm-train failed: " + r.stderr)
-    return json.loads(r.stdout)["problems"], support_vectors(model)
+    problems = json.loads(r.stdout)["problems"]
+    if kept:  # the model first: a result is kept once both are
+        ct.keep(kept, model)
+        (Path(tmp) / "single.json").write_text(json.dumps(problems))
+        ct.keep(kept_json, Path(tmp) / "single.json")
+    return problems, support_vectors(model)
 
 
 def check_model(job, reference, what, exact=False):

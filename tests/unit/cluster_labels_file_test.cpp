@@ -18,10 +18,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// This process's scratch folder, removed when the tests are done.
+struct Scratch {
+  fs::path dir = fs::temp_directory_path() / ("accel-labels-" + std::to_string(::getpid()));
+  ~Scratch() {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+};
+
 fs::path scratch(const char* name) {
-  const fs::path dir = fs::temp_directory_path() / ("accel-labels-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+  static Scratch s;
+  fs::create_directories(s.dir);
+  return s.dir / name;
 }
 
 // The labels of a committed file, read as numpy would (through its header).
