@@ -18,7 +18,12 @@ SUPP="$ROOT/tests/sanitizers"
 export UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no
 case "$MODE" in
   address)
+    # UBSan's null and alignment checks go on every member access: the
+    # coordinator's file compiles in 63 s with them, 34 s without (27 s
+    # under ASan alone). A null dereference still fails its test (ASan
+    # reports the SEGV with its stack), and x86 forgives misaligned loads.
     SAN=address,undefined
+    EXTRA=(-DACCEL_NO_SANITIZE=null,alignment)
     BUILD="$ROOT/build-asan"
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0"
     export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
@@ -28,6 +33,7 @@ case "$MODE" in
     ;;
   thread)
     SAN=thread
+    EXTRA=(-DACCEL_NO_SANITIZE=)
     BUILD="$ROOT/build-tsan"
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
     export ACCEL_TEST_TIME_SCALE="${ACCEL_TEST_TIME_SCALE:-5}"
@@ -49,7 +55,7 @@ esac
 # here: discovery finds none, as the regular build's tests check).
 ACCEL_BUILD_DIR="$BUILD" "$ROOT/scripts/build.sh" -DACCEL_SANITIZE="$SAN" -DACCEL_WITH_CUDA=OFF \
   -DACCEL_WITH_OPENCL=OFF -DACCEL_WITH_XRT=OFF -DACCEL_WITH_PYTHON=OFF -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" \
-  -DCMAKE_C_FLAGS_RELEASE="-O1 -g1 -DNDEBUG"
+  -DCMAKE_C_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" "${EXTRA[@]}"
 cd "$BUILD"
 if [ "$MODE" = thread ]; then
   # Each selection must still match a test (its binary built: tsan_targets.txt).
