@@ -1,17 +1,29 @@
-# Sourced by the pip tests: ccache for their builds, where it is installed.
-# The two pip builds (with and without UCX) compile the same sources with
-# the same flags; with their build directories at the same depth and paths
-# rewritten relative to them (base_dir), the second finds most of its
-# objects in the first's cache and compiles again only what differs.
+# Sourced by the pip tests: ccache for their builds, where it is installed,
+# sharing the regular build's cache (CMakeLists.txt, "ccache"). The regular
+# build BUILD compiles in BUILD/<dir>; a pip build in a sibling folder at
+# the same depth (BUILD-pip-with, BUILD-pip-without) compiles the same
+# sources with the same flags from <sibling>/<dir>. With paths under the
+# source tree written relative to those folders (base_dir, as the regular
+# build sets it) the commands are the same, and the objects are found in
+# the cache instead of compiled again. The pip builds use Make, as the
+# regular build does (Ninja runs every compile from the build's root).
 # Sets CCACHE_ARGS to the pip arguments that turn it on (none without
 # ccache), and exports its settings; call it in the script's own shell.
-pip_ccache() {  # ROOT CACHE_DIR
+pip_ccache() {  # ROOT BUILD
   CCACHE_ARGS=()
+  export CMAKE_GENERATOR="Unix Makefiles" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
   command -v ccache >/dev/null || return 0
-  export CCACHE_DIR="$2" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=2G
-  CCACHE_BASEDIR="$(/usr/bin/python3 -c 'import os, sys; print(os.path.commonpath(sys.argv[1:]))' "$1" "$2")"
-  export CCACHE_BASEDIR
+  export CCACHE_DIR="$2/ccache" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=2G
+  case "$(realpath -m "$2")/" in
+    "$(realpath -m "$1")"/*) export CCACHE_BASEDIR="$(realpath -m "$1")" ;;
+    *) unset CCACHE_BASEDIR ;;
+  esac
   CCACHE_ARGS=("--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache"
     "--config-settings=cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache"
     "--config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache")
+}
+
+# The cache's hits and misses so far (where ccache is installed).
+pip_ccache_stats() {
+  command -v ccache >/dev/null && ccache -s 2>/dev/null | grep -Ei "hits|misses" | head -3 || true
 }

@@ -2,22 +2,27 @@
 # `pip install .` of the repository into a fresh virtual environment (the
 # build backend, scikit-build-core, comes from PyPI), then the installed
 # package imported from outside the tree and used.
-# PIP_DIR (default: a temporary one) holds the build, at PIP_DIR/with/build,
-# and the ccache it shares with python.without_ucx (pip_ccache.sh).
+# BUILD (default: none) is the regular build: the pip build goes to its
+# sibling BUILD-pip-with and compiles through its ccache (pip_ccache.sh).
 set -euo pipefail
 ROOT="$1"
 PY="${2:-/usr/bin/python3}"
-PIP_DIR="${3:-}"
+BUILD="${3:-}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-[ -n "$PIP_DIR" ] || PIP_DIR="$TMP/pip"
-rm -rf "$PIP_DIR/with"
-mkdir -p "$PIP_DIR/with"
 . "$(dirname "$0")/pip_ccache.sh"
-pip_ccache "$ROOT" "$PIP_DIR/ccache"
+if [ -n "$BUILD" ]; then
+  PIP_BUILD="$BUILD-pip-with"
+  pip_ccache "$ROOT" "$BUILD"
+else
+  PIP_BUILD="$TMP/build"
+  CCACHE_ARGS=()
+fi
+rm -rf "$PIP_BUILD"
 "$PY" -m venv --system-site-packages "$TMP/venv"
 (cd "$TMP" && "$TMP/venv/bin/pip" install -q --disable-pip-version-check ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} \
-  --config-settings=build-dir="$PIP_DIR/with/build" "$ROOT")
+  --config-settings=build-dir="$PIP_BUILD" "$ROOT")
+[ -z "$BUILD" ] || pip_ccache_stats
 cd "$TMP"
 "$TMP/venv/bin/python" - <<'PY'
 import numpy as np

@@ -4,30 +4,32 @@
 # imports from outside the tree, runs top-k and the scikit-learn
 # estimators, links neither UCX nor the transport, and SparseGroup says
 # why it is missing.
-# PIP_DIR: the build goes to PIP_DIR/without/build, beside python.pip_install's
-# (PIP_DIR/with/build), whose ccache it reads (pip_ccache.sh). CUDA is
-# configured as there (the default), so that the compile flags match.
+# BUILD is the regular build: the pip build goes to its sibling
+# BUILD-pip-without and compiles through its ccache (pip_ccache.sh), where
+# python.pip_install's build left what both compile. CUDA is configured as
+# there (the default), so that the compile flags match.
 set -euo pipefail
 ROOT="$1"
 PY="$2"
-PIP_DIR="$3"
-BUILD="$PIP_DIR/without"
-rm -rf "$BUILD"
-mkdir -p "$BUILD"
+BUILD="$3"
+PIP_BUILD="$BUILD-pip-without"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+rm -rf "$PIP_BUILD"
 . "$(dirname "$0")/pip_ccache.sh"
-pip_ccache "$ROOT" "$PIP_DIR/ccache"
-"$PY" -m venv --system-site-packages "$BUILD/venv"
-(cd "$BUILD" && "$BUILD/venv/bin/pip" install -q --disable-pip-version-check ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} \
-  --config-settings=cmake.define.ACCEL_WITH_UCX=OFF --config-settings=build-dir="$BUILD/build" \
-  "$ROOT" >"$BUILD/pip.log" 2>&1) || { tail -30 "$BUILD/pip.log"; exit 1; }
-command -v ccache >/dev/null && CCACHE_DIR="$PIP_DIR/ccache" ccache -s | grep -Ei "hits|misses" | head -3 || true
-SO="$(ls "$BUILD"/venv/lib/python3*/site-packages/accel/_accel*.so)"
+pip_ccache "$ROOT" "$BUILD"
+"$PY" -m venv --system-site-packages "$TMP/venv"
+(cd "$TMP" && "$TMP/venv/bin/pip" install -q --disable-pip-version-check ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} \
+  --config-settings=cmake.define.ACCEL_WITH_UCX=OFF --config-settings=build-dir="$PIP_BUILD" \
+  "$ROOT" >"$TMP/pip.log" 2>&1) || { tail -30 "$TMP/pip.log"; exit 1; }
+pip_ccache_stats
+SO="$(ls "$TMP"/venv/lib/python3*/site-packages/accel/_accel*.so)"
 if ldd "$SO" | grep -E 'libuc[pst]|accel_transport'; then
   echo "the module links UCX or the transport" >&2
   exit 1
 fi
-cd "$BUILD"
-"$BUILD/venv/bin/python" - <<'PY'
+cd "$TMP"
+"$TMP/venv/bin/python" - <<'PY'
 import sys
 import numpy as np
 import accel
