@@ -30,6 +30,19 @@ SwarmOptions options() {
   return o;
 }
 
+// The swarm's draws (accel simulate's defaults) that the regression seeds
+// below replay: 60 rounds, a 50 ms timeout, a 1 ms and 1 Gbit/s link, and
+// for k-means 12,000 x 4 rows in 5 clusters.
+SwarmOptions swarm_options(const std::string& workload = "kmeans") {
+  SwarmOptions o = options();
+  o.workload = workload;
+  if (workload == "kmeans") o.shape = {12000, 4, 5};
+  o.iterations = 60;
+  o.timeout_ms = 50;
+  o.link = {1ms, 1.25e8};
+  return o;
+}
+
 // The centroids of `r` within 1e-6 (relative) of the failure-free run's.
 void expect_failure_free(const JobRun& r, const JobRun& ref) {
   ASSERT_EQ(r.centroids.size(), ref.centroids.size());
@@ -198,11 +211,7 @@ TEST(SimEngine, TheGatheredExchangeGivesTheAllToAllsCentroids) {
 // centroids 0.027 off) until the coordinator stood in for a returning
 // member as for a lost one.
 TEST(SimEngine, AWorkerThatLeftAndCameBackHasItsRowsCounted) {
-  SwarmOptions o = options();
-  o.shape = {12000, 4, 5};
-  o.iterations = 60;
-  o.timeout_ms = 50;
-  o.link = {1ms, 1.25e8};
+  const SwarmOptions o = swarm_options();
   const auto ref = run_job(0, 3, {}, {}, o, o.dir + "/left-ref");
   ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
   const auto r = run_job(54, 3, {{Fault::KillRestart, 2, 36, 24ms}, {Fault::Lossy, 1, 33, 116ms}, {Fault::Leave, 2, 17}},
@@ -219,11 +228,7 @@ TEST(SimEngine, AWorkerThatLeftAndCameBackHasItsRowsCounted) {
 // as if whole, and the centroids went to 1e35; a fetch that fails now
 // leaves no data behind, and the worker fetches again.
 TEST(SimEngine, RowsCutShortByACoordinatorsDeathAreFetchedAgain) {
-  SwarmOptions o = options();
-  o.shape = {12000, 4, 5};
-  o.iterations = 60;
-  o.timeout_ms = 50;
-  o.link = {1ms, 1.25e8};
+  const SwarmOptions o = swarm_options();
   const auto ref = run_job(0, 4, {}, {}, o, o.dir + "/cut-short-ref");
   ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
   const auto r = run_job(6101, 4,
@@ -245,11 +250,7 @@ TEST(SimEngine, RowsCutShortByACoordinatorsDeathAreFetchedAgain) {
 // process and nothing is restarted; the simulator had resumed one anyway
 // and counted the problem twice.
 TEST(SimEngine, ACoordinatorThatEndedBeforeItsKillIsNotResumed) {
-  SwarmOptions o = options();
-  o.workload = "svm";
-  o.iterations = 60;
-  o.timeout_ms = 50;
-  o.link = {1ms, 1.25e8};
+  const SwarmOptions o = swarm_options("svm");
   const auto ref = run_job(0, 3, {}, {}, o, o.dir + "/ended-ref");
   ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
   const auto r = run_job(8258, 3,
@@ -272,11 +273,7 @@ TEST(SimEngine, ACoordinatorThatEndedBeforeItsKillIsNotResumed) {
 // from one run to the next (a replay was not one); in virtual time every
 // process's log is the same, byte for byte.
 TEST(SimEngine, AnSvmSeedRunsTheSameTwice) {
-  SwarmOptions o = options();
-  o.workload = "svm";
-  o.iterations = 60;
-  o.timeout_ms = 50;
-  o.link = {1ms, 1.25e8};
+  const SwarmOptions o = swarm_options("svm");
   const auto ref = run_job(0, 4, {}, {}, o, o.dir + "/twice-ref");
   ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
   const std::vector<FaultAt> faults = {{Fault::Kill, 1, 13},

@@ -68,6 +68,9 @@ class Out {
   }
   void bytes(std::span<const std::byte> v) { array(v); }
   void text(const std::string& s) { bytes(std::as_bytes(std::span(s))); }
+  // Room for n more bytes: a payload led by a large array, then small
+  // fields, is otherwise copied whole when the first of those outgrows it.
+  void reserve(std::size_t n) { b.reserve(b.size() + n); }
   Bytes b;
 };
 
@@ -85,13 +88,21 @@ class In {
     // Checked against the bytes that are there before allocating: a peer's
     // claim of a 1 GiB array in a short message costs nothing.
     if (n > left() / sizeof(T)) throw InputError("message payload truncated");
-    std::vector<T> v(n);
-    if constexpr (sizeof(T) == 1 || std::endian::native == std::endian::little) {
-      if (n) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
+    if constexpr (sizeof(T) == 1) {
+      // Built from the bytes, not zero-filled first: the large arrays are
+      // byte arrays (a contribution's partial sums, a sparse step's pairs:
+      // every round, every member).
+      const auto* p = reinterpret_cast<const T*>(take(n));
+      return std::vector<T>(p, p + n);
     } else {
-      for (auto& x : v) x = get<T>();
+      std::vector<T> v(n);
+      if constexpr (std::endian::native == std::endian::little) {
+        if (n) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));  // the bytes may be unaligned for T
+      } else {
+        for (auto& x : v) x = get<T>();
+      }
+      return v;
     }
-    return v;
   }
   // An array of exactly n values.
   template <class T>
