@@ -69,15 +69,17 @@ def kept_reference(a, data, args, suffix):
     options; with ACCEL_TEST_CACHE set (ctest sets it to one folder of the
     build) each is computed once per build. The key is all the result
     depends on: the binary (path, size, time), the data's bytes, the
-    arguments and the ACCEL_ environment. None as well for a data path that
-    is not one file (a glob of parts)."""
+    arguments and the ACCEL_, OMP_ and OPENBLAS_ environment (the threads
+    a sum is split over). None as well for a data path that is not one
+    file (a glob of parts)."""
     cache = os.environ.get("ACCEL_TEST_CACHE")
     if not cache or not os.path.isfile(data):
         return None
     h = hashlib.sha256()
     st = os.stat(a.accel)
     h.update(f"{os.path.realpath(a.accel)} {st.st_size} {st.st_mtime_ns}\n{args}\n".encode())
-    h.update(repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("ACCEL_"))).encode())
+    h.update(repr(sorted((k, v) for k, v in os.environ.items()
+                         if k.startswith(("ACCEL_", "OMP_", "OPENBLAS_")))).encode())
     h.update(Path(data).read_bytes())
     Path(cache).mkdir(parents=True, exist_ok=True)
     return Path(cache) / (h.hexdigest() + suffix)
