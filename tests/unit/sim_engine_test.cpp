@@ -127,6 +127,57 @@ TEST(SimEngine, AnSvmJobWithAWorkerAndTheCoordinatorLostKeepsItsObjective) {
   EXPECT_NEAR(r.objectives[0], ref.objectives[0], 1e-6 * std::abs(ref.objectives[0]));
 }
 
+// A slow worker (World::slow: each arrival costs it compute time) from round
+// 10 on: a straggler at a tenth of the timeout an arrival, which the others
+// wait for, and one evicted at the whole timeout an arrival. Both leave the
+// failure-free centroids.
+TEST(SimEngine, ASlowWorkerIsWaitedForOrEvictedAndTheCentroidsStay) {
+  const SwarmOptions o = options();
+  const auto ref = run_job(11, 3, {}, {}, o, o.dir + "/ref11");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const auto straggler = run_job(11, 3, {{Fault::Slow, 2, 10, 10s, 20ms}}, ref.round_at, o, o.dir + "/straggler");
+  ASSERT_EQ(straggler.coordinator_exit, 0) << straggler.coordinator_error;
+  EXPECT_EQ(straggler.logs.at("coordinator").find("\"evicted\":[2"), std::string::npos);
+  // 30 rounds after it slowed, two to each 20 ms step (the all-to-all
+  // overlaps a round's sends with the next's): 0.3 s more. (The
+  // failure-free job takes 22 ms.)
+  EXPECT_GT(straggler.round_at.rbegin()->second, ref.round_at.rbegin()->second + 0.25)
+      << "its rounds did not wait for the slow worker";
+  expect_failure_free(straggler, ref);
+  const auto evicted = run_job(11, 3, {{Fault::Slow, 2, 10, 10s, 200ms}}, ref.round_at, o, o.dir + "/slowest");
+  ASSERT_EQ(evicted.coordinator_exit, 0) << evicted.coordinator_error;
+  EXPECT_NE(evicted.logs.at("coordinator").find("\"evicted\":[2]"), std::string::npos) << "worker 2 was not evicted";
+  expect_failure_free(evicted, ref);
+}
+
+// The coordinator's disk full from round 10 until after its kill in round
+// 20: its checkpoints of those rounds fail, the job goes on, and the
+// resumed coordinator starts from the last one written (before round 11),
+// redoing the rounds since, to the failure-free centroids exactly.
+TEST(SimEngine, ACheckpointThatCannotBeWrittenLeavesAResumeTheOneBefore) {
+  const SwarmOptions o = options();
+  const auto ref = run_job(12, 3, {}, {}, o, o.dir + "/ref12");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const auto full = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(ref.round_at.at(25) - ref.round_at.at(10)));
+  const auto r = run_job(12, 3, {{Fault::DiskFull, 0, 10, full}, {Fault::CoordinatorRestart, 0, 20, 150ms}},
+                         ref.round_at, o, o.dir + "/disk-full");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  ASSERT_TRUE(r.logs.count("coordinator-resumed")) << "no coordinator was resumed";
+  int last_written = -1;
+  std::istringstream lines(r.logs.at("coordinator"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") == "checkpoint") last_written = j["iteration"].get<int>();
+  }
+  EXPECT_GE(last_written, 1);
+  EXPECT_LE(last_written, 11) << "checkpoints were written while the disk was full";
+  EXPECT_NE(r.logs.at("coordinator-resumed").find("\"event\":\"resumed\",\"iteration\":" + std::to_string(last_written + 1) + ","),
+            std::string::npos)
+      << "the resumed coordinator did not start after the last checkpoint written";
+  EXPECT_EQ(r.centroids, ref.centroids);
+}
+
 // Elastic membership: a worker without an id joins in round 10, worker 1
 // leaves (SIGTERM) from round 20 and hands its rows on, the joiner among
 // others, and the centroids are the failure-free ones.

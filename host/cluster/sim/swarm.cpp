@@ -1,6 +1,7 @@
 #include "swarm.hpp"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "accel/io.hpp"
+#include "checkpoint.hpp"
 #include "engine.hpp"
 #include "kmeans/kmeans_job.hpp"
 #include "svm/svm_job.hpp"
@@ -39,6 +41,8 @@ const char* fault_name(Fault f) {
     case Fault::Partition: return "partition";
     case Fault::Join: return "a worker without an id joins";
     case Fault::Leave: return "leave (SIGTERM)";
+    case Fault::Slow: return "slow";
+    case Fault::DiskFull: return "checkpoint writes fail (disk full)";
   }
   return "?";
 }
@@ -132,6 +136,8 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   // none), and the workers wait for it meanwhile.
   const bool restarts = std::any_of(faults.begin(), faults.end(),
                                     [](const FaultAt& f) { return f.kind == Fault::CoordinatorRestart; });
+  const bool checkpoints =
+      restarts || std::any_of(faults.begin(), faults.end(), [](const FaultAt& f) { return f.kind == Fault::DiskFull; });
   const int joins = static_cast<int>(
       std::count_if(faults.begin(), faults.end(), [](const FaultAt& f) { return f.kind == Fault::Join; }));
   // A kill that comes after the coordinator ended finds no process; nor
@@ -157,7 +163,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
             co.join_timeout_ms = 10000;
             co.print_summary = false;
             co.log_json = dir + (resume ? "/coordinator-resumed.jsonl" : "/coordinator.jsonl");
-            if (restarts) (resume ? co.resume_dir : co.checkpoint_dir) = dir + "/checkpoint";
+            if (checkpoints) (resume ? co.resume_dir : co.checkpoint_dir) = dir + "/checkpoint";
             if (o.workload == "svm") co.device = "cpu";
             out.coordinator_exit = run_coordinator(co, *job);
             take_result(*job, out);
@@ -229,6 +235,20 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
       coordinator_proc = coordinator(true, at + f.length);
     } else if (f.kind == Fault::Pause) {
       w.pause(procs.at(f.worker), at, f.length);
+    } else if (f.kind == Fault::Slow) {
+      w.slow(procs.at(f.worker), at, f.length, f.step);
+    } else if (f.kind == Fault::DiskFull) {
+      // A directory where the checkpoint's temporary file goes: every save
+      // fails meanwhile (even for root) through the engine's own write.
+      const std::string tmp = checkpoint_path(dir + "/checkpoint") + ".tmp." + std::to_string(::getpid());
+      w.spawn(
+          "disk",
+          [&w, tmp, length = f.length] {
+            std::filesystem::create_directories(tmp);
+            w.sleep_for(length);
+            std::filesystem::remove(tmp);
+          },
+          at);
     } else {
       w.kill(procs.at(f.worker), at);
       if (f.kind == Fault::KillRestart) procs[f.worker] = worker(f.worker, at + f.length);
@@ -381,6 +401,21 @@ std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations
     f.round = round();
     out.push_back(f);
   }
+  if (g() % 4 == 0) {  // a slow worker: a straggler (a tenth of the timeout an arrival), or one evicted (the whole)
+    FaultAt f{Fault::Slow};
+    f.worker = 1 + static_cast<int>(g() % static_cast<std::uint64_t>(workers));
+    f.round = round();
+    f.length = ms(timeout_ms * (2 + g() % 10));
+    f.step = ms(g() % 2 ? std::max(1, timeout_ms / 10) : timeout_ms);
+    out.push_back(f);
+  }
+  if (g() % 5 == 0) {  // the coordinator's disk full for a while
+    FaultAt f{Fault::DiskFull};
+    f.worker = 0;
+    f.round = round();
+    f.length = ms(20 + g() % 300);
+    out.push_back(f);
+  }
   return out;
 }
 
@@ -421,13 +456,15 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
                          std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
   for (const auto& f : faults)
     res.schedule.push_back(std::string(fault_name(f.kind)) +
-                           (f.kind == Fault::Lossy || f.kind == Fault::CoordinatorRestart || f.kind == Fault::Join
+                           (f.kind == Fault::Lossy || f.kind == Fault::CoordinatorRestart || f.kind == Fault::Join ||
+                                    f.kind == Fault::DiskFull
                                 ? std::string()
                             : f.worker == 0 ? std::string(" the coordinator")
                                             : " worker " + std::to_string(f.worker)) +
                            " at round " +
                            std::to_string(f.round) +
-                           (f.length.count() ? " for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(f.length).count()) + " ms" : ""));
+                           (f.length.count() ? " for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(f.length).count()) + " ms" : "") +
+                           (f.step.count() ? ", each arrival costing " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(f.step).count()) + " ms" : ""));
   const JobRun run = run_job(seed, workers, faults, ref.round_at, run_options, o.dir + "/seed-" + std::to_string(seed));
   res.virtual_seconds = run.seconds;
   res.messages = run.stats.messages;

@@ -8,7 +8,9 @@
 // under or past the barrier's timeout, the coordinator killed and resumed
 // from its checkpoint, a worker or the coordinator cut off from the others
 // by a partition (World::partition), workers without an id joining the
-// running job, and a worker leaving it (SIGTERM). Invariants: the coordinator
+// running job, a worker leaving it (SIGTERM), a slow worker (World::slow),
+// and the coordinator's checkpoint writes failing for a while, as on a full
+// disk. Invariants: the coordinator
 // exits 0; every participant logged the same inertia for each round it
 // counted; the centroids equal the failure-free run's within 1e-6
 // (relative); every process ended before the time limit.
@@ -51,13 +53,14 @@ struct SwarmOptions {
   std::int64_t worker_room = -1;
 };
 
-enum class Fault { Kill, KillRestart, Pause, Lossy, CoordinatorRestart, Partition, Join, Leave };
+enum class Fault { Kill, KillRestart, Pause, Lossy, CoordinatorRestart, Partition, Join, Leave, Slow, DiskFull };
 
 struct FaultAt {
   Fault kind;
   int worker = 1;             // 0: the coordinator (Partition), a new worker without an id (Join)
   int round = 1;             // in the failure-free run's time
-  Clock::duration length{};  // the pause, the lossy window, the partition, or how long until the restart
+  Clock::duration length{};  // the pause, the lossy window, the partition, the slowness, the full disk, or how long until the restart
+  Clock::duration step{};    // Slow: what each arrival costs it
 };
 
 struct JobRun {

@@ -44,6 +44,29 @@ void World::partition(Proc p, Clock::duration at, Clock::duration length) {
   cuts_.push_back({p, start_ + at, start_ + at + length});
 }
 
+void World::slow(Proc p, Clock::duration at, Clock::duration length, Clock::duration step) {
+  slows_.push_back({p, start_ + at, start_ + at + length, step});
+}
+
+// The step is a sleep inside the wait, so that the process's own timers
+// and what arrives for it all wait behind its compute. Only an arrival
+// costs it: a wait that ends at its own deadline (a poll, a timeout) has
+// nothing new to compute on.
+void World::compute_if_slow(Proc self) {
+  Process& p = *procs_[self];
+  if (p.computing) return;
+  Clock::duration step{};
+  for (const auto& s : slows_)
+    if (s.proc == self && now_ >= s.from && now_ < s.to) step = std::max(step, s.step);
+  if (step == Clock::duration::zero()) return;
+  p.computing = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{p.computing};
+  sleep_for(step);
+}
+
 Clock::time_point World::cut_off_until(Proc p) const {
   Clock::time_point until = now_;
   for (const auto& c : cuts_)
@@ -202,14 +225,15 @@ void World::wait_until(Clock::time_point deadline) {
     throw Killed{};
   }
   p.waiting = true;
-  ++p.wait_token;
-  push({std::max(deadline, now_), 0, Kind::Wake, self, p.wait_token});
+  const std::uint64_t token = ++p.wait_token;
+  push({std::max(deadline, now_), 0, Kind::Wake, self, token});
   const auto since = now_;
   std::unique_lock lock(mu_);
   yield_to_scheduler(self, lock);
   lock.unlock();
   stats_.longest_wait = std::max(stats_.longest_wait, now_ - since);
   if (p.killed) throw Killed{};
+  if (p.woken_token == token) compute_if_slow(self);  // woken by an arrival, not by its own deadline
 }
 
 void World::sleep_for(Clock::duration d) {

@@ -66,6 +66,11 @@ class World : public ClockHook {
   // the heal; a connection it opens meanwhile waits for the heal (or fails
   // at its timeout). p itself runs on.
   void partition(Proc p, Clock::duration at, Clock::duration length);
+  // From `at` for `length`, p is slow, as a process on an overloaded or
+  // throttled host is: each time something arrives for it, it computes
+  // for `step` of virtual time before it goes on, and what arrives
+  // meanwhile waits.
+  void slow(Proc p, Clock::duration at, Clock::duration length, Clock::duration step);
   // When the partition cutting p off now heals (now() if none does).
   Clock::time_point cut_off_until(Proc p) const;
   // Runs events until every process has ended (true) or virtual time
@@ -148,6 +153,7 @@ class World : public ClockHook {
     Clock::time_point paused_until{};
     std::condition_variable turn;  // signalled when running_ becomes this process
     std::uint64_t woken_token = 0;  // the wait a Wake is queued for already (0: none)
+    bool computing = false;         // inside a slow window's step (slow())
   };
   static constexpr Proc kScheduler = ~Proc{0};
 
@@ -175,6 +181,13 @@ class World : public ClockHook {
     Clock::time_point from, to;
   };
   std::vector<Cut> cuts_;
+  struct Slow {
+    Proc proc;
+    Clock::time_point from, to;
+    Clock::duration step;
+  };
+  std::vector<Slow> slows_;
+  void compute_if_slow(Proc self);
   // `at`, or after the heal of a partition the message from `from` to `to`
   // crosses on its way (sent before it heals, arriving after it began).
   Clock::time_point healed(std::uint64_t from, std::uint64_t to, Clock::time_point at) const;
