@@ -300,6 +300,25 @@ TEST(SimEngine, RowsCutShortByACoordinatorsDeathAreFetchedAgain) {
 // SVM alone before the round its kill was drawn for. A kill then finds no
 // process and nothing is restarted; the simulator had resumed one anyway
 // and counted the problem twice.
+// Seed 934 (the slow-worker fault's first find): worker 7, slow enough to
+// be evicted, was lost in the SVM's last round, the one that asks every
+// member for its gradients. The coordinator took the reports it had (1,312
+// of 1,500) and exited 2; it now asks again, once the lost rows have moved.
+TEST(SimEngine, GradientsOfAMemberLostInTheLastRoundAreAskedAgain) {
+  const SwarmOptions o = swarm_options("svm");
+  const auto ref = run_job(0, 8, {}, {}, o, o.dir + "/last-ref");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  FaultAt slow{Fault::Slow, 7, 62, 500ms};
+  slow.step = 50ms;
+  const auto r = run_job(934, 8, {{Fault::Pause, 4, 65, 150ms}, {Fault::Partition, 4, 23, 150ms}, slow},
+                         ref.round_at, o, o.dir + "/last");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  EXPECT_NE(r.logs.at("coordinator").find("\"evicted\":[7]"), std::string::npos) << "worker 7 was not lost";
+  ASSERT_EQ(r.objectives.size(), ref.objectives.size());
+  for (std::size_t i = 0; i < ref.objectives.size(); ++i)
+    EXPECT_NEAR(r.objectives[i], ref.objectives[i], 1e-6 * std::abs(ref.objectives[i])) << i;
+}
+
 TEST(SimEngine, ACoordinatorThatEndedBeforeItsKillIsNotResumed) {
   const SwarmOptions o = swarm_options("svm");
   const auto ref = run_job(0, 3, {}, {}, o, o.dir + "/ended-ref");

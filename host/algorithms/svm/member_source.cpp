@@ -210,17 +210,26 @@ class MemberSource final : public BatchSource {
     co_return out;
   }
 
-  // Every member's exact gradients.
+  // Every member's exact gradients, asked again if a member was lost in
+  // the round that asked (its rows move on, and their new owner rebuilds
+  // their gradients before it reports them): swarm seed 934, a slow
+  // worker evicted in this round.
   Task<void> finish() override {
     Op op;
     op.kind = Op::Report;
-    reports_ = co_await members_.round(op);
     std::int64_t got = 0;
-    for (const auto& [id, r] : reports_)
-      for (const auto& [k, g] : r.all_g) {
-        s_->G[k] = g;
-        ++got;
-      }
+    for (int attempt = 0; attempt < 8 && got != n(); ++attempt) {
+      reports_ = co_await members_.round(op);
+      std::vector<char> seen(static_cast<std::size_t>(n()), 0);  // each variable once, whoever reported it
+      got = 0;
+      for (const auto& [id, r] : reports_)
+        for (const auto& [k, g] : r.all_g) {
+          if (k < 0 || k >= n()) throw InputError("svm: a member reported the gradient of variable " + std::to_string(k));
+          s_->G[k] = g;
+          got += !seen[static_cast<std::size_t>(k)];
+          seen[static_cast<std::size_t>(k)] = 1;
+        }
+    }
     if (got != n())
       throw std::logic_error("svm: the members reported " + std::to_string(got) + " of " + std::to_string(n()) +
                              " gradients");
