@@ -18,12 +18,18 @@ SUPP="$ROOT/tests/sanitizers"
 export UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no
 case "$MODE" in
   address)
-    # UBSan's null and alignment checks go on every member access: the
-    # coordinator's file compiles in 63 s with them, 34 s without (27 s
-    # under ASan alone). A null dereference still fails its test (ASan
-    # reports the SEGV with its stack), and x86 forgives misaligned loads.
+    # UBSan for what ASan cannot see (signed overflow, shifts, bool and
+    # enum loads, pointer overflow, a missing return), without the checks
+    # that cost the most build time for the least: null and alignment go on
+    # every member access (a null dereference still fails its test: ASan
+    # reports the SEGV with its stack; x86 forgives misaligned loads),
+    # bounds and object-size repeat ASan's own checks, and vptr checks
+    # every virtual call's dynamic type (ASan reports the use after free
+    # that usually lies behind a wrong one). The coordinator's file, user
+    # seconds at -O1: 22.2 with those three, 17.9 without, 16.7 under ASan
+    # alone.
     SAN=address,undefined
-    EXTRA=(-DACCEL_NO_SANITIZE=null,alignment)
+    EXTRA=(-DACCEL_NO_SANITIZE=null,alignment,vptr,bounds,object-size)
     BUILD="$ROOT/build-asan"
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0"
     export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
@@ -53,7 +59,11 @@ esac
 # its LLVM are not instrumented, and would run in every process that
 # discovers devices, the cluster scenarios included) and XRT (no device
 # here: discovery finds none, as the regular build's tests check).
-ACCEL_BUILD_DIR="$BUILD" "$ROOT/scripts/build.sh" -DACCEL_SANITIZE="$SAN" -DACCEL_WITH_CUDA=OFF \
+# A unity build (CMake's, batches of 8 files): a third less compile time
+# here, as the engine's files share their heavy headers and templates. The
+# regular build stays a file at a time, so that a file missing an include
+# of its own still fails somewhere.
+ACCEL_BUILD_DIR="$BUILD" "$ROOT/scripts/build.sh" -DACCEL_SANITIZE="$SAN" -DCMAKE_UNITY_BUILD=ON -DACCEL_WITH_CUDA=OFF \
   -DACCEL_WITH_OPENCL=OFF -DACCEL_WITH_XRT=OFF -DACCEL_WITH_PYTHON=OFF -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" \
   -DCMAKE_C_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" "${EXTRA[@]}"
 cd "$BUILD"

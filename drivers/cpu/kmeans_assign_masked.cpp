@@ -223,8 +223,8 @@ void masked_driver(const float* x, std::int64_t n, std::int64_t k, std::int32_t*
 }
 
 template <int D, int K>
-void kmeans_assign_masked(const float* x, std::int64_t n, const float* c, std::int64_t k_rt, std::int32_t* labels,
-                          double* sums, std::int64_t* counts, double* inertia) {
+void masked_eight(const float* x, std::int64_t n, const float* c, std::int64_t k_rt, std::int32_t* labels,
+                  double* sums, std::int64_t* counts, double* inertia) {
   const std::int64_t k = K > 0 ? K : k_rt;
   masked_driver<8, D, v8f, MaskedLanes<D, K>>(
       x, n, k, labels, sums, counts, inertia, [](const float* p, v8f(&xs)[D]) { load_transposed<D>(p, xs); },
@@ -329,14 +329,14 @@ void masked_dispatch(const float* x, std::int64_t n, const float* c, std::int64_
   (void)lanes;
 #endif
   switch (k) {
-    case 2: return kmeans_assign_masked<D, 2>(x, n, c, k, labels, sums, counts, inertia);
-    case 3: return kmeans_assign_masked<D, 3>(x, n, c, k, labels, sums, counts, inertia);
-    case 4: return kmeans_assign_masked<D, 4>(x, n, c, k, labels, sums, counts, inertia);
-    case 5: return kmeans_assign_masked<D, 5>(x, n, c, k, labels, sums, counts, inertia);
-    case 6: return kmeans_assign_masked<D, 6>(x, n, c, k, labels, sums, counts, inertia);
-    case 7: return kmeans_assign_masked<D, 7>(x, n, c, k, labels, sums, counts, inertia);
-    case 8: return kmeans_assign_masked<D, 8>(x, n, c, k, labels, sums, counts, inertia);
-    default: return kmeans_assign_masked<D, 0>(x, n, c, k, labels, sums, counts, inertia);
+    case 2: return masked_eight<D, 2>(x, n, c, k, labels, sums, counts, inertia);
+    case 3: return masked_eight<D, 3>(x, n, c, k, labels, sums, counts, inertia);
+    case 4: return masked_eight<D, 4>(x, n, c, k, labels, sums, counts, inertia);
+    case 5: return masked_eight<D, 5>(x, n, c, k, labels, sums, counts, inertia);
+    case 6: return masked_eight<D, 6>(x, n, c, k, labels, sums, counts, inertia);
+    case 7: return masked_eight<D, 7>(x, n, c, k, labels, sums, counts, inertia);
+    case 8: return masked_eight<D, 8>(x, n, c, k, labels, sums, counts, inertia);
+    default: return masked_eight<D, 0>(x, n, c, k, labels, sums, counts, inertia);
   }
 }
 

@@ -34,7 +34,7 @@ typedef float v16f __attribute__((vector_size(64)));
 typedef double v8d __attribute__((vector_size(64)));
 typedef std::int32_t v16i __attribute__((vector_size(64)));
 
-constexpr int kCopies = 4;
+constexpr int kWideCopies = 4;
 constexpr std::int64_t kFlushSteps = 4;  // 64-point steps between the inertia lanes' flushes into one double
 
 // Eight floats to doubles in one instruction where AVX-512 has it (GCC,
@@ -86,12 +86,12 @@ inline void transpose8(const v8f (&a)[8], v8f* out) {
 template <int D>
 struct WideAcc {
   std::int64_t k;
-  std::vector<double> sum;           // kCopies x k x D
-  std::vector<std::int64_t> count;   // kCopies x k
+  std::vector<double> sum;           // kWideCopies x k x D
+  std::vector<std::int64_t> count;   // kWideCopies x k
   v8d inertia[2] = {};
   double dinertia = 0;
   explicit WideAcc(std::int64_t k_)
-      : k(k_), sum(kCopies * k_ * D + detail::kLinePad, 0.0), count(kCopies * k_ + detail::kLinePad, 0) {}
+      : k(k_), sum(kWideCopies * k_ * D + detail::kLinePad, 0.0), count(kWideCopies * k_ + detail::kLinePad, 0) {}
   void add(v16f best) {
     inertia[0] += __builtin_convertvector(__builtin_shufflevector(best, best, 0, 1, 2, 3, 4, 5, 6, 7), v8d);
     inertia[1] += __builtin_convertvector(__builtin_shufflevector(best, best, 8, 9, 10, 11, 12, 13, 14, 15), v8d);
@@ -202,7 +202,7 @@ inline void step(const float* p, int valid, const float* c, std::int64_t k, std:
   double* const sum = acc.sum.data();
   std::int64_t* const count = acc.count.data();
   for (int q = 0; q < valid; ++q) {
-    const std::int64_t slot = (q & (kCopies - 1)) * k + lab[q];  // k: acc.k
+    const std::int64_t slot = (q & (kWideCopies - 1)) * k + lab[q];  // k: acc.k
     double* s = sum + slot * D;
     if constexpr (D % 8 == 0) {
       for (int h = 0; h < D; h += 8) {
@@ -246,7 +246,7 @@ void assign_wide(const float* x, std::int64_t n, const float* c, std::int64_t k,
   std::fill(counts, counts + k, 0);
   double total = 0;
   for (const auto& a : accs) {  // in thread and copy order: the same sums every run
-    for (int cp = 0; cp < kCopies; ++cp) {
+    for (int cp = 0; cp < kWideCopies; ++cp) {
       for (std::int64_t e = 0; e < k * D; ++e) sums[e] += a.sum[cp * k * D + e];
       for (std::int64_t kk = 0; kk < k; ++kk) counts[kk] += a.count[cp * k + kk];
     }

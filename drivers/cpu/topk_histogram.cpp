@@ -29,10 +29,10 @@ inline std::uint32_t abs_bits(float v) {
 // Copies of the histogram, used round-robin: runs of values in one hot bin
 // (most of a Laplacian sits in a few bins) then update different counters
 // instead of waiting on one read-modify-write chain.
-constexpr int kCopies = 4;
+constexpr int kHistCopies = 4;
 
 struct Local {
-  std::vector<std::uint32_t> hist;  // kCopies x bins
+  std::vector<std::uint32_t> hist;  // kHistCopies x bins
   std::vector<std::int64_t> cand;   // indices >= lo, ascending within the thread
   double sum = 0, sumsq = 0;
   float maxabs = 0;
@@ -160,7 +160,7 @@ void window_moments(const float* x, std::int64_t base, std::int64_t m, std::uint
     }
     if (Collect) L.cand.push_back(base + j);
     if (u >= hi) ++L.above;
-    else ++h[(j % kCopies) * bins + ((u - lo) >> shift)];
+    else ++h[(j % kHistCopies) * bins + ((u - lo) >> shift)];
   };
   auto lanes = [&](v8i u, std::int64_t i) {
     for (std::uint32_t mask = lane_mask(u >= edge); mask; mask &= mask - 1) {
@@ -192,7 +192,7 @@ template <bool FullRange>
 void bin_block(const float* x, std::int64_t m, std::uint32_t lo, std::uint32_t hi, int shift, std::int64_t bins,
                Local& L) {
   for (std::int64_t i = 0; i < m; ++i) {
-    std::uint32_t* h = L.hist.data() + (i % kCopies) * bins;
+    std::uint32_t* h = L.hist.data() + (i % kHistCopies) * bins;
     const std::uint32_t u = abs_bits(x[i]);
     if (u >= kInfBits) {
       ++L.nonfinite;
@@ -221,7 +221,7 @@ void topk_histogram(const float* x, std::int64_t n, std::uint32_t lo, std::uint3
 #pragma omp parallel
   {
     Local& L = locals[omp_get_thread_num()];
-    L.hist.assign(kCopies * bins, 0);
+    L.hist.assign(kHistCopies * bins, 0);
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < blocks; ++b) {
       const float* xb = x + b * kBlock;
@@ -260,7 +260,7 @@ void topk_histogram(const float* x, std::int64_t n, std::uint32_t lo, std::uint3
   std::uint64_t below = 0, above = 0, nonfinite = 0;
   for (auto& L : locals) {
     if (L.hist.empty()) continue;
-    for (int c = 0; c < kCopies; ++c)
+    for (int c = 0; c < kHistCopies; ++c)
       for (std::int64_t i = 0; i < bins; ++i) hist[i] += L.hist[c * bins + i];
     sum += L.sum;
     sumsq += L.sumsq;

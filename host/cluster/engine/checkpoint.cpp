@@ -17,7 +17,7 @@
 namespace accel::cluster {
 namespace {
 
-constexpr char kMagic[8] = {'A', 'C', 'C', 'C', 'K', 'P', 'T', '3'};  // 3: the job's options
+constexpr char kCheckpointMagic[8] = {'A', 'C', 'C', 'C', 'K', 'P', 'T', '3'};  // 3: the job's options
 // Far above any real checkpoint (k x d centroids and a few vectors), far
 // below what a damaged length could make us allocate.
 constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 31;
@@ -127,7 +127,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw InputError(path + ": cannot write the checkpoint: " + std::strerror(errno));
-  const bool ok = write_all(fd, kMagic, sizeof kMagic) && write_all(fd, &len, sizeof len) &&
+  const bool ok = write_all(fd, kCheckpointMagic, sizeof kCheckpointMagic) && write_all(fd, &len, sizeof len) &&
                   write_all(fd, &sum, sizeof sum) && write_all(fd, payload.data(), payload.size()) &&
                   ::fsync(fd) == 0;
   const std::string why = std::strerror(errno);
@@ -159,7 +159,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   std::uint64_t len = 0;
   std::uint32_t sum = 0;
   constexpr std::uint64_t head = sizeof magic + sizeof len + sizeof sum;
-  if (ec || size < head || !in.read(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof magic) != 0)
+  if (ec || size < head || !in.read(magic, sizeof magic) || std::memcmp(magic, kCheckpointMagic, sizeof magic) != 0)
     throw InputError(path + ": not a coordinator checkpoint");
   in.read(reinterpret_cast<char*>(&len), sizeof len);
   in.read(reinterpret_cast<char*>(&sum), sizeof sum);

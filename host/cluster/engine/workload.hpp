@@ -291,7 +291,12 @@ bool register_workload(const std::string& name, std::unique_ptr<Workload> w);
 // Throws InputError for a name nobody registered.
 const Workload& find_workload(const std::string& name);
 
-#define ACCEL_REGISTER_WORKLOAD(name, type) \
-  [[maybe_unused]] static const bool accel_workload_registered_ = ::accel::cluster::register_workload(name, std::make_unique<type>())
+// One name per registration (__COUNTER__), so that files built as one
+// (CMAKE_UNITY_BUILD) may each register theirs.
+#define ACCEL_WORKLOAD_CAT2(a, b) a##b
+#define ACCEL_WORKLOAD_CAT(a, b) ACCEL_WORKLOAD_CAT2(a, b)
+#define ACCEL_REGISTER_WORKLOAD(name, type)                                                   \
+  [[maybe_unused]] static const bool ACCEL_WORKLOAD_CAT(accel_workload_registered_, __COUNTER__) = \
+      ::accel::cluster::register_workload(name, std::make_unique<type>())
 
 }  // namespace accel::cluster
