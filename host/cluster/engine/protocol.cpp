@@ -164,15 +164,7 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
 }
 
 Bytes encode(const Contribution& c) {
-  Out o;
-  // All of it at once: the data first, then small fields, would copy the
-  // data again when they outgrew its allocation.
-  std::size_t size = 4096 + c.data.size() + c.reply_address.size() +
-                     64 * (c.trims.size() + c.moves.size() + c.view.active.size() + c.view.inactive.size() +
-                           c.view.recovering.size());
-  for (const auto& [id, data] : c.stand_ins) size += 16 + data.size();
-  for (const auto& p : c.peers) size += 16 + p.address.size();
-  o.reserve(size);
+  Out o;  // its arrays leave slack behind them: the small fields after the data do not copy it again
   o.bytes(c.data);
   o.put<std::uint8_t>(c.has_view);
   if (c.has_view) put_view(o, c.view);

@@ -57,6 +57,7 @@ class Out {
     put<std::uint64_t>(v.size());
     if constexpr (sizeof(T) == 1 || std::endian::native == std::endian::little) {
       const auto* p = reinterpret_cast<const std::byte*>(v.data());
+      grow(v.size() * sizeof(T));
       b.insert(b.end(), p, p + v.size() * sizeof(T));
     } else {
       for (const T& x : v) put(x);
@@ -68,10 +69,18 @@ class Out {
   }
   void bytes(std::span<const std::byte> v) { array(v); }
   void text(const std::string& s) { bytes(std::as_bytes(std::span(s))); }
-  // Room for n more bytes: a payload led by a large array, then small
-  // fields, is otherwise copied whole when the first of those outgrows it.
-  void reserve(std::size_t n) { b.reserve(b.size() + n); }
   Bytes b;
+
+ private:
+  // Before n more bytes: where they outgrow the buffer by more than its
+  // doubling, a vector allocates exactly what they need, and the first
+  // small field after a large array copies the whole payload again. Some
+  // slack after them (up to 4 KiB: the fields that follow are tens of
+  // bytes) avoids that second copy.
+  void grow(std::size_t n) {
+    const std::size_t slack = std::min<std::size_t>(n, 4096);
+    if (b.size() + n > b.capacity()) b.reserve(std::max(2 * b.capacity(), b.size() + n + slack));
+  }
 };
 
 class In {
