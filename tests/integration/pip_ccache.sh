@@ -3,8 +3,8 @@
 # build BUILD compiles in BUILD/<dir>; a pip build in a sibling folder at
 # the same depth (BUILD-pip-with, BUILD-pip-without) compiles the same
 # sources with the same flags from <sibling>/<dir>. With paths under the
-# source tree written relative to those folders (base_dir, as the regular
-# build sets it) the commands are the same, and the objects are found in
+# source tree written relative to those folders (base_dir, in the cache's
+# ccache.conf) the commands are the same, and the objects are found in
 # the cache instead of compiled again. The pip builds use Make, as the
 # regular build does (Ninja runs every compile from the build's root).
 # Sets CCACHE_ARGS to the pip arguments that turn it on (none without
@@ -13,11 +13,10 @@ pip_ccache() {  # ROOT BUILD
   CCACHE_ARGS=()
   export CMAKE_GENERATOR="Unix Makefiles" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
   command -v ccache >/dev/null || return 0
-  export CCACHE_DIR="$2/ccache" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=2G
-  case "$(realpath -m "$2")/" in
-    "$(realpath -m "$1")"/*) export CCACHE_BASEDIR="$(realpath -m "$1")" ;;
-    *) unset CCACHE_BASEDIR ;;
-  esac
+  # The regular build's settings (base_dir among them) are in the cache's
+  # ccache.conf, which that build's configure wrote: none here overrides them.
+  export CCACHE_DIR="$2/ccache"
+  unset CCACHE_BASEDIR CCACHE_NOHASHDIR CCACHE_HASHDIR CCACHE_MAXSIZE
   CCACHE_ARGS=("--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache"
     "--config-settings=cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache"
     "--config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache")
