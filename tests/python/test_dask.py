@@ -68,8 +68,10 @@ def test_worker_killed_mid_fit(client):
     # with it, and the survivors read its rows from its parts.
     x = blobs(400000, 16, 8, 4)
     X = da.from_array(x, chunks=(50000, 16))
-    ref = single_node(x, 8, 5, max_iter=150)
-    km = adask.KMeans(8, random_state=5, max_iter=150, tol=0, client=client, accel_bin=ACCEL, timeout_ms=1500)
+    # 400 rounds: the fit outlasts the second before the kill on a fast host
+    # (150 ended first on an Intel AVX-512 one).
+    ref = single_node(x, 8, 5, max_iter=400)
+    km = adask.KMeans(8, random_state=5, max_iter=400, tol=0, client=client, accel_bin=ACCEL, timeout_ms=1500)
     pids = client.run(os.getpid)
     victim = sorted(pids)[-1]
     done = threading.Event()
@@ -101,7 +103,7 @@ def test_worker_killed_mid_fit(client):
     finally:
         done.set()
         killer.join()
-    assert km.n_iter_ == 150
+    assert km.n_iter_ == 400
     assert victim not in client.scheduler_info()["workers"], "the worker was not killed"
     np.testing.assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-6, atol=1e-5)
     client.wait_for_workers(3, timeout=60)  # the nanny restarts it for the next tests
@@ -138,8 +140,11 @@ def test_svc_equals_single_node(client, tmp_path):
     ref = accel.sklearn.SVC(C=4.0).fit(x, y)
     assert list(clf.classes_) == [-1, 5]
     assert clf._gamma == pytest.approx(ref._gamma, rel=1e-6)  # X.var() of float32 rows, summed in float64 here
+    # At most 0.1% of the support vectors, borderline ones, and at least one
+    # may differ: sgemm rounds a dot product by where its rows fall in a
+    # tile (one of 904 differs on an Intel AVX-512 host, none on AMD).
     differ = len(set(clf.support_) ^ set(ref.support_))
-    assert differ <= 0.001 * len(ref.support_), f"{differ} support vectors differ of {len(ref.support_)}"
+    assert differ <= max(1, 0.001 * len(ref.support_)), f"{differ} support vectors differ of {len(ref.support_)}"
     assert clf.intercept_ == pytest.approx(ref.intercept_, rel=1e-3)  # gammas 6e-9 apart, SMO to tol 1e-3
     np.testing.assert_array_equal(clf.predict(x), ref.predict(x))
     np.testing.assert_array_equal(clf.predict(X).compute(), ref.predict(x))

@@ -5,7 +5,7 @@ as svm-scale would) by the test itself.
 
 What must agree, per binary problem: the dual objective (1e-4 relative at
 -e 1e-5; for nu-SVC before LIBSVM's division by r^2, which magnifies r's
-own eps-sized uncertainty), rho (2e-3), the support vectors (all but 1% +
+own eps-sized uncertainty), rho (2e-3, or 2e-5 relative), the support vectors (all but 1% +
 2); predictions of both predictors on both models for held-out rows
 (identical labels; regression values within 1e-4 relative: accel holds
 features in float32, LIBSVM in double); cross-validation accuracy within
@@ -144,7 +144,10 @@ def test_train_and_predict_like_libsvm(data, tmp_path, name, opts):
     assert len(got) == len(want) and len(want) > 0
     for (go, gr), (wo, wr) in zip(got, want):
         assert go == pytest.approx(wo, rel=1e-4, abs=1e-6)
-        assert gr == pytest.approx(wr, abs=2e-3)
+        # 2e-3, or 2e-5 relative where rho is large: float32 kernel values
+        # against LIBSVM's doubles (diabetes -s 3 -c 1000: rho -189.58, 2.0e-3
+        # apart on an Intel AVX-512 host)
+        assert gr == pytest.approx(wr, rel=2e-5, abs=2e-3)
     lib_svs, acc_svs = sv_rows(lib_model, train), sv_rows(acc_model, train)
     assert sym_diff(lib_svs, acc_svs) <= max(2, len(lib_svs) // 100), (len(lib_svs), len(acc_svs))
     # Both predictors on both models.
