@@ -50,6 +50,14 @@ void expect_failure_free(const JobRun& r, const JobRun& ref) {
     EXPECT_NEAR(r.centroids[i], ref.centroids[i], 1e-6 * std::max(1.0f, std::abs(ref.centroids[i]))) << i;
 }
 
+// Each SVM problem's objective of `r` within 1e-6 (relative) of the
+// failure-free run's.
+void expect_same_objectives(const JobRun& r, const JobRun& ref) {
+  ASSERT_EQ(r.objectives.size(), ref.objectives.size());
+  for (std::size_t i = 0; i < ref.objectives.size(); ++i)
+    EXPECT_NEAR(r.objectives[i], ref.objectives[i], 1e-6 * std::abs(ref.objectives[i])) << i;
+}
+
 TEST(SimEngine, AKMeansJobIsTheSameFromTheSameSeed) {
   const SwarmOptions o = options();
   const auto a = run_job(1, 3, {}, {}, o, o.dir + "/a"), b = run_job(1, 3, {}, {}, o, o.dir + "/b");
@@ -296,10 +304,6 @@ TEST(SimEngine, RowsCutShortByACoordinatorsDeathAreFetchedAgain) {
   expect_failure_free(r, ref);
 }
 
-// Swarm seed 8258 (mixed): every worker lost, the coordinator finishes the
-// SVM alone before the round its kill was drawn for. A kill then finds no
-// process and nothing is restarted; the simulator had resumed one anyway
-// and counted the problem twice.
 // Seed 934 (the slow-worker fault's first find): worker 7, slow enough to
 // be evicted, was lost in the SVM's last round, the one that asks every
 // member for its gradients. The coordinator took the reports it had (1,312
@@ -308,17 +312,18 @@ TEST(SimEngine, GradientsOfAMemberLostInTheLastRoundAreAskedAgain) {
   const SwarmOptions o = swarm_options("svm");
   const auto ref = run_job(0, 8, {}, {}, o, o.dir + "/last-ref");
   ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
-  FaultAt slow{Fault::Slow, 7, 62, 500ms};
-  slow.step = 50ms;
-  const auto r = run_job(934, 8, {{Fault::Pause, 4, 65, 150ms}, {Fault::Partition, 4, 23, 150ms}, slow},
-                         ref.round_at, o, o.dir + "/last");
+  const auto r = run_job(
+      934, 8, {{Fault::Pause, 4, 65, 150ms}, {Fault::Partition, 4, 23, 150ms}, {Fault::Slow, 7, 62, 500ms, 50ms}},
+      ref.round_at, o, o.dir + "/last");
   ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
   EXPECT_NE(r.logs.at("coordinator").find("\"evicted\":[7]"), std::string::npos) << "worker 7 was not lost";
-  ASSERT_EQ(r.objectives.size(), ref.objectives.size());
-  for (std::size_t i = 0; i < ref.objectives.size(); ++i)
-    EXPECT_NEAR(r.objectives[i], ref.objectives[i], 1e-6 * std::abs(ref.objectives[i])) << i;
+  expect_same_objectives(r, ref);
 }
 
+// Swarm seed 8258 (mixed): every worker lost, the coordinator finishes the
+// SVM alone before the round its kill was drawn for. A kill then finds no
+// process and nothing is restarted; the simulator had resumed one anyway
+// and counted the problem twice.
 TEST(SimEngine, ACoordinatorThatEndedBeforeItsKillIsNotResumed) {
   const SwarmOptions o = swarm_options("svm");
   const auto ref = run_job(0, 3, {}, {}, o, o.dir + "/ended-ref");
@@ -332,9 +337,7 @@ TEST(SimEngine, ACoordinatorThatEndedBeforeItsKillIsNotResumed) {
   ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
   EXPECT_NE(r.logs.at("coordinator").find("\"ops\":\"end\""), std::string::npos) << "the first coordinator did not end";
   EXPECT_FALSE(r.logs.count("coordinator-resumed")) << "a coordinator that had ended was resumed";
-  ASSERT_EQ(r.objectives.size(), ref.objectives.size());
-  for (std::size_t i = 0; i < ref.objectives.size(); ++i)
-    EXPECT_NEAR(r.objectives[i], ref.objectives[i], 1e-6 * std::abs(ref.objectives[i])) << i;
+  expect_same_objectives(r, ref);
 }
 
 // Swarm seed 18 (mixed): an SVM whose workers are lost and come back, and

@@ -142,7 +142,7 @@ class MemberSource final : public BatchSource {
     op.ws = ws;
     std::unordered_map<std::int32_t, std::size_t> col;
     for (std::size_t b = 0; b < w; ++b) col[ws[b]] = b;
-    for (int attempt = 0; attempt < 8; ++attempt) {
+    for (int attempt = 0; attempt < kAsks; ++attempt) {
       // Each attempt as the owners are now: a member that returned since
       // the last owns rows the others need.
       op.rows = RowBlock{};
@@ -189,7 +189,7 @@ class MemberSource final : public BatchSource {
           }
     };
     take(reports_);
-    for (int attempt = 0; attempt < 8; ++attempt) {
+    for (int attempt = 0; attempt < kAsks; ++attempt) {
       Op fetch;
       fetch.kind = Op::Supply;
       for (const std::int32_t v : ws)
@@ -218,7 +218,7 @@ class MemberSource final : public BatchSource {
     Op op;
     op.kind = Op::Report;
     std::int64_t got = 0;
-    for (int attempt = 0; attempt < 8 && got != n(); ++attempt) {
+    for (int attempt = 0; attempt < kAsks && got != n(); ++attempt) {
       reports_ = co_await members_.round(op);
       std::vector<char> seen(static_cast<std::size_t>(n()), 0);  // each variable once, whoever reported it
       got = 0;
@@ -256,6 +256,8 @@ class MemberSource final : public BatchSource {
     return got;
   }
 
+  // How often a round is asked again while members are lost in it.
+  static constexpr int kAsks = 8;
   const DualProblem& pb_;
   Members& members_;
   State* s_ = nullptr;

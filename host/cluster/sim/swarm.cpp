@@ -138,6 +138,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
                                     [](const FaultAt& f) { return f.kind == Fault::CoordinatorRestart; });
   const bool checkpoints =
       restarts || std::any_of(faults.begin(), faults.end(), [](const FaultAt& f) { return f.kind == Fault::DiskFull; });
+  const std::string checkpoint_dir = dir + "/checkpoint";
   const int joins = static_cast<int>(
       std::count_if(faults.begin(), faults.end(), [](const FaultAt& f) { return f.kind == Fault::Join; }));
   // A kill that comes after the coordinator ended finds no process; nor
@@ -163,7 +164,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
             co.join_timeout_ms = 10000;
             co.print_summary = false;
             co.log_json = dir + (resume ? "/coordinator-resumed.jsonl" : "/coordinator.jsonl");
-            if (checkpoints) (resume ? co.resume_dir : co.checkpoint_dir) = dir + "/checkpoint";
+            if (checkpoints) (resume ? co.resume_dir : co.checkpoint_dir) = checkpoint_dir;
             if (o.workload == "svm") co.device = "cpu";
             out.coordinator_exit = run_coordinator(co, *job);
             take_result(*job, out);
@@ -240,7 +241,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
     } else if (f.kind == Fault::DiskFull) {
       // A directory where the checkpoint's temporary file goes: every save
       // fails meanwhile (even for root) through the engine's own write.
-      const std::string tmp = checkpoint_path(dir + "/checkpoint") + ".tmp." + std::to_string(::getpid());
+      const std::string tmp = checkpoint_path(checkpoint_dir) + ".tmp." + std::to_string(::getpid());
       w.spawn(
           "disk",
           [&w, tmp, length = f.length] {
