@@ -82,10 +82,18 @@ std::unique_ptr<Prepared> split_columns(const CsrView& x) {
   s->dense_pos.assign(x.cols, -1);
   const auto used = std::count_if(count.begin(), count.end(), [](std::int64_t c) { return c > 0; });
   const double least = std::max(1.0, kDenseFraction * double(x.n));
+  // The most used columns are dense, placed in the tiles by column number:
+  // sgemm sums a dot product in the tiles' column order, and by number that
+  // order is the same on every matrix that makes the same columns dense --
+  // by count it would follow the rows a matrix holds, and a distributed
+  // member's kernel values would differ from single-node's in the last bits.
+  std::vector<std::int32_t> chosen;
   for (const std::int32_t c : order) {
-    if (s->dense >= kMaxDense || double(count[c]) < least) break;
-    s->dense_pos[c] = static_cast<std::int32_t>(s->dense++);
+    if (std::int64_t(chosen.size()) >= kMaxDense || double(count[c]) < least) break;
+    chosen.push_back(c);
   }
+  std::sort(chosen.begin(), chosen.end());
+  for (const std::int32_t c : chosen) s->dense_pos[c] = static_cast<std::int32_t>(s->dense++);
   s->F = std::max<std::int64_t>(1, s->dense);
   s->n = x.n;
   s->nnz = nnz;

@@ -39,10 +39,33 @@ def libsvm(path, n, d, classes, seed, density=0.8):
 
 
 def support_vectors(model):
-    """The support vectors' features (coefficients aside), as a sorted list."""
+    """A model's support vectors: each one's features -> its coefficients."""
     lines = Path(model).read_text().splitlines()
-    start = lines.index("SV") + 1
-    return sorted(" ".join(t for t in line.split() if ":" in t) for line in lines[start:])
+    out = {}
+    for line in lines[lines.index("SV") + 1:]:
+        t = line.split()
+        out[" ".join(x for x in t if ":" in x)] = [float(x) for x in t if ":" not in x]
+    return out
+
+
+def cost(params):
+    """-c of svm-train's options (LIBSVM's default 1)."""
+    return float(params[params.index("-c") + 1]) if "-c" in params else 1.0
+
+
+def differing_support_vectors(what, mine, svs, c):
+    """How many support vectors are in one of two models only (mine, and
+    single-node's svs), held to docs/cluster.md's bound: at most 0.1% of
+    single-node's or 3, whichever is more, and every one borderline, its
+    multipliers under 1% of C in the model that has it (measured: under
+    1e-4 of C). A lost or twice-counted row would leave a multiplier far
+    from 0, or many support vectors apart."""
+    apart = set(mine) ^ set(svs)
+    worst = max((abs(v) for sv in apart for v in (mine.get(sv) or svs[sv])), default=0.0)
+    if len(apart) > max(3, 0.001 * len(svs)) or worst > 0.01 * c:
+        fail(f"{what}: {len(apart)} support vectors differ from single-node's {len(svs)}, "
+             f"the largest multiplier among them {worst:.3g} (C = {c:g})")
+    return len(apart)
 
 
 def single_node(a, tmp, data, params):
@@ -68,16 +91,16 @@ def single_node(a, tmp, data, params):
 
 def check_model(job, reference, what, exact=False):
     """What docs/cluster.md says of a distributed model: every objective within
-    1e-6 relative of single-node's, and at most 0.1% of the support vectors,
-    borderline ones, differing. The gemm path's sgemm rounds a dot product
-    by where its rows fall in a tile, so a member's kernel values differ
-    from single-node's in the last bits (measured without failures: 1 of
-    1,716 in 5 of 7 runs); after a failure the moved rows' gradients are
-    rebuilt from the multipliers (Alg. 6), a sum in another order than the
-    failure-free updates (measured: 0 to 3 of 6644 across the failure
-    scenarios, 3 where a worker was killed twice). exact: the job ran with
-    ACCEL_CSR_DOT=scatter, whose sums do not depend on the rows a matrix
-    holds, and the model must be single-node's, objectives bit for bit."""
+    1e-6 relative of single-node's, and the support vectors single-node's
+    but for a few borderline ones (differing_support_vectors). The gemm
+    path's sgemm rounds a dot product by the shape of the call its rows
+    fall in, so a member's kernel values differ from single-node's in the
+    last bits (measured without failures: 0 to 2 of 1,716); after a failure
+    the moved rows' gradients are rebuilt from the multipliers (Alg. 6), a
+    sum in another order than the failure-free updates (measured: 0 to 3 of
+    6,644). exact: the job ran with ACCEL_CSR_DOT=scatter, whose sums do
+    not depend on the rows a matrix holds, and the model must be
+    single-node's, objectives bit for bit."""
     probs, svs = reference
     s = job.summary()
     got = s["problems"]
@@ -87,9 +110,9 @@ def check_model(job, reference, what, exact=False):
     if worst > (0 if exact else 1e-6):
         fail(f"{what}: objective {worst:.2e} relative off single-node")
     mine = support_vectors(job.model)
-    differ = len(set(mine) ^ set(svs))
-    if differ > (0 if exact else 0.001 * len(svs)):
-        fail(f"{what}: {differ} support vectors differ from single-node's {len(svs)}")
+    if exact and mine.keys() != svs.keys():
+        fail(f"{what}: {len(set(mine) ^ set(svs))} support vectors differ from single-node's {len(svs)}")
+    differ = differing_support_vectors(what, mine, svs, cost(job.params))
     print(f"{what}: {len(got)} problems, objectives within {worst:.1e} of single-node, "
           f"{differ} of {len(svs)} support vectors differ")
 
@@ -97,7 +120,7 @@ def check_model(job, reference, what, exact=False):
 class SvmJob:
     def __init__(self, a, tmp, workers, data, params, timeout_ms=1000, worker_extra=(), pin=False, extra=(),
                  worker_env=None, worker_env_of=None, prefix_of=None):
-        self.a, self.tmp, self.n = a, Path(tmp), workers
+        self.a, self.tmp, self.n, self.params = a, Path(tmp), workers, params
         self.tmp.mkdir(parents=True, exist_ok=True)
         timeout_ms = int(timeout_ms * ct.SCALE)
         self.timeout_ms = timeout_ms
@@ -769,12 +792,12 @@ def scenario_svm_netns(a, tmp):
     s = json.loads(r.stdout.strip().splitlines()[0])
     got, (probs, svs) = s["problems"], ref
     worst = max(abs(g["obj"] - p["obj"]) / abs(p["obj"]) for g, p in zip(got, probs))
-    differ = len(set(support_vectors(model)) ^ set(svs))
     # No failures, but a borderline support vector may change sides with the
     # partition the probe measured (docs/cluster.md; 1 of 1,716 in one run
     # of two on a Zen 3 host).
-    if worst > 1e-6 or differ > 0.001 * len(svs):
-        fail(f"the model across namespaces differs: objective {worst:.2e}, {differ} support vectors")
+    differ = differing_support_vectors("across namespaces", support_vectors(model), svs, cost(PARAMS))
+    if worst > 1e-6:
+        fail(f"the model across namespaces differs: objective {worst:.2e}")
     if any(j.get("evicted") for j in jsonl(Path(tmp) / "run" / "coordinator.jsonl")):
         fail("evictions across namespaces without failures")
     print(f"2 workers in network namespaces (UCX_TLS=tcp): objectives within {worst:.1e}, "
