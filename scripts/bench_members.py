@@ -11,7 +11,8 @@ Each P runs with each exchange of --exchanges: the all-to-all (every
 member sends its partial sums to every other) and the gathered one (the
 coordinator's --gather-from 2: every worker sends its sums to the
 coordinator alone, which sends back the new centroids), so that the
---gather-from default is chosen by measurement.
+--gather-from default is chosen by measurement; and the tree (--tree-from
+2: the sums go up a binary tree of workers, the centroids down it).
 
 Printed per P and exchange: the median round (compute + synchronization)
 and synchronization alone, over the coordinator's rounds after the first,
@@ -19,7 +20,8 @@ and the bytes each worker receives per round, computed from the message
 sizes since the transport counts messages, not bytes: in the all-to-all
 every member gets every other member's K x d sums and K counts as doubles,
 P x (8 K d + 8 K + 8) bytes of payload; gathered, a worker gets the
-centroids as floats, 4 K d bytes and a few more. With --kill: the rounds
+centroids as floats, 4 K d bytes and a few more; up the tree, an interior
+worker gets two children's sums as well (the most a worker receives). With --kill: the rounds
 the loss took, the longest of them, and the centroids against the
 failure-free run.
 
@@ -73,7 +75,8 @@ def run(args, data, members, out_dir, exchange, kill=0):
         [args.accel, "coordinator", "--input", str(data), "--k", str(args.k), "--max-iter", str(args.iters), "--init",
          "random", "--tol", "0", "--workers", str(members), "--listen", f"127.0.0.1:{port}", "--device", "cpu",
          "--log-json", str(log), "--json", "--output-centroids", str(run_dir / "centroids.npy"), "--timeout-ms",
-         timeout_ms, "--join-timeout-ms", str(120000), "--gather-from", "2" if exchange == "gathered" else "0"],
+         timeout_ms, "--join-timeout-ms", str(120000), "--gather-from", "0" if exchange == "all-to-all" else "2",
+         "--tree-from", "2" if exchange == "tree" else "0"],
         stdout=open(run_dir / "coordinator.out", "w"), stderr=open(run_dir / "coordinator.err", "w"), env=env)
     procs = {}
     try:
@@ -110,7 +113,8 @@ def main():
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--timeout-ms", type=int, default=3000)
     ap.add_argument("--exchanges", default="all-to-all,gathered",
-                    help="comma-separated: all-to-all, gathered (the coordinator's --gather-from 2)")
+                    help="comma-separated: all-to-all, gathered (the coordinator's --gather-from 2), tree "
+                         "(--gather-from 2 --tree-from 2)")
     ap.add_argument("--kill", action="store_true", help="also a run with 10%% of the workers killed at round 10")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
@@ -120,8 +124,8 @@ def main():
             ap.error(f"{name} {v}: must be at least 1")
     exchanges = args.exchanges.split(",")
     for e in exchanges:
-        if e not in ("all-to-all", "gathered"):
-            ap.error(f"--exchanges {e}: all-to-all or gathered")
+        if e not in ("all-to-all", "gathered", "tree"):
+            ap.error(f"--exchanges {e}: all-to-all, gathered or tree")
     if args.iters < 12 and args.kill:
         ap.error("--kill needs --iters of at least 12 (the kill is at round 10)")
     import numpy as np
@@ -138,7 +142,8 @@ def main():
         rounds, cen = run(args, data, p, out_dir, exchange)
         times = [(j["computing_s"] + j["synchronizing_s"]) * 1e3 for j in rounds[1:]]
         sync = [j["synchronizing_s"] * 1e3 for j in rounds[1:]]
-        recv = p * (8 * args.k * args.cols + 8 * args.k + 8) if exchange == "all-to-all" else 4 * args.k * args.cols
+        recv = (p * (8 * args.k * args.cols + 8 * args.k + 8) if exchange == "all-to-all"
+                else 4 * args.k * args.cols + (2 * (8 * args.k * args.cols + 8 * args.k + 8) if exchange == "tree" else 0))
         r = {"members": p, "exchange": exchange, "round_ms": statistics.median(times), "sync_ms": statistics.median(sync),
              "recv_bytes_per_member_round": recv}
         said = "-"

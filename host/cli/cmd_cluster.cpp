@@ -48,6 +48,9 @@ void engine_options(po::options_description& d, cluster::CoordinatorOptions& o) 
       ("gather-from", po::value(&o.gather_from)->default_value(cluster::kGatherFrom),
        "k-means: from this many participants (coordinator and --max-workers) on, each round's contributions go "
        "to the coordinator alone, which sends every member the next centroids (0: never; 1: always)")
+      ("tree-from", po::value(&o.tree_from)->default_value(cluster::kTreeFrom),
+       "k-means, gathered rounds: from this many participants on, the contributions go up a binary tree of "
+       "members, each adding its children's partial sums to its own (0: never; 1: always)")
       ("join-timeout-ms", po::value(&o.join_timeout_ms)->default_value(60000), "how long to wait for workers to join")
       ("checkpoint-dir", po::value(&o.checkpoint_dir),
        "write the coordinator's checkpoint here (k-means, svm-train), at Young's interval sqrt(2 x cost x --mtbf)")

@@ -123,6 +123,8 @@ int simulate_main(const std::vector<std::string>& args) {
       ("gather-from", po::value(&o.gather_from)->default_value(o.gather_from),
        "k-means: the coordinator's --gather-from (from this many participants on, rounds go through it; "
        "0: never)")
+      ("tree-from", po::value(&o.tree_from)->default_value(o.tree_from),
+       "k-means: the coordinator's --tree-from (gathered rounds go up a binary tree of members; 0: never)")
       ("timeout-ms", po::value(&o.timeout_ms)->default_value(o.timeout_ms), "the barrier's timeout (virtual ms)")
       ("latency-us", po::value(&latency_us)->default_value(1000), "link latency (virtual microseconds)")
       ("gbits", po::value(&gbits)->default_value(1), "link bandwidth (Gbit/s)")
@@ -147,6 +149,7 @@ int simulate_main(const std::vector<std::string>& args) {
   if (vm.count("scale") && o.workload != "kmeans") throw InputError("--scale: k-means only (--workload kmeans)");
   if (o.iterations < 8 || o.iterations > 100000) throw InputError("--iterations " + std::to_string(o.iterations) + ": 8 to 100000");
   if (o.gather_from < 0) throw InputError("--gather-from " + std::to_string(o.gather_from) + ": 0 (never) or more");
+  if (o.tree_from < 0) throw InputError("--tree-from " + std::to_string(o.tree_from) + ": 0 (never) or more");
   if (jobs < 1 || jobs > 256) throw InputError("--jobs " + std::to_string(jobs) + ": 1 to 256");
   if (o.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(o.timeout_ms) + ": must be positive");
   if (!(latency_us >= 0 && latency_us <= 1e7)) throw InputError("--latency-us " + std::to_string(latency_us) + ": 0 to 1e7");
@@ -217,7 +220,7 @@ int simulate_main(const std::vector<std::string>& args) {
                 << o.max_workers << " --iterations " << o.iterations << " --timeout-ms " << o.timeout_ms
                 << " --latency-us " << latency_us << " --gbits " << gbits << " --workload " << o.workload
                 << (o.message_faults ? " --message-faults" : "")
-                << " --gather-from " << o.gather_from << "\n";
+                << " --gather-from " << o.gather_from << " --tree-from " << o.tree_from << "\n";
     }
   });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

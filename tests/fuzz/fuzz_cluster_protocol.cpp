@@ -1,17 +1,19 @@
 // The cluster's messages as a peer may send them: the first byte picks the
-// decoder (task, contribution, current, hello, counted, need), the rest is the
-// payload. Any bytes decode or throw one InputError.
+// decoder (task, contribution, current, hello, counted, need, the tree's
+// partial), the rest is the payload. Any bytes decode or throw one
+// InputError.
 #include <span>
 
 #include "accel/error.hpp"
 #include "protocol.hpp"
+#include "tree.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::span<const std::byte> p(reinterpret_cast<const std::byte*>(data) + 1, size - 1);
   const accel::cluster::Limits limits;
   try {
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
       case 0: (void)accel::cluster::decode_task(p, limits); break;
       case 1: (void)accel::cluster::decode_contribution(p, limits); break;
       case 2: (void)accel::cluster::decode_current(p, limits); break;
@@ -23,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 4: (void)accel::cluster::decode_counted(p, limits); break;
+      case 6: (void)accel::cluster::decode_partial(p, limits); break;
       default: (void)accel::cluster::decode_u32(p); break;
     }
   } catch (const accel::InputError&) {

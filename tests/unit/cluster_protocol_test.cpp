@@ -112,11 +112,13 @@ TEST(ClusterProtocol, TheTasksDigestReadsBack) {
   EXPECT_EQ(back, t);
   t.gathered = true;  // the flags' second bit
   EXPECT_TRUE(decode_task(encode(t), Limits{}).gathered);
+  t.tree = true;  // the third
+  EXPECT_TRUE(decode_task(encode(t), Limits{}).tree);
   Bytes bad = encode(t);
   // Past the name, self, units, begin, rows, max_rounds, data_bytes and input: the flags.
   const std::size_t flags = 8 + t.workload.size() + 4 + 8 * 5 + 8 + t.input.size();
-  ASSERT_EQ(bad[flags], std::byte{3});
-  bad[flags] = std::byte{4};
+  ASSERT_EQ(bad[flags], std::byte{7});
+  bad[flags] = std::byte{8};
   EXPECT_THROW(decode_task(bad, Limits{}), accel::InputError);
 }
 

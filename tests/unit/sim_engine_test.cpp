@@ -263,6 +263,45 @@ TEST(SimEngine, TheGatheredExchangeGivesTheAllToAllsCentroids) {
   expect_failure_free(f, all);
 }
 
+// The gathered exchange up a tree (--tree-from): 10 workers, so members 1
+// to 4 are interior. Failure-free, the centroids are the all-to-all's
+// within rounding (the tree adds its partial sums in its own order) and a
+// worker receives its children's two partials and the decision a round,
+// and the coordinator its own children's two. Then interior member 1 is killed (its children's partials die with it:
+// the coordinator asks them directly), member 3 is paused past the
+// timeout (its children answer the coordinator's ask at half of it), and
+// member 2 is paused under a quarter of it (its partial comes late or its
+// children's come without it): the failure-free centroids, and only 1 and
+// 3 evicted.
+TEST(SimEngine, UpATreeTheLostInteriorMembersChildrenStillCount) {
+  SwarmOptions o = options();
+  const auto all = run_job(7, 10, {}, {}, o, o.dir + "/tree-all-to-all");
+  ASSERT_EQ(all.coordinator_exit, 0) << all.coordinator_error;
+  o.gather_from = 2;
+  o.tree_from = 2;
+  const auto tree = run_job(7, 10, {}, {}, o, o.dir + "/tree");
+  ASSERT_EQ(tree.coordinator_exit, 0) << tree.coordinator_error;
+  expect_failure_free(tree, all);
+  const double rounds = static_cast<double>(o.iterations);
+  const double worker_messages = static_cast<double>(tree.stats.messages - tree.stats.received.at(0).first) / 10 / rounds;
+  EXPECT_LT(worker_messages, 3.0);  // at most two partials and a decision a round
+  // The coordinator receives two partials a round instead of ten contributions.
+  o.tree_from = 0;
+  const auto star = run_job(7, 10, {}, {}, o, o.dir + "/tree-star");
+  ASSERT_EQ(star.coordinator_exit, 0) << star.coordinator_error;
+  EXPECT_LT(tree.stats.received.at(0).first / rounds, star.stats.received.at(0).first / rounds - 7);
+  o.tree_from = 2;
+  const auto f = run_job(7, 10, {{Fault::Kill, 1, 12}, {Fault::Pause, 3, 20, 600ms}, {Fault::Pause, 2, 28, 40ms}},
+                         all.round_at, o, o.dir + "/tree-faults");
+  ASSERT_EQ(f.coordinator_exit, 0) << f.coordinator_error;
+  EXPECT_TRUE(f.ended);
+  const auto& log = f.logs.at("coordinator");
+  EXPECT_NE(log.find("\"evicted\":[1]"), std::string::npos) << "worker 1 was not lost";
+  EXPECT_NE(log.find("\"evicted\":[3]"), std::string::npos) << "worker 3 was not evicted";
+  EXPECT_EQ(log.find("\"evicted\":[2]"), std::string::npos) << "worker 2 was evicted";
+  expect_failure_free(f, all);
+}
+
 // Swarm seed 54 (--message-faults): worker 2 leaves in round 17 and its
 // rows move to workers 1 and 3; a new worker 2 starts in round 36, and a
 // lossy window makes 1 and 3 rejoin. The plan that gives 2's rows back to

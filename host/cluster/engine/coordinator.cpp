@@ -85,11 +85,23 @@ class Coordinator {
   RoundOutcome gathered_round(std::int64_t t, const Membership& view, SyncStats& st);
   Contribution own_contribution(std::int64_t t, const Membership& view);
   std::map<std::uint32_t, Bytes> count_round(std::int64_t t, const Membership& view,
-                                             const std::map<std::uint32_t, Contribution>& got, SyncStats& st);
+                                             const std::map<std::uint32_t, Contribution>& got, SyncStats& st,
+                                             const std::set<std::uint32_t>* summed = nullptr);
+  std::map<std::uint32_t, Contribution> gather_round(std::int64_t t, const Membership& view, SyncStats& st,
+                                                     std::set<std::uint32_t>& summed);
+  void send_decision(std::int64_t t, const Bytes& payload, const Membership& decided);
+  // The tree (Task::tree): the members of the last decision's view, whose
+  // tree carries the next decision down; the members asked for their own
+  // contribution this round; and the last decision, for a member that
+  // asks for it again (its parent died before passing it on).
+  std::vector<std::uint32_t> tree_active_;
+  std::set<std::uint32_t> asked_;
+  std::pair<std::int64_t, Bytes> last_decision_{-1, {}};
   bool gathered() const {
     return workload_.exchange() == Exchange::AllToAll && workload_.gathers() && o_.gather_from > 0 &&
            M_ + 1 >= o_.gather_from;
   }
+  bool tree() const { return gathered() && o_.tree_from > 0 && M_ + 1 >= o_.tree_from; }
   void on_message(const Received& r);
   void on_hello(const Received& r);
   void on_ticket(const Received& r);
@@ -384,6 +396,7 @@ Task Coordinator::task_for(std::uint32_t w) const {
   if (!o_.input.empty()) task.input = std::filesystem::absolute(o_.input).string();
   task.pull = o_.pull;
   task.gathered = gathered();
+  task.tree = tree();
   if (o_.pull && w != 0) task.digest = digest_of(begin_[w], begin_[w] + loads_[w]);
   task.params = params_;
   for (const auto& [id, a] : address_)
@@ -704,6 +717,11 @@ void Coordinator::on_message(const Received& r) {
       } catch (const InputError&) {
       }
       return;
+    case kAsk:  // the tree's decision, asked again by a member its parent did not pass it to
+      if (r.message.header.iteration == static_cast<std::uint64_t>(last_decision_.first) &&
+          (active_.count(r.message.header.sender) || recovering_.count(r.message.header.sender)))
+        node_->send(r.message.header.sender, kDecision, last_decision_.first, last_decision_.second);
+      return;
     case kContribution:
       // A member this node no longer counts (a late one, or one stopped
       // past the timeout): it must rejoin to count again.
@@ -759,18 +777,27 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
 // What the coordinator counts in round t: the contributions that came,
 // the lost members' stood in for from their rows (a member lost in this
 // round included), and none of a member that rejoined while counted.
+// summed (the tree): members whose contribution came inside a sum keyed
+// by another; a rejoined member counted in the tree keeps its own (no one
+// else counts, and it cannot be taken out of a sum) and gets no stand-in.
 std::map<std::uint32_t, Bytes> Coordinator::count_round(std::int64_t t, const Membership& view,
                                                         const std::map<std::uint32_t, Contribution>& got,
-                                                        SyncStats& st) {
+                                                        SyncStats& st, const std::set<std::uint32_t>* summed) {
   std::map<std::uint32_t, Bytes> members;
-  for (const auto& [id, c] : got) members[id] = c.data;
+  for (const auto& [id, c] : got)
+    if (!summed || !summed->count(id)) members[id] = c.data;
+  std::set<std::uint32_t> counted;
   const auto rejoined = evict_rejoined(view, st);
-  for (auto q : rejoined) members.erase(q);  // whatever came of it this round: its stand-in counts
+  for (auto q : rejoined) {
+    if (summed && got.count(q)) counted.insert(q);
+    else members.erase(q);  // whatever came of it this round: its stand-in counts
+  }
   for (auto q : st.evicted) {
     lose(q);
     replan_ = true;
     // Lost in this round: its contribution of this round too, from its rows.
-    if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t))
+    if (std::find(view.active.begin(), view.active.end(), q) != view.active.end() && take_over(q, t) &&
+        !counted.count(q))
       members[q] = all_to_all(*own_).stand_in(q);
   }
   for (auto q : rejoined) {  // lost, and already on its way back
@@ -788,31 +815,66 @@ std::map<std::uint32_t, Bytes> Coordinator::count_round(std::int64_t t, const Me
 RoundOutcome Coordinator::gathered_round(std::int64_t t, const Membership& view, SyncStats& st) {
   const Contribution mine = own_contribution(t, view);
   const auto t0 = Clock::now();
-  std::map<std::uint32_t, Contribution> got = node_->gather(
-      t, view.active, [&](std::span<const std::byte> b) { own_->validate(b); },
-      [&](const Received& r) { on_message(r); }, st);
+  std::set<std::uint32_t> summed;
+  std::map<std::uint32_t, Contribution> got = gather_round(t, view, st, summed);
   got[0] = mine;
   for (const auto& [q, data] : mine.stand_ins) got[q].data = data;
   for (auto q : st.evicted) node_->send(q, kEvicted, t, {});  // it may wait for a decision that will not come
-  const auto members = count_round(t, view, got, st);
+  const auto members = count_round(t, view, got, st, tree() ? &summed : nullptr);
   RoundOutcome out = all_to_all(*own_).absorb(t, members);
   Contribution decision = mine;
   decision.stand_ins.clear();
-  decision.peers.clear();
+  if (!tree()) decision.peers.clear();  // the tree's members pass decisions to each other: they need new addresses
   decision.view.active.clear();
   for (auto q : view.active)
     if (std::find(st.evicted.begin(), st.evicted.end(), q) == st.evicted.end()) decision.view.active.push_back(q);
   decision.view.inactive.assign(inactive_.begin(), inactive_.end());
   decision.view.recovering.assign(recovering_.begin(), recovering_.end());
   decision.data = encode_gathered(out, own_->shared_state());
-  const auto payload = encode(decision);
-  for (auto q : active_)
-    if (q != 0) node_->send(q, kDecision, t, payload);
-  for (auto q : recovering_) node_->send(q, kDecision, t, payload);
+  send_decision(t, encode(decision), decision.view);
   st.notify_seconds = secs(t0, Clock::now()) - st.wait_seconds;
   apply_trims(mine.trims, t);
   measure(got, t);
   return out;
+}
+
+// The members' contributions of a gathered round: straight from each
+// (the star), or as the tree's sums, each keyed by its least member
+// (summed: the others in it), with every member's engine fields.
+std::map<std::uint32_t, Contribution> Coordinator::gather_round(std::int64_t t, const Membership& view, SyncStats& st,
+                                                                std::set<std::uint32_t>& summed) {
+  const Validate validate = [&](std::span<const std::byte> b) { own_->validate(b); };
+  const Other other = [&](const Received& r) { on_message(r); };
+  if (!tree()) return node_->gather(t, view.active, validate, other, st);
+  Node::TreeRound r = node_->gather_tree(t, view.active, validate, other, st);
+  for (auto& [q, data] : r.sums) r.heads[q].data = std::move(data);
+  summed = std::move(r.covered);
+  asked_ = std::move(r.asked);
+  return std::move(r.heads);
+}
+
+// A gathered round's decision, to every active and recovering member: the
+// star's straight from here; the tree's to the coordinator's children,
+// which pass it down the tree of the last decision's view (the one the
+// members know), and straight to every member that tree would not reach:
+// one new in it, one below a member lost or asked this round, a returning
+// one.
+void Coordinator::send_decision(std::int64_t t, const Bytes& payload, const Membership& decided) {
+  std::set<std::uint32_t> to(recovering_.begin(), recovering_.end());
+  const auto parents = tree_parents(tree_active_);
+  const std::set<std::uint32_t> alive(decided.active.begin(), decided.active.end());
+  auto reached = [&](std::uint32_t q) {
+    if (!parents.count(q) || asked_.count(q)) return false;
+    for (auto p = parents.at(q); p != 0; p = parents.at(p))
+      if (!alive.count(p) || asked_.count(p)) return false;
+    return true;
+  };
+  for (auto q : active_)
+    if (q != 0 && (!tree() || (parents.count(q) && parents.at(q) == 0) || !reached(q))) to.insert(q);
+  for (auto q : to) node_->send(q, kDecision, t, payload);
+  if (!tree()) return;
+  tree_active_ = decided.active;
+  last_decision_ = {t, payload};
 }
 
 // Every participant counts, for each member of round t, what this node
@@ -1327,6 +1389,7 @@ CoordinatorRun::CoordinatorRun(const CoordinatorOptions& o, Job& job) : impl_(st
   std::optional<Checkpoint> resume;
   if (!(o.mtbf_s > 0)) throw InputError("--mtbf must be positive seconds");
   if (o.gather_from < 0) throw InputError("--gather-from " + std::to_string(o.gather_from) + ": 0 (never) or more");
+  if (o.tree_from < 0) throw InputError("--tree-from " + std::to_string(o.tree_from) + ": 0 (never) or more");
   if (!o.resume_dir.empty()) {
     if (!o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume_dir)
       throw InputError("--checkpoint-dir " + o.checkpoint_dir + " and --resume " + o.resume_dir +

@@ -29,6 +29,10 @@ struct Common {
 // CoordinatorOptions::gather_from's default: with 8 participants or more
 // (7 workers), k-means rounds go through the coordinator.
 inline constexpr int kGatherFrom = 8;
+// CoordinatorOptions::tree_from's default: with 16 participants or more,
+// gathered rounds go up a tree (measured, docs/cluster.md: from 16 the tree's
+// rounds were faster, with real processes and in the simulator).
+inline constexpr int kTreeFrom = 16;
 
 struct CoordinatorOptions : Common {
   int workers = 1;      // waited for before round 1
@@ -54,6 +58,10 @@ struct CoordinatorOptions : Common {
   // (the gathered exchange, docs/design.md); 0: never. The default is
   // measured (docs/cluster.md): from 8, gathered rounds were faster.
   int gather_from = kGatherFrom;
+  // Gathered rounds: from this many participants on, the contributions go
+  // up a binary tree of members, each adding its children's partial sums
+  // to its own (tree.hpp); 0: never.
+  int tree_from = kTreeFrom;
   // Coordinator checkpoints (checkpoint.hpp): written to checkpoint_dir at
   // Young's interval for mtbf_s; resume_dir continues the job from the
   // checkpoint there (its token, address, partition and round) and goes on

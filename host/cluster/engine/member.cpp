@@ -472,10 +472,20 @@ RoundOutcome Incarnation::gathered_round(std::int64_t t, SyncStats& st, double& 
   nlohmann::json moved = nlohmann::json::object();
   const Contribution mine = own_contribution(t, computing, moved, false);
   Gathered g;
-  const Contribution decision = node_.exchange_with_coordinator(
-      t, recovering_ ? nullptr : &mine,
-      [&](std::span<const std::byte> b) { g = decode_gathered(b, node_.limits().max_data); },
-      [&](const Received& r) { on_message(r); }, st);
+  const Validate decided = [&](std::span<const std::byte> b) { g = decode_gathered(b, node_.limits().max_data); };
+  const Other other = [&](const Received& r) { on_message(r); };
+  const Contribution* own = recovering_ ? nullptr : &mine;
+  const Contribution decision =
+      snap_->task.tree
+          ? node_.exchange_in_tree(
+                t, own, tree_spot(view_.active, o_.id).value_or(TreeSpot{}),
+                [&](std::span<const std::byte> a, std::span<const std::byte> b) {
+                  return all_to_all(*part_).combine(a, b);
+                },
+                [&](std::span<const std::byte> b) { part_->validate(b); }, decided, other, st)
+          : node_.exchange_with_coordinator(t, own, decided, other, st);
+  for (const auto& p : decision.peers)  // new in the view: a tree parent passes it the next decisions
+    if (p.id != o_.id) node_.ensure_peer(p.id, p.address);
   view_ = decision.view;
   part_->adopt(g.state);
   RoundOutcome out = std::move(g.outcome);

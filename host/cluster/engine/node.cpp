@@ -491,10 +491,19 @@ Contribution Node::exchange_with_coordinator(std::int64_t t, const Contribution*
     throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
   const auto t1 = Clock::now();
   stats.notify_seconds = std::chrono::duration<double>(t1 - t0).count();
+  Contribution decision = await_decision(t, validate_decision, other);
+  stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return decision;
+}
+
+// The coordinator's decision of round t (the early ones first); `other`
+// sees every other message.
+Contribution Node::await_decision(std::int64_t t, const Validate& validate_decision, const Other& other,
+                                  const DecisionFrom& from) {
   std::optional<Contribution> decision;
   auto handle = [&](const transport::Received& r) {
     const auto& h = r.message.header;
-    if (h.type != kDecision || h.sender != 0) return other(r);
+    if (h.type != kDecision || (h.sender != 0 && h.sender != from.parent)) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
     if (it > t) return stash(r, t);
     if (it < t) return;  // an older round's, already applied
@@ -503,6 +512,7 @@ Contribution Node::exchange_with_coordinator(std::int64_t t, const Contribution*
       if (!c.has_view) throw InputError("decision without a view");
       validate_decision(c.data);
       decision = std::move(c);
+      if (from.raw) *from.raw = r.message.payload;
     } catch (const InputError& e) {
       log::warn("accel cluster") << "dropped decision of round " << t << ": " << e.what();
     }
@@ -513,16 +523,28 @@ Contribution Node::exchange_with_coordinator(std::int64_t t, const Contribution*
   // Whether this member still counts is the coordinator's call, which it
   // says (kEvicted): a decision may take long (the coordinator's own work
   // between problems), so a member waits as long as the coordinator lives.
+  // Asked again at once where the parent is gone, else every quarter of the
+  // timeout: before the coordinator, busy with the next round, would evict
+  // this member for the contribution it cannot send without the decision.
+  auto ask_at = Clock::now() + timeout_ / 4;
+  bool parent_gone = false;
   while (!decision) {
     if (!reachable(0))
       throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+    if (from.ask_again && from.parent != 0 && !parent_gone && !reachable(from.parent)) {
+      parent_gone = true;
+      ask_at = Clock::now();
+    }
+    if (from.ask_again && Clock::now() >= ask_at) {
+      send(0, kAsk, t, {});
+      ask_at = Clock::now() + timeout_ / 4;
+    }
     if (auto r = receive(Ms(100))) {
       if (r->message.header.type == kEvicted && r->message.header.sender == 0)
         throw Evicted("the coordinator no longer counts this member (round " + std::to_string(t) + ")");
       handle(*r);
     }
   }
-  stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return std::move(*decision);
 }
 

@@ -33,6 +33,7 @@
 #include "clock.hpp"
 #include "errors.hpp"
 #include "protocol.hpp"
+#include "tree.hpp"
 
 namespace accel::cluster {
 
@@ -56,6 +57,16 @@ using Addressed = std::function<const Bytes*(std::uint32_t peer)>;
 // process), which is how the engine's code runs unmodified there.
 using TransportMaker = std::function<std::unique_ptr<transport::Transport>(transport::Options)>;
 void set_transport_maker(TransportMaker maker);  // empty: UcxTransport again
+
+// Node::await_decision in the tree's form: a decision from `parent` counts
+// too (it passes it on), its bytes land in *raw, and it is asked of the
+// coordinator again (kAsk) where the parent is gone and every quarter of
+// the timeout: a parent may die before passing it on.
+struct DecisionFrom {
+  std::uint32_t parent = 0;
+  Bytes* raw = nullptr;
+  bool ask_again = false;
+};
 
 class Node {
  public:
@@ -121,6 +132,31 @@ class Node {
   Contribution exchange_with_coordinator(std::int64_t t, const Contribution* mine, const Validate& validate_decision,
                                          const Other& other, SyncStats& stats);
 
+  // Tree form (Task::tree, tree.hpp), coordinator side: the partials of
+  // round t that cover members of `from` (the view's active members but
+  // this node) none of which is counted yet, as they arrive or until the
+  // timeout; at half of it, each member still missed is asked for its own
+  // (kAsk), and so are all of them at once where one is found unreachable
+  // (its subtree's partial is lost with it). Silent or unreachable members
+  // land in stats.evicted.
+  struct TreeRound {
+    std::map<std::uint32_t, Bytes> sums;            // by the least member id each covers
+    std::set<std::uint32_t> covered;                // members counted in a sum keyed by another
+    std::map<std::uint32_t, Contribution> heads;    // every member counted: its engine fields
+    std::set<std::uint32_t> asked;                  // members asked for their own (kAsk)
+  };
+  TreeRound gather_tree(std::int64_t t, const std::vector<std::uint32_t>& from, const Validate& validate,
+                        const Other& other, SyncStats& stats);
+  // Tree form, member side: waits (up to a quarter of the timeout) for its
+  // children's partials, adds them to `mine` (unless null: a returning
+  // member), sends the sum to its parent (the coordinator where the parent
+  // is unreachable) and waits for the decision of round t. Meanwhile a
+  // child's late partial goes on to the coordinator as it is, and a kAsk
+  // is answered with this member's own contribution.
+  Contribution exchange_in_tree(std::int64_t t, const Contribution* mine, const TreeSpot& spot,
+                                const Combine& combine, const Validate& validate, const Validate& validate_decision,
+                                const Other& other, SyncStats& stats);
+
   // Messages that arrived early (a later iteration's partials), replayed by sync().
   // Keeps a message for a later round's handler. Bounded: a peer in the
   // barrier is at most a round ahead of the coordinator's round `now`, so
@@ -152,6 +188,8 @@ class Node {
                                                 std::map<std::uint32_t, std::optional<Bytes>> words,
                                                 SyncStats& stats);
   void inject_partial_send_fault(std::int64_t t, std::size_t sent);
+  Contribution await_decision(std::int64_t t, const Validate& validate_decision, const Other& other,
+                              const DecisionFrom& from = {});
 
   std::unique_ptr<transport::Transport> net_;
   Ms timeout_;

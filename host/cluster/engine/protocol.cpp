@@ -62,6 +62,8 @@ const char* type_name(std::uint16_t t) {
     case kTask: return "task";
     case kTicket: return "ticket";
     case kMoveTicket: return "move ticket";
+    case kPartial: return "partial";
+    case kAsk: return "ask";
     case kReady: return "ready";
     case kStart: return "start";
     case kContribution: return "contribution";
@@ -129,7 +131,7 @@ Bytes encode(const Task& t) {
   o.put(t.max_rounds);
   o.put(t.data_bytes);
   o.text(t.input);
-  o.put<std::uint8_t>((t.pull ? 1 : 0) | (t.gathered ? 2 : 0));
+  o.put<std::uint8_t>((t.pull ? 1 : 0) | (t.gathered ? 2 : 0) | (t.tree ? 4 : 0));
   o.put(t.digest);
   o.bytes(t.params);
   put_peers(o, t.peers);
@@ -152,9 +154,10 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
     throw InputError("task with an impossible partition");
   t.input = i.text(l.max_path);
   const auto flags = i.get<std::uint8_t>();
-  if (flags & ~3u) throw InputError("task with unknown flags");
+  if (flags & ~7u) throw InputError("task with unknown flags");
   t.pull = (flags & 1) != 0;
   t.gathered = (flags & 2) != 0;
+  t.tree = (flags & 4) != 0;
   t.digest = i.get<std::uint64_t>();
   t.params = i.bytes(l.max_data);
   t.peers = get_peers(i, l);

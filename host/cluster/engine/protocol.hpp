@@ -40,6 +40,8 @@ enum Type : std::uint16_t {
   kMovesReady = 18,   // member -> coordinator: {plan id}: the rows a plan of moves gives it are read
   kFailed = 19,       // member -> coordinator: {text}: it cannot read its rows; the job ends before round 1
   kMoveTicket = 20,   // member -> coordinator (push mode): {home, begin, rows, bulk ticket}: push a piece a plan gives it
+  kPartial = 21,      // member -> its tree parent or the coordinator (Task::tree): Partial (tree.hpp)
+  kAsk = 22,          // coordinator -> member (Task::tree): send your own contribution of the round to me
 };
 const char* type_name(std::uint16_t t);
 
@@ -86,6 +88,9 @@ struct Task {
   // members send it their contribution and adopt the shared state it
   // sends back, instead of exchanging contributions with each other.
   bool gathered = false;
+  // ... and go up a tree of members, each adding its children's partial
+  // sums to its own (tree.hpp), past the coordinator's --tree-from.
+  bool tree = false;
   // --pull: rows_digest of the partition's data as the coordinator reads
   // the input (0: none). A member whose copy differs (another file at the
   // path, or one changed since the job began) computes nothing on it.

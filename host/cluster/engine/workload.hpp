@@ -111,6 +111,14 @@ class AllToAllPartition : public Partition {
   virtual std::uint64_t counted(const std::map<std::uint32_t, Bytes>& contributions) const {
     return counted_digest(contributions);
   }
+  // The tree's sum of two contributions of a round (tree.hpp): one whose
+  // absorb() is that of both, or nullopt where they do not add up (the
+  // default: each stays a sum of its own).
+  virtual std::optional<Bytes> combine(std::span<const std::byte> a, std::span<const std::byte> b) const {
+    (void)a;
+    (void)b;
+    return std::nullopt;
+  }
   // The round's members' contributions, this one's included, into the next
   // state; the same on every participant.
   virtual RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) = 0;

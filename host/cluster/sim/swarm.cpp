@@ -158,6 +158,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
             co.job_file = dir + "/job.token";
             co.workers = workers;
             co.gather_from = o.gather_from;
+            co.tree_from = o.tree_from;
             co.max_workers = workers + joins;
             co.listen = "127.0.0.1:40000";
             co.timeout_ms = o.timeout_ms;
@@ -426,20 +427,24 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   SeedResult res;
   res.seed = seed;
   SwarmOptions o = options;
-  bool drawn = false;  // gathered whatever the worker count
+  bool drawn = false, tree = false;  // gathered whatever the worker count; up a tree too
   if (o.workload == "mixed") {  // from a generator of its own: a seed's other draws are those of its k-means run
     std::mt19937_64 w(seed ^ 0x5eedull);
     o.workload = w() % 3 == 0 ? "svm" : "kmeans";
     drawn = o.workload == "kmeans" && w() % 3 == 0;  // a third of k-means seeds: --gather-from 1
+    tree = drawn && w() % 2 == 0;                    // half of those: --tree-from 1 as well
   }
   std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ull + 1);
   const int workers = o.min_workers + static_cast<int>(g() % static_cast<std::uint64_t>(o.max_workers - o.min_workers + 1));
   // The rest as the coordinator's --gather-from says (by default, gathered
   // from 8 participants). The failure-free reference is the all-to-all's,
-  // which the gathered exchange's equals bit for bit.
+  // which the gathered exchange's equals bit for bit and the tree's within
+  // rounding (its sums add in the tree's order).
   SwarmOptions run_options = o;
   run_options.gather_from = drawn ? 1 : o.gather_from;
+  run_options.tree_from = tree ? 1 : o.tree_from;
   o.gather_from = 0;
+  o.tree_from = 0;
   const JobRun& ref = reference(workers, o);
   if (ref.coordinator_exit != 0) {
     res.ok = false;
@@ -452,7 +457,11 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   // As the coordinator decides: by its participants, joiners' places included.
   const auto joiners = std::count_if(faults.begin(), faults.end(), [](const FaultAt& f) { return f.kind == Fault::Join; });
   const bool gathered = run_options.gather_from > 0 && workers + 1 + joiners >= run_options.gather_from;
-  res.schedule.push_back((o.workload == "svm" ? "svm, " : gathered ? "k-means (gathered), " : "k-means, ") +
+  const bool up_tree = gathered && run_options.tree_from > 0 && workers + 1 + joiners >= run_options.tree_from;
+  res.schedule.push_back((o.workload == "svm"  ? "svm, "
+                          : up_tree            ? "k-means (gathered, tree), "
+                          : gathered           ? "k-means (gathered), "
+                                               : "k-means, ") +
                          std::to_string(workers) + " workers, " +
                          std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
   for (const auto& f : faults)

@@ -42,6 +42,7 @@ struct SwarmOptions {
   LinkModel link{std::chrono::milliseconds(1), 1.25e8};  // 1 ms, 1 Gbit/s
   int timeout_ms = 50;
   int gather_from = kGatherFrom;  // CoordinatorOptions::gather_from
+  int tree_from = kTreeFrom;      // CoordinatorOptions::tree_from
   // Also draw windows of a lossy network: control messages dropped,
   // duplicated and delayed (World::MessageFaults).
   bool message_faults = false;
