@@ -24,7 +24,7 @@
 namespace accel::cluster {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using WallClock = std::chrono::steady_clock;  // sockets wait in real time (accel::Clock may be virtual)
 using Mac = std::array<std::byte, 32>;
 using Nonce = std::array<std::byte, 32>;
 
@@ -49,7 +49,7 @@ struct WireError : InputError {
 // that stalls, closes early or sends too much ends it.
 class Wire {
  public:
-  Wire(int fd, Clock::time_point deadline) : fd_(fd), deadline_(deadline) {}
+  Wire(int fd, WallClock::time_point deadline) : fd_(fd), deadline_(deadline) {}
   void read(void* out, std::size_t n) {
     auto* p = static_cast<char*>(out);
     while (n > 0) {
@@ -102,7 +102,7 @@ class Wire {
  private:
   void wait(short events) {
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - WallClock::now()).count();
       if (left <= 0) throw WireError("timed out");
       pollfd p{fd_, events, 0};
       const int r = ::poll(&p, 1, static_cast<int>(left));
@@ -111,7 +111,7 @@ class Wire {
     }
   }
   int fd_;
-  Clock::time_point deadline_;
+  WallClock::time_point deadline_;
 };
 
 struct Fd {
@@ -182,7 +182,7 @@ struct BootServer::Conn {
   int fd = -1;
   std::string ip, from;
   std::uint64_t order = 0;         // accept order: the oldest is dropped first
-  Clock::time_point deadline;      // for the whole exchange
+  WallClock::time_point deadline;      // for the whole exchange
   Nonce ns{};
   std::vector<std::byte> in;       // the hello so far
   std::size_t need = kHelloFixed;  // its length, once the address length is known
@@ -234,19 +234,19 @@ void BootServer::serve() {
       if (stop_) return;
     }
     fds.assign(1, pollfd{fd_, POLLIN, 0});
-    auto wake = Clock::now() + std::chrono::milliseconds(100);  // stop_ is checked this often
+    auto wake = WallClock::now() + std::chrono::milliseconds(100);  // stop_ is checked this often
     for (const auto& c : conns_) {
       fds.push_back({c->fd, static_cast<short>(c->sent < c->out.size() ? POLLOUT : POLLIN), 0});
       wake = std::min(wake, c->deadline);
     }
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - WallClock::now()).count();
     if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<std::int64_t>(ms, 0) + 1)) < 0 && errno != EINTR)
       continue;
     // Connections first (the indices of fds match conns_ until accepts).
     std::vector<bool> done(conns_.size(), false);
     for (std::size_t i = 0; i < conns_.size(); ++i) {
       if (fds[i + 1].revents != 0) done[i] = !step(*conns_[i]);
-      if (!done[i] && Clock::now() >= conns_[i]->deadline) {
+      if (!done[i] && WallClock::now() >= conns_[i]->deadline) {
         refuse(*conns_[i], "timed out");
         done[i] = true;
       }
@@ -270,7 +270,7 @@ void BootServer::accept_all() {
     conn->ip = ip;
     conn->from = std::string(ip) + ":" + std::to_string(ntohs(peer.sin_port));
     conn->order = next_order_++;
-    conn->deadline = Clock::now() + kHandshake;
+    conn->deadline = WallClock::now() + kHandshake;
     make_room(conn->ip);
     try {
       conn->ns = random_nonce();
@@ -412,7 +412,7 @@ void BootServer::refuse(const Conn& c, const std::string& why) {
 
 // Under mu_.
 void BootServer::roll_window() {
-  const auto now = Clock::now();
+  const auto now = WallClock::now();
   if (now - window_start_ < kRefusalWindow) return;
   if (window_suppressed_ > 0)
     refusals_.push_back("refused " + std::to_string(window_suppressed_) + " more connections in " +
@@ -505,7 +505,7 @@ namespace {
 
 // One handshake, bounded by `deadline`.
 BootReply boot_attempt(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
-                       const std::vector<std::byte>& address, Clock::time_point deadline) {
+                       const std::vector<std::byte>& address, WallClock::time_point deadline) {
   sockaddr_in sa = transport::ipv4_sockaddr(ip, port);
   Fd conn(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (conn.fd < 0) throw InputError(std::string("socket: ") + std::strerror(errno));
@@ -574,13 +574,13 @@ std::unique_ptr<FrontDoor> open_front_door(const std::string& ip, std::uint16_t 
 BootReply boot_connect(const std::string& ip, std::uint16_t port, std::uint64_t token, std::uint32_t id, bool resume,
                        const std::vector<std::byte>& address, std::chrono::milliseconds timeout) {
   if (boot_network) return boot_network->connect(ip, port, token, id, resume, address, timeout);
-  const auto until = Clock::now() + timeout;
+  const auto until = WallClock::now() + timeout;
   auto pause = std::chrono::milliseconds(50);
   for (int attempt = 1;; ++attempt) {
     try {
-      return boot_attempt(ip, port, token, id, resume, address, std::min(until, Clock::now() + std::chrono::seconds(3)));
+      return boot_attempt(ip, port, token, id, resume, address, std::min(until, WallClock::now() + std::chrono::seconds(3)));
     } catch (const WireError& e) {
-      if (Clock::now() + pause >= until)
+      if (WallClock::now() + pause >= until)
         throw InputError("worker " + std::to_string(id) + ": no handshake with the coordinator at " + ip + ":" +
                          std::to_string(port) + " in " + std::to_string(timeout.count()) + " ms (" +
                          std::to_string(attempt) + " attempts; the last: " + e.what() + ")");

@@ -121,6 +121,10 @@ Contribution Node::exchange_in_tree(std::int64_t t, const Contribution* mine, co
       else if (it > t) stash(r, t);
       return;
     }
+    if (h.type == kDecision) {  // one waiting in the stash since an earlier round: kept for await_decision
+      if ((h.sender == 0 || h.sender == spot.parent) && it >= t) stash(r, t);
+      return;
+    }
     if (h.type != kPartial) return other(r);
     if (it > t) return stash(r, t);
     if (it < t) return;
