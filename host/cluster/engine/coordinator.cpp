@@ -861,20 +861,26 @@ std::map<std::uint32_t, Contribution> Coordinator::gather_round(std::int64_t t, 
 // one.
 void Coordinator::send_decision(std::int64_t t, const Bytes& payload, const Membership& decided) {
   std::set<std::uint32_t> to(recovering_.begin(), recovering_.end());
-  const auto parents = tree_parents(tree_active_);
-  const std::set<std::uint32_t> alive(decided.active.begin(), decided.active.end());
-  auto reached = [&](std::uint32_t q) {
-    if (!parents.count(q) || asked_.count(q)) return false;
-    for (auto p = parents.at(q); p != 0; p = parents.at(p))
-      if (!alive.count(p) || asked_.count(p)) return false;
-    return true;
-  };
-  for (auto q : active_)
-    if (q != 0 && (!tree() || (parents.count(q) && parents.at(q) == 0) || !reached(q))) to.insert(q);
+  if (!tree()) {
+    for (auto q : active_)
+      if (q != 0) to.insert(q);
+  } else {
+    const auto parents = tree_parents(tree_active_);
+    const std::set<std::uint32_t> alive(decided.active.begin(), decided.active.end());
+    // Passed down to q: its parent is a member, and q and every member
+    // above it neither lost nor asked this round.
+    auto passed_down = [&](std::uint32_t q) {
+      if (!parents.count(q) || parents.at(q) == 0 || asked_.count(q)) return false;
+      for (auto p = parents.at(q); p != 0; p = parents.at(p))
+        if (!alive.count(p) || asked_.count(p)) return false;
+      return true;
+    };
+    for (auto q : active_)
+      if (q != 0 && !passed_down(q)) to.insert(q);
+    tree_active_ = decided.active;
+    last_decision_ = {t, payload};
+  }
   for (auto q : to) node_->send(q, kDecision, t, payload);
-  if (!tree()) return;
-  tree_active_ = decided.active;
-  last_decision_ = {t, payload};
 }
 
 // Every participant counts, for each member of round t, what this node

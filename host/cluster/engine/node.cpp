@@ -55,6 +55,11 @@ void Node::ensure_peer(std::uint32_t peer, const std::vector<std::byte>& address
   connect_peer(peer, address);
 }
 
+void Node::coordinator_gone() const {
+  const auto ep = eps_.find(0);
+  throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(ep == eps_.end() ? 0 : ep->second) + ")");
+}
+
 bool Node::reachable(std::uint32_t peer) const {
   auto it = eps_.find(peer);
   return it != eps_.end() && net_->alive(it->second);
@@ -368,7 +373,7 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
   stats.wait_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   if (!round.coord_view) {
     if (!reachable(0))
-      throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+      coordinator_gone();
     throw Evicted("no result from the coordinator for round " + std::to_string(t) + " within the timeout");
   }
   if (!coordinator() && round.coord_counted != 0 && own.counted != 0 && own.counted != round.coord_counted)
@@ -404,7 +409,7 @@ void Node::await_words(const Membership& coord_view, std::int64_t t, const std::
     }
   }
   if (!still()) return;
-  if (!reachable(0)) throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+  if (!reachable(0)) coordinator_gone();
   // Counting without the word could part this node's result from the others'.
   throw Evicted("no word from the coordinator on a missing member of round " + std::to_string(t));
 }
@@ -488,7 +493,7 @@ Contribution Node::exchange_with_coordinator(std::int64_t t, const Contribution*
                                              SyncStats& stats) {
   const auto t0 = Clock::now();
   if (mine && !send(0, kContribution, t, encode(*mine)))
-    throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+    coordinator_gone();
   const auto t1 = Clock::now();
   stats.notify_seconds = std::chrono::duration<double>(t1 - t0).count();
   Contribution decision = await_decision(t, validate_decision, other);
@@ -530,7 +535,7 @@ Contribution Node::await_decision(std::int64_t t, const Validate& validate_decis
   bool parent_gone = false;
   while (!decision) {
     if (!reachable(0))
-      throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+      coordinator_gone();
     if (from.ask_again && from.parent != 0 && !parent_gone && !reachable(from.parent)) {
       parent_gone = true;
       ask_at = Clock::now();

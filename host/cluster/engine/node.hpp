@@ -188,6 +188,8 @@ class Node {
                                                 std::map<std::uint32_t, std::optional<Bytes>> words,
                                                 SyncStats& stats);
   void inject_partial_send_fault(std::int64_t t, std::size_t sent);
+  // Throws CoordinatorGone, saying why the endpoint to the coordinator died.
+  [[noreturn]] void coordinator_gone() const;
   Contribution await_decision(std::int64_t t, const Validate& validate_decision, const Other& other,
                               const DecisionFrom& from = {});
 

@@ -102,7 +102,7 @@ Contribution Node::exchange_in_tree(std::int64_t t, const Contribution* mine, co
   std::set<std::uint32_t> children(spot.children.begin(), spot.children.end());
   auto to_coordinator = [&](std::span<const std::byte> payload) {
     if (!send(0, kPartial, t, payload))
-      throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+      coordinator_gone();
   };
   auto answer_ask = [&] {
     if (mine) to_coordinator(encode(own_partial(id(), *mine)));
@@ -146,7 +146,7 @@ Contribution Node::exchange_in_tree(std::int64_t t, const Contribution* mine, co
     std::erase_if(children, [&](std::uint32_t c) { return !reachable(c); });  // dead: the coordinator asks its subtree
     if (children.empty()) break;
     if (!reachable(0))
-      throw CoordinatorGone("the coordinator is gone (" + net_->endpoint_error(eps_.count(0) ? eps_[0] : 0) + ")");
+      coordinator_gone();
     if (auto r = receive(ms_until(until))) {
       const auto& h = r->message.header;
       if (h.type == kEvicted && h.sender == 0)

@@ -189,6 +189,14 @@ class KMeansPartition final : public AllToAllPartition {
     decode_step(b, p_.k, p_.d);
   }
 
+  // Lloyd's partial sums add up; the seeding rounds' samples do not.
+  std::optional<Bytes> combine(std::span<const std::byte> a, std::span<const std::byte> b) const override {
+    if (!seeding_.done()) return std::nullopt;
+    PartialStep s = decode_step(a, p_.k, p_.d);
+    add_into(s, decode_step(b, p_.k, p_.d));
+    return encode_step(s);
+  }
+
   // Sum of the members' partials, in id order: every participant runs the
   // same update on the same numbers.
   //
@@ -200,13 +208,6 @@ class KMeansPartition final : public AllToAllPartition {
   //
   // The seeding rounds (--init kmeans-parallel) come first and are no
   // iterations: the limit counts Lloyd's rounds only.
-  // Lloyd's partial sums add up; the seeding rounds' samples do not.
-  std::optional<Bytes> combine(std::span<const std::byte> a, std::span<const std::byte> b) const override {
-    if (!seeding_.done()) return std::nullopt;
-    PartialStep s = decode_step(a, p_.k, p_.d);
-    add_into(s, decode_step(b, p_.k, p_.d));
-    return encode_step(s);
-  }
   RoundOutcome absorb(std::int64_t round, const std::map<std::uint32_t, Bytes>& contributions) override {
     if (!seeding_.done()) {
       RoundOutcome out{false, seeding_.absorb(contributions)};
