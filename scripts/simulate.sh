@@ -2,7 +2,7 @@
 # Swarm runs of the engine in the deterministic simulator (accel simulate):
 #   scripts/simulate.sh [SEEDS] [WORKERS] [WORKLOAD] [accel simulate options...]
 # SEEDS: a seed or a range A-B (default 1-300); WORKERS: a count, or MIN-MAX
-# (default 3-8); WORKLOAD: kmeans, svm or mixed (default kmeans). A failing seed
+# (default 3-8); WORKLOAD: kmeans, svm, sparse or mixed (default kmeans). A failing seed
 # prints its schedule, the first invariant it violated and the command that
 # replays it; the exit status is then 1. 10,000 seeds: scripts/simulate.sh 1-10000
 # Seeds run on every core (--jobs, results in seed order) unless --jobs is given.
@@ -19,9 +19,9 @@ SEEDS="${POS[0]:-1-300}"
 WORKERS="${POS[1]:-3-8}"
 WORKLOAD="${POS[2]:-kmeans}"
 case "$WORKLOAD" in
-  kmeans | svm | mixed) ;;
+  kmeans | svm | sparse | mixed) ;;
   *)
-    echo "simulate.sh: workload $WORKLOAD: kmeans, svm or mixed" >&2
+    echo "simulate.sh: workload $WORKLOAD: kmeans, svm, sparse or mixed" >&2
     exit 2
     ;;
 esac

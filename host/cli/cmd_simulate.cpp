@@ -118,8 +118,9 @@ int simulate_main(const std::vector<std::string>& args) {
       ("min-workers", po::value(&min_workers)->default_value(o.min_workers), "fewest workers a seed draws")
       ("max-workers", po::value(&max_workers)->default_value(o.max_workers), "most workers a seed draws")
       ("workload", po::value(&o.workload)->default_value(o.workload),
-       "kmeans, svm (C-SVC, two classes), or mixed (each seed draws one)")
-      ("iterations", po::value(&o.iterations)->default_value(o.iterations), "k-means rounds of each job")
+       "kmeans, svm (C-SVC, two classes), sparse (the sparse allreduce), or mixed (each seed draws one)")
+      ("iterations", po::value(&o.iterations)->default_value(o.iterations),
+       "k-means rounds of each job; the sparse allreduce's steps")
       ("gather-from", po::value(&o.gather_from)->default_value(o.gather_from),
        "k-means: the coordinator's --gather-from (from this many participants on, rounds go through it; "
        "0: never)")
@@ -144,8 +145,8 @@ int simulate_main(const std::vector<std::string>& args) {
   if (min_workers < 1 || max_workers < min_workers || max_workers > 64)
     throw InputError("--min-workers " + std::to_string(min_workers) + ", --max-workers " +
                      std::to_string(max_workers) + ": need 1 <= min <= max <= 64");
-  if (o.workload != "kmeans" && o.workload != "svm" && o.workload != "mixed")
-    throw InputError("--workload " + o.workload + ": kmeans, svm or mixed");
+  if (o.workload != "kmeans" && o.workload != "svm" && o.workload != "sparse" && o.workload != "mixed")
+    throw InputError("--workload " + o.workload + ": kmeans, svm, sparse or mixed");
   if (vm.count("scale") && o.workload != "kmeans") throw InputError("--scale: k-means only (--workload kmeans)");
   if (o.iterations < 8 || o.iterations > 100000) throw InputError("--iterations " + std::to_string(o.iterations) + ": 8 to 100000");
   if (o.gather_from < 0) throw InputError("--gather-from " + std::to_string(o.gather_from) + ": 0 (never) or more");

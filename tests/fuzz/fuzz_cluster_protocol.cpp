@@ -1,6 +1,6 @@
 // The cluster's messages as a peer may send them: the first byte picks the
 // decoder (task, contribution, current, hello, counted, need, the tree's
-// partial), the rest is the payload. Any bytes decode or throw one
+// partial, a confirmation's ids), the rest is the payload. Any bytes decode or throw one
 // InputError.
 #include <span>
 
@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::span<const std::byte> p(reinterpret_cast<const std::byte*>(data) + 1, size - 1);
   const accel::cluster::Limits limits;
   try {
-    switch (data[0] % 7) {
+    switch (data[0] % 8) {
       case 0: (void)accel::cluster::decode_task(p, limits); break;
       case 1: (void)accel::cluster::decode_contribution(p, limits); break;
       case 2: (void)accel::cluster::decode_current(p, limits); break;
@@ -26,6 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       case 4: (void)accel::cluster::decode_counted(p, limits); break;
       case 6: (void)accel::cluster::decode_partial(p, limits); break;
+      case 7: (void)accel::cluster::decode_ids(p, limits); break;
       default: (void)accel::cluster::decode_u32(p); break;
     }
   } catch (const accel::InputError&) {

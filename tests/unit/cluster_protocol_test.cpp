@@ -114,11 +114,13 @@ TEST(ClusterProtocol, TheTasksDigestReadsBack) {
   EXPECT_TRUE(decode_task(encode(t), Limits{}).gathered);
   t.tree = true;  // the third
   EXPECT_TRUE(decode_task(encode(t), Limits{}).tree);
+  t.confirmed = true;  // the fourth
+  EXPECT_TRUE(decode_task(encode(t), Limits{}).confirmed);
   Bytes bad = encode(t);
   // Past the name, self, units, begin, rows, max_rounds, data_bytes and input: the flags.
   const std::size_t flags = 8 + t.workload.size() + 4 + 8 * 5 + 8 + t.input.size();
-  ASSERT_EQ(bad[flags], std::byte{7});
-  bad[flags] = std::byte{8};
+  ASSERT_EQ(bad[flags], std::byte{15});
+  bad[flags] = std::byte{16};
   EXPECT_THROW(decode_task(bad, Limits{}), accel::InputError);
 }
 
@@ -160,4 +162,20 @@ TEST(ClusterProtocol, RowsDigestSeesChanges) {
   large.back() = std::byte{1};
   large[0] = std::byte{3};  // and the first
   EXPECT_NE(rows_digest(large), before);
+}
+
+// A confirmation (Task::confirmed): the ids the coordinator counted, which
+// must come ascending and once each (a member keeps what they name).
+TEST(ClusterProtocol, AConfirmationReadsBackAscendingOnly) {
+  const std::vector<std::uint32_t> ids = {0, 2, 5, 9};
+  EXPECT_EQ(decode_ids(encode_ids(ids), Limits{}), ids);
+  EXPECT_TRUE(decode_ids(encode_ids({}), Limits{}).empty());
+  EXPECT_THROW(decode_ids(encode_ids({0, 5, 2}), Limits{}), accel::InputError);
+  EXPECT_THROW(decode_ids(encode_ids({0, 2, 2}), Limits{}), accel::InputError);
+  Bytes cut = encode_ids(ids);
+  cut.pop_back();
+  EXPECT_THROW(decode_ids(cut, Limits{}), accel::InputError);
+  Limits few;
+  few.max_peers = 2;  // three ids at most
+  EXPECT_THROW(decode_ids(encode_ids(ids), few), accel::InputError);
 }

@@ -5,13 +5,16 @@
 // centroids.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "sparse_swarm.hpp"
 #include "swarm.hpp"
 
 namespace accel::cluster::sim {
@@ -400,6 +403,70 @@ TEST(SimEngine, AnSvmSeedRunsTheSameTwice) {
   EXPECT_EQ(a.stats.bytes, b.stats.bytes);
   ASSERT_EQ(a.logs.size(), b.logs.size());
   for (const auto& [who, text] : a.logs) EXPECT_EQ(text, b.logs.at(who)) << who << "'s log differs";
+}
+
+// The sparse allreduce's checker sees a sum that is not the members' own:
+// one value's last bit, or one member's tag, changed.
+TEST(SimSparse, TheCheckerSeesASumOneBitOff) {
+  SwarmOptions o = swarm_options("sparse");
+  o.iterations = 10;
+  const auto run = run_job(0, 3, {}, {}, o, o.dir + "/sparse-checked");
+  ASSERT_EQ(run.coordinator_exit, 0) << run.coordinator_error;
+  // 4 members, 10 steps; the round rank 0 closes the group in delivers
+  // the others' 11th step, an allgather, without it.
+  ASSERT_EQ(run.sums.size(), 43u);
+  EXPECT_EQ(sparse_violation(run, {}, 3, 10), "");
+  for (const auto& d : run.sums)
+    EXPECT_EQ(d.sum.members, ((d.call & 0xffffffffu) <= 10 ? std::vector<std::uint32_t>{0, 1, 2, 3}
+                                                            : std::vector<std::uint32_t>{1, 2, 3}));
+  auto off = run;
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &off.sums[17].sum.values[3], 4);
+  bits ^= 1;
+  std::memcpy(&off.sums[17].sum.values[3], &bits, 4);
+  EXPECT_NE(sparse_violation(off, {}, 3, 10).find("not bitwise"), std::string::npos);
+  off = run;
+  off.sums[5].sum.tags[2] += 1;
+  EXPECT_NE(sparse_violation(off, {}, 3, 10), "");
+  off = run;
+  off.sums.pop_back();  // a member that missed a step no fault touched it in
+  off.sums.erase(std::find_if(off.sums.begin(), off.sums.end(), [](const auto& d) { return d.rank == 0; }));
+  EXPECT_NE(sparse_violation(off, {}, 3, 10), "");
+}
+
+// Swarm seed 18 (sparse): rank 0, the group's coordinator, cut off past
+// the timeout as round 14 began. Rank 3's contribution reached rank 1 and
+// not the coordinator, which counted the round without it; rank 1 had
+// already handed its user a sum with it. Members now count a round only as
+// the coordinator confirms it (Job::confirmed).
+TEST(SimSparse, AMemberCountsWhatTheCoordinatorConfirms) {
+  SwarmOptions o = swarm_options("sparse");
+  o.exchange = "allgather";
+  const auto ref = run_job(0, 4, {}, {}, o, o.dir + "/sparse-18-ref");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const std::vector<FaultAt> faults = {{Fault::Kill, 1, 16},
+                                       {Fault::Kill, 2, 16},
+                                       {Fault::KillRestart, 1, 42, 41ms},
+                                       {Fault::Partition, 0, 14, 150ms},
+                                       {Fault::Join, 0, 39}};
+  const auto r = run_job(18, 4, faults, ref.round_at, o, o.dir + "/sparse-18");
+  EXPECT_TRUE(r.ended);
+  EXPECT_EQ(sparse_violation(r, faults, 4, o.iterations), "");
+}
+
+// Swarm seed 32 (sparse): worker 4 cut off as round 39 began. Its
+// contribution reached the coordinator and not rank 5, which waited its
+// whole timeout for it before asking the coordinator's word, and came to
+// round 40 too late to count in it. A confirmation now ends the wait, and
+// the word is asked for at once.
+TEST(SimSparse, AConfirmationEndsTheWaitForAContributionThatWillNotCome) {
+  SwarmOptions o = swarm_options("sparse");
+  const auto ref = run_job(0, 6, {}, {}, o, o.dir + "/sparse-32-ref");
+  ASSERT_EQ(ref.coordinator_exit, 0) << ref.coordinator_error;
+  const std::vector<FaultAt> faults = {{Fault::Kill, 6, 46}, {Fault::Partition, 4, 39, 150ms}};
+  const auto r = run_job(32, 6, faults, ref.round_at, o, o.dir + "/sparse-32");
+  EXPECT_TRUE(r.ended);
+  EXPECT_EQ(sparse_violation(r, faults, 6, o.iterations), "");
 }
 
 }  // namespace

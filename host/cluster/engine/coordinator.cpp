@@ -108,6 +108,9 @@ class Coordinator {
   void on_move_ticket(const Received& r);
   void on_resync(const Received& r);
   void on_need(const Received& r);
+  void confirm(std::int64_t t, const Membership& view);
+  Bytes confirmation(std::int64_t t) const;
+  void on_confirm_ask(const Received& r);
   void on_leave(const Received& r);
   void depart(std::uint32_t w, std::int64_t t);
   bool survivors_take() const;
@@ -189,6 +192,7 @@ class Coordinator {
   // and the members that asked for it before their round was settled.
   std::map<std::int64_t, std::map<std::uint32_t, Bytes>> counted_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> needs_;  // (asker, member) of current_t_
+  std::set<std::uint32_t> confirm_asks_;  // Job::confirmed: members that asked for current_t_'s confirmation
   bool converged_ = false;
   bool rounds_started_ = false;
   std::int64_t all_lost_at_ = 0;  // the first round in which no worker counted (0: never)
@@ -397,6 +401,7 @@ Task Coordinator::task_for(std::uint32_t w) const {
   task.pull = o_.pull;
   task.gathered = gathered();
   task.tree = tree();
+  task.confirmed = job_.confirmed();
   if (o_.pull && w != 0) task.digest = digest_of(begin_[w], begin_[w] + loads_[w]);
   task.params = params_;
   for (const auto& [id, a] : address_)
@@ -710,6 +715,7 @@ void Coordinator::on_message(const Received& r) {
     case kMoveTicket: return on_move_ticket(r);
     case kResync: return on_resync(r);
     case kNeed: return on_need(r);
+    case kConfirm: return on_confirm_ask(r);
     case kLeave: return on_leave(r);
     case kMovesReady:
       try {
@@ -764,6 +770,7 @@ RoundOutcome Coordinator::all_to_all_round(std::int64_t t, const Membership& vie
       st, [&](std::uint32_t q) { return all_to_all(*own_).addressed(q); });
   const auto members = count_round(t, view, got, st);
   keep_counted(t, members, view, st.evicted);
+  if (job_.confirmed()) confirm(t, view);
   node_->counted_round(t, all_to_all(*own_).counted(members));
   RoundOutcome out = all_to_all(*own_).absorb(t, members);
   apply_trims(mine.trims, t);
@@ -919,6 +926,34 @@ void Coordinator::tell_counted(std::uint32_t to, std::int64_t t, std::uint32_t q
   const auto& m = counted_.at(t);
   const auto it = m.find(q);
   node_->send(to, kCounted, t, encode_counted(q, it == m.end() ? nullptr : &it->second));
+}
+
+// Job::confirmed: the ids counted in round t, to every member of its view
+// (one evicted in it learns so, and rejoins at once) and to those that
+// asked before it was counted.
+void Coordinator::confirm(std::int64_t t, const Membership& view) {
+  const Bytes payload = confirmation(t);
+  std::set<std::uint32_t> to(view.active.begin(), view.active.end());
+  to.insert(confirm_asks_.begin(), confirm_asks_.end());
+  confirm_asks_.clear();
+  for (auto q : to)
+    if (q != 0) node_->send(q, kConfirm, t, payload);
+}
+
+// A member that lacks round t's confirmation (lost, or asked before the
+// round was counted here).
+void Coordinator::on_confirm_ask(const Received& r) {
+  const auto& h = r.message.header;
+  const auto t = static_cast<std::int64_t>(h.iteration);
+  if (!job_.confirmed() || (!active_.count(h.sender) && !recovering_.count(h.sender))) return;
+  if (counted_.count(t)) node_->send(h.sender, kConfirm, t, confirmation(t));
+  else if (t == current_t_) confirm_asks_.insert(h.sender);
+}
+
+Bytes Coordinator::confirmation(std::int64_t t) const {
+  std::vector<std::uint32_t> ids;
+  for (const auto& [q, data] : counted_.at(t)) ids.push_back(q);
+  return encode_ids(ids);
 }
 
 void Coordinator::on_need(const Received& r) {

@@ -413,6 +413,7 @@ RoundOutcome Incarnation::all_to_all_round(std::int64_t t, SyncStats& st, double
   Contribution mine = own_contribution(t, computing, moved, true);
   const bool member = std::find(view_.active.begin(), view_.active.end(), o_.id) != view_.active.end();
   if (!member) mine.reply_address = node_.net().worker_address();  // returning: peers answer it
+  node_.confirm_rounds(snap_->task.confirmed);
   const auto got = node_.sync(
       t, mine, view_, [&](std::span<const std::byte> b) { part_->validate(b); },
       [&](const Received& r) { on_message(r); }, st,

@@ -204,6 +204,9 @@ struct Node::SyncRound {
   // What the coordinator counted in round t - 1 (its contribution says;
   // the coordinator's own here), or 0: none to match.
   std::uint64_t coord_counted = 0;
+  // Task::confirmed: the ids the coordinator counted in round t, and when they came.
+  std::optional<std::vector<std::uint32_t>> confirmed;
+  Clock::time_point confirmed_at{};
 
   // Everyone this node believes active; the unreachable are evicted.
   void notify(const Membership& view) {
@@ -251,6 +254,7 @@ struct Node::SyncRound {
   void handle(const transport::Received& r) {
     const auto& h = r.message.header;
     if (h.type == kCounted && h.sender == 0 && !node.coordinator()) return on_counted(r);
+    if (h.type == kConfirm && h.sender == 0 && !node.coordinator()) return on_confirm(r);
     if (h.type != kContribution) return other(r);
     const auto it = static_cast<std::int64_t>(h.iteration);
     if (it > t) return node.stash(r, t);
@@ -290,6 +294,47 @@ struct Node::SyncRound {
     } catch (const InputError& e) {
       log::warn("accel cluster") << "dropped the coordinator's word: " << e.what();
     }
+  }
+
+  void on_confirm(const transport::Received& r) {
+    const auto it = static_cast<std::int64_t>(r.message.header.iteration);
+    if (it > t) return node.stash(r, t);
+    if (it < t) return;
+    try {
+      confirmed = decode_ids(r.message.payload, node.limits_);
+      confirmed_at = Clock::now();
+    } catch (const InputError& e) {
+      log::warn("accel cluster") << "dropped the coordinator's confirmation: " << e.what();
+    }
+  }
+
+  bool counts(std::uint32_t q) const { return std::binary_search(confirmed->begin(), confirmed->end(), q); }
+
+  // Task::confirmed, a member: waits for the coordinator's confirmation
+  // of round t (asked again every quarter timeout: it may be lost), then
+  // counts what it says: a contribution that came here and not to the
+  // coordinator is counted by no one. Without it, or left out of it, this
+  // member rejoins rather than count a round the others may count otherwise.
+  void await_confirmation() {
+    const Ms every = std::max(Ms(1), node.timeout_ / 4);
+    const auto deadline = Clock::now() + node.timeout_ + Ms(1000);
+    auto next = Clock::now() + every;
+    while (!confirmed && Clock::now() < deadline && node.reachable(0)) {
+      if (auto r = node.receive(ms_until(std::min(deadline, next)))) handle(*r);
+      if (!confirmed && Clock::now() >= next) {
+        node.send(0, kConfirm, t, {});
+        next = Clock::now() + every;
+      }
+    }
+    if (!confirmed && !node.reachable(0)) node.coordinator_gone();
+    if (!confirmed) throw Evicted("no confirmation from the coordinator of round " + std::to_string(t));
+    if (!counts(node.id())) throw Evicted("the coordinator did not count this member in round " + std::to_string(t));
+    for (auto q : *confirmed)
+      if (missing(q) && !words.count(q))
+        throw Evicted("the coordinator counted member " + std::to_string(q) + " in round " + std::to_string(t) +
+                      ", whose contribution this member lacks");
+    std::erase_if(got, [&](const auto& g) { return !counts(g.first); });
+    std::erase_if(words, [&](const auto& w) { return !counts(w.first); });
   }
 
   // A contribution computed from a state the coordinator's counting did
@@ -340,13 +385,20 @@ struct Node::SyncRound {
     std::vector<transport::Received> early;  // early arrivals of this round first
     early.swap(node.early_);
     for (auto& r : early) handle(r);
+    // After a confirmation (Task::confirmed) the wait is shorter: the
+    // coordinator has counted the round, and what it counted that is not
+    // here is asked for a quarter timeout on rather than at this node's
+    // timeout. (Not at once: a contribution on its way is usually just
+    // behind the confirmation, and the coordinator's copy of an addressed
+    // one is not this node's.)
     while (!complete()) {
-      const auto now = Clock::now();
-      if (now >= deadline) break;
-      if (auto r = node.receive(ms_until(deadline))) handle(*r);
+      auto until = deadline;
+      if (confirmed) until = std::min(until, confirmed_at + std::max(Ms(1), node.timeout_ / 4));
+      if (Clock::now() >= until) break;
+      if (auto r = node.receive(ms_until(until))) handle(*r);
     }
     if (coord_view && !node.coordinator())
-      node.await_words(*coord_view, t, [this](std::uint32_t q) { return missing(q); },
+      node.await_words(*coord_view, t, [this](std::uint32_t q) { return missing(q) && (!confirmed || counts(q)); },
                        [this](const transport::Received& r) { handle(r); });
     // Whatever else has arrived (a hello, a returning worker's request, its
     // rows' transfer to progress): a coordinator without other members
@@ -378,6 +430,9 @@ std::map<std::uint32_t, Contribution> Node::sync(std::int64_t t, const Contribut
   }
   if (!coordinator() && round.coord_counted != 0 && own.counted != 0 && own.counted != round.coord_counted)
     throw Evicted("counted round " + std::to_string(t - 1) + " otherwise than the coordinator");
+  const auto& active = round.coord_view->active;
+  if (confirm_rounds_ && !coordinator() && std::find(active.begin(), active.end(), id()) != active.end())
+    round.await_confirmation();
   view = *round.coord_view;
   return counted(view, own, std::move(round.got), std::move(round.words), stats);
 }

@@ -120,6 +120,9 @@ class Node {
   // its contribution of round t + 1 carries it, and the coordinator's is
   // the one every participant must match (sync).
   void counted_round(std::int64_t t, std::uint64_t digest) { last_counted_ = {t, digest}; }
+  // Task::confirmed: a worker's sync() counts a round only as the
+  // coordinator's confirmation (kConfirm) says it counted it.
+  void confirm_rounds(bool on) { confirm_rounds_ = on; }
 
   // Star form, coordinator side: the contributions of round t from `from`
   // (the view's active members but this node), as they arrive or until the
@@ -214,6 +217,7 @@ class Node {
   // respond").
   std::map<std::int64_t, std::vector<std::byte>> sent_;
   std::pair<std::int64_t, std::uint64_t> last_counted_{-1, 0};  // (round, counted_digest)
+  bool confirm_rounds_ = false;
 };
 
 }  // namespace accel::cluster

@@ -2,6 +2,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+
 namespace accel::cluster {
 namespace {
 
@@ -64,6 +66,7 @@ const char* type_name(std::uint16_t t) {
     case kMoveTicket: return "move ticket";
     case kPartial: return "partial";
     case kAsk: return "ask";
+    case kConfirm: return "confirm";
     case kReady: return "ready";
     case kStart: return "start";
     case kContribution: return "contribution";
@@ -131,7 +134,7 @@ Bytes encode(const Task& t) {
   o.put(t.max_rounds);
   o.put(t.data_bytes);
   o.text(t.input);
-  o.put<std::uint8_t>((t.pull ? 1 : 0) | (t.gathered ? 2 : 0) | (t.tree ? 4 : 0));
+  o.put<std::uint8_t>((t.pull ? 1 : 0) | (t.gathered ? 2 : 0) | (t.tree ? 4 : 0) | (t.confirmed ? 8 : 0));
   o.put(t.digest);
   o.bytes(t.params);
   put_peers(o, t.peers);
@@ -154,10 +157,11 @@ Task decode_task(std::span<const std::byte> in, const Limits& l) {
     throw InputError("task with an impossible partition");
   t.input = i.text(l.max_path);
   const auto flags = i.get<std::uint8_t>();
-  if (flags & ~7u) throw InputError("task with unknown flags");
+  if (flags & ~15u) throw InputError("task with unknown flags");
   t.pull = (flags & 1) != 0;
   t.gathered = (flags & 2) != 0;
   t.tree = (flags & 4) != 0;
+  t.confirmed = (flags & 8) != 0;
   t.digest = i.get<std::uint64_t>();
   t.params = i.bytes(l.max_data);
   t.peers = get_peers(i, l);
@@ -319,6 +323,21 @@ std::pair<std::uint32_t, std::optional<Bytes>> decode_counted(std::span<const st
   if (i.get<std::uint8_t>() != 0) data = i.bytes(l.max_data);
   i.end();
   return {id, std::move(data)};
+}
+
+Bytes encode_ids(const std::vector<std::uint32_t>& ids) {
+  Out o;
+  o.array(ids);
+  return std::move(o.b);
+}
+
+std::vector<std::uint32_t> decode_ids(std::span<const std::byte> in, const Limits& l) {
+  In i(in);
+  auto ids = i.array<std::uint32_t>(static_cast<std::size_t>(l.max_peers) + 1);
+  i.end();
+  if (!std::is_sorted(ids.begin(), ids.end()) || std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+    throw InputError("confirmation with ids out of order");
+  return ids;
 }
 
 Bytes encode_u32(std::uint32_t v) {

@@ -42,6 +42,9 @@ enum Type : std::uint16_t {
   kMoveTicket = 20,   // member -> coordinator (push mode): {home, begin, rows, bulk ticket}: push a piece a plan gives it
   kPartial = 21,      // member -> its tree parent or the coordinator (Task::tree): Partial (tree.hpp)
   kAsk = 22,          // coordinator -> member (Task::tree): send your own contribution of the round to me
+  // Task::confirmed: coordinator -> members: the ids it counted in the
+  // round; member -> coordinator, without a payload: send it (again).
+  kConfirm = 23,
 };
 const char* type_name(std::uint16_t t);
 
@@ -91,6 +94,10 @@ struct Task {
   // ... and go up a tree of members, each adding its children's partial
   // sums to its own (tree.hpp), past the coordinator's --tree-from.
   bool tree = false;
+  // An all-to-all workload whose members count a round only as the
+  // coordinator confirms it counted it (Job::confirmed): what they absorb
+  // goes out to their users, so none may count otherwise even for a round.
+  bool confirmed = false;
   // --pull: rows_digest of the partition's data as the coordinator reads
   // the input (0: none). A member whose copy differs (another file at the
   // path, or one changed since the job began) computes nothing on it.
@@ -194,6 +201,9 @@ void decode_hello(std::span<const std::byte> in, bool& resume, std::int64_t& ite
 // (its own, or one computed from its rows), or nothing (left out).
 Bytes encode_counted(std::uint32_t member, const Bytes* data);
 std::pair<std::uint32_t, std::optional<Bytes>> decode_counted(std::span<const std::byte> in, const Limits& limits);
+// kConfirm: the ids the coordinator counted in a round, ascending.
+Bytes encode_ids(const std::vector<std::uint32_t>& ids);
+std::vector<std::uint32_t> decode_ids(std::span<const std::byte> in, const Limits& limits);
 Bytes encode_u32(std::uint32_t v);
 std::uint32_t decode_u32(std::span<const std::byte> in);
 

@@ -214,6 +214,13 @@ class Job {
   virtual std::string workload() const = 0;  // its registered name
   virtual std::int64_t units() const = 0;    // rows to partition
   virtual std::int64_t max_rounds() const = 0;
+  // Members count an all-to-all round only once the coordinator confirms
+  // what it counted (Task::confirmed; one more message a round). For a
+  // workload whose members hand each round's result to their users (the
+  // sparse allreduce): one that counted a round otherwise (a member's
+  // contribution reached it and not the coordinator) could not take its
+  // result back, where k-means' member rejoins from the coordinator's state.
+  virtual bool confirmed() const { return false; }
   virtual Bytes probe() const = 0;
   virtual Bytes params() const = 0;  // in every task
   // An input the members count before it is partitioned (a text file in

@@ -19,6 +19,7 @@
 #include "checkpoint.hpp"
 #include "engine.hpp"
 #include "kmeans/kmeans_job.hpp"
+#include "sparse_swarm.hpp"
 #include "svm/svm_job.hpp"
 
 namespace accel::cluster::sim {
@@ -150,6 +151,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
         "coordinator",
         [&, resume] {
           if (resume && coordinator_ended) return;
+          if (o.workload == "sparse") return run_sparse_rank0(o, workers, joins, dir, out);
           omp_set_num_threads(1);
           try {
             const auto job = make_job(o, dir, resume);
@@ -179,12 +181,20 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   };
   World::Proc coordinator_proc = coordinator(false, {});
   int spawned = 0;
+  std::map<int, std::uint32_t> incarnations;  // by id
   // Worker `id` (0: one without an id, which the door gives one: elastic
   // membership) from `at`; with `leave`, it asks to leave (SIGTERM) at the
   // first round boundary from that time on.
   auto worker = [&](int id, Clock::duration at, std::optional<Clock::duration> leave = std::nullopt) {
     const std::string log = dir + "/worker-" + (id ? std::to_string(id) : std::string("joined")) + "-" +
                             std::to_string(++spawned) + ".jsonl";
+    if (o.workload == "sparse")
+      return w.spawn(
+          "worker-" + std::to_string(id),
+          [&o, &w, &out, id, incarnation = ++incarnations[id], workers, dir, leave] {
+            run_sparse_member(o, w, id, incarnation, workers, dir, leave, out);
+          },
+          at);
     return w.spawn(
         "worker-" + std::to_string(id),
         [&o, &w, id, log, restarts, leave] {
@@ -259,7 +269,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   out.ended = w.run(600s);
   out.seconds = std::chrono::duration<double>(w.elapsed()).count();
   out.stats = w.stats();
-  if (out.coordinator_exit == 0 && o.workload != "svm") {
+  if (out.coordinator_exit == 0 && o.workload == "kmeans") {
     const Matrix m = load_matrix(dir + "/centroids.npy");
     out.centroids.assign(m.row(0), m.row(0) + m.rows * m.cols);
   }
@@ -269,7 +279,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
   for (std::string line; std::getline(lines, line);) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_object() && j.contains("iteration") && j.contains("members") && j.value("participant", -1) == 0 &&
-        (o.workload == "svm" || j.contains("inertia")))
+        (o.workload != "kmeans" || j.contains("inertia")))
       out.round_at[j["iteration"].get<int>()] = j["t_s"].get<double>();
   }
   return out;
@@ -282,10 +292,11 @@ const JobRun& reference(int workers, const SwarmOptions& o) {
   static std::mutex mu;
   static std::map<std::pair<std::string, int>, JobRun> cache;
   std::lock_guard lock(mu);
-  const auto key = std::make_pair(o.workload, workers);
+  const std::string job = o.workload == "sparse" ? "sparse-" + o.exchange : o.workload;
+  const auto key = std::make_pair(job, workers);
   auto it = cache.find(key);
   if (it == cache.end())
-    it = cache.emplace(key, run_job(0, workers, {}, {}, o, o.dir + "/reference-" + o.workload + "-" + std::to_string(workers))).first;
+    it = cache.emplace(key, run_job(0, workers, {}, {}, o, o.dir + "/reference-" + job + "-" + std::to_string(workers))).first;
   return it->second;
 }
 
@@ -433,6 +444,12 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
     o.workload = w() % 3 == 0 ? "svm" : "kmeans";
     drawn = o.workload == "kmeans" && w() % 3 == 0;  // a third of k-means seeds: --gather-from 1
     tree = drawn && w() % 2 == 0;                    // half of those: --tree-from 1 as well
+    if (o.workload == "kmeans" && !drawn && w() % 2 == 0) o.workload = "sparse";  // half of the rest
+  }
+  if (o.workload == "sparse") {  // from a generator of its own too
+    std::mt19937_64 x(seed ^ 0x5ba5eull);
+    const char* exchanges[] = {"auto", "allgather", "reduce-scatter"};
+    o.exchange = exchanges[x() % 3];
   }
   std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ull + 1);
   const int workers = o.min_workers + static_cast<int>(g() % static_cast<std::uint64_t>(o.max_workers - o.min_workers + 1));
@@ -451,17 +468,23 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
     res.violation = "the failure-free run failed: " + ref.coordinator_error;
     return res;
   }
-  // The SVM's rounds are its solver's: faults fall among those of the failure-free run.
-  const int rounds = o.workload == "svm" ? std::max<int>(8, static_cast<int>(ref.round_at.size())) : o.iterations;
-  const auto faults = draw_faults(g, workers, rounds, o.timeout_ms, o.message_faults);
+  // The SVM's rounds are its solver's, the sparse allreduce's its steps'
+  // (one or two each): faults fall among those of the failure-free run.
+  const int rounds = o.workload != "kmeans" ? std::max<int>(8, static_cast<int>(ref.round_at.size())) : o.iterations;
+  auto faults = draw_faults(g, workers, rounds, o.timeout_ms, o.message_faults);
+  // Rank 0 of a sparse group is its coordinator and has no checkpoint:
+  // when it dies, the group ends (docs/cluster.md).
+  if (o.workload == "sparse")
+    std::erase_if(faults, [](const FaultAt& f) { return f.kind == Fault::CoordinatorRestart || f.kind == Fault::DiskFull; });
   // As the coordinator decides: by its participants, joiners' places included.
   const auto joiners = std::count_if(faults.begin(), faults.end(), [](const FaultAt& f) { return f.kind == Fault::Join; });
   const bool gathered = run_options.gather_from > 0 && workers + 1 + joiners >= run_options.gather_from;
   const bool up_tree = gathered && run_options.tree_from > 0 && workers + 1 + joiners >= run_options.tree_from;
-  res.schedule.push_back((o.workload == "svm"  ? "svm, "
-                          : up_tree            ? "k-means (gathered, tree), "
-                          : gathered           ? "k-means (gathered), "
-                                               : "k-means, ") +
+  res.schedule.push_back((o.workload == "svm"      ? std::string("svm, ")
+                          : o.workload == "sparse" ? "sparse allreduce (" + o.exchange + "), "
+                          : up_tree                ? std::string("k-means (gathered, tree), ")
+                          : gathered               ? std::string("k-means (gathered), ")
+                                                   : std::string("k-means, ")) +
                          std::to_string(workers) + " workers, " +
                          std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
   for (const auto& f : faults)
@@ -496,7 +519,11 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
     return fail(std::to_string(run.stats.dropped_full) + " messages dropped by a full transport queue");
   if (run.coordinator_exit != 0)
     return fail("the coordinator exited " + std::to_string(run.coordinator_exit) + ": " + run.coordinator_error);
-  if (auto d = disagreement(run); !d.empty()) return fail("participants disagree: " + d);
+  if (o.workload == "sparse") {
+    if (auto d = sparse_violation(run, faults, workers, o.iterations); !d.empty()) return fail(d);
+  } else if (auto d = disagreement(run); !d.empty()) {
+    return fail("participants disagree: " + d);
+  }
   if (auto d = result_differs(run, ref); !d.empty()) return fail(d);
   if (!o.keep) std::filesystem::remove_all(o.dir + "/seed-" + std::to_string(seed));
   return res;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/sparse_allreduce.hpp"
 #include "engine.hpp"
 #include "world.hpp"
 
@@ -33,9 +34,11 @@ struct JobShape {
 
 struct SwarmOptions {
   std::string dir;  // scratch: the input, logs, outputs
-  // kmeans, svm (C-SVC on two classes; rounds: the solver's), or mixed: each
-  // seed draws one of the two.
+  // kmeans, svm (C-SVC on two classes; rounds: the solver's), sparse (the
+  // sparse allreduce: o.iterations steps of SparseGroups; sparse_swarm.hpp),
+  // or mixed: each seed draws one of the three.
   std::string workload = "kmeans";
+  std::string exchange = "auto";  // sparse: rank 0's SparseGroupOptions::exchange
   JobShape shape;
   int min_workers = 3, max_workers = 8;
   int iterations = 60;
@@ -64,12 +67,22 @@ struct FaultAt {
   Clock::duration step{};    // Slow: what each arrival costs it
 };
 
+// A sum a sparse member received: its rank, its incarnation (1, then one
+// more for each restart) and its step's tag.
+struct SparseDelivery {
+  std::uint32_t rank = 0, incarnation = 1;
+  std::uint64_t call = 0;
+  SparseSum sum;
+};
+
 struct JobRun {
   int coordinator_exit = -1;
   std::string coordinator_error;
   std::vector<float> centroids;   // k-means
   std::vector<double> objectives;  // svm: each problem's dual objective
   std::int64_t support_vectors = 0;
+  std::vector<SparseDelivery> sums;  // sparse: every sum every member received, in virtual time's order
+  std::map<std::string, std::string> member_errors;  // sparse: why a member stopped, by member
   std::map<std::string, std::string> logs;  // by process: its JSON lines
   bool ended = false;                       // every process ended before the limit
   double seconds = 0;                       // virtual

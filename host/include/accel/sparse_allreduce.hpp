@@ -95,6 +95,8 @@ class SparseGroup {
   explicit SparseGroup(const SparseGroupOptions& o);
   // close(): rank 0 ends the job for every member (their next allreduce
   // throws); another rank leaves it, and the others go on without it.
+  // Destroyed while an exception unwinds, a member does not close: it
+  // leaves as a crashed member does.
   ~SparseGroup();
   SparseGroup(const SparseGroup&) = delete;
   SparseGroup& operator=(const SparseGroup&) = delete;

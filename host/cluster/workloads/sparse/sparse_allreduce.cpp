@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -271,6 +272,7 @@ class SparseJob final : public Job {
   std::string workload() const override { return "sparse_allreduce"; }
   std::int64_t units() const override { return 0; }
   std::int64_t max_rounds() const override { return std::numeric_limits<std::int64_t>::max() / 2; }
+  bool confirmed() const override { return true; }  // each round's sum goes to the user
   Bytes probe() const override { return {}; }
   Bytes params() const override { return {}; }
   std::uint64_t data_bytes(std::int64_t, std::int64_t) const override { return 0; }
@@ -400,7 +402,12 @@ int SparseGroup::join() {
   return rank_;
 }
 
+// Destroyed while an exception unwinds the caller's stack, a member leaves
+// as a crashed one does (the others evict it at once or at the timeout):
+// a destructor that ran the engine's rounds then could wait out a timeout
+// with the caller's error still in flight.
 SparseGroup::~SparseGroup() {
+  if (std::uncaught_exceptions() > 0) return;
   try {
     close();
   } catch (...) {
