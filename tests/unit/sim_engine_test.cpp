@@ -452,6 +452,11 @@ TEST(SimSparse, AMemberCountsWhatTheCoordinatorConfirms) {
   const auto r = run_job(18, 4, faults, ref.round_at, o, o.dir + "/sparse-18");
   EXPECT_TRUE(r.ended);
   EXPECT_EQ(sparse_violation(r, faults, 4, o.iterations), "");
+  // A replay is the same run (a restart joins again: no snapshot thread).
+  const auto again = run_job(18, 4, faults, ref.round_at, o, o.dir + "/sparse-18-again");
+  EXPECT_EQ(again.stats.messages, r.stats.messages);
+  EXPECT_EQ(again.stats.bytes, r.stats.bytes);
+  EXPECT_EQ(again.sums.size(), r.sums.size());
 }
 
 // Swarm seed 32 (sparse): worker 4 cut off as round 39 began. Its
