@@ -50,15 +50,23 @@ int scale_report(const std::vector<int>& counts, std::int64_t rows_per_member, c
                "coordinator bytes / round | round (virtual ms) | killed at once | counting again after (virtual ms) | "
                "centroids vs failure-free | wall s |\n|---|---|---|---|---|---|---|---|---|---|\n";
   int bad = 0;
+  std::ostringstream kinds;
   for (int p : counts) {
     o.shape.rows = rows_per_member * (p + 1);
     const auto r = cluster::sim::run_scale(p, o);
     bad += !r.ok;
+    kinds << "- " << p << " workers (the slowest round: " << r.slowest_round << ", " << r.slowest_seconds * 1e3
+          << " ms):";
+    for (const auto& [kind, mb] : r.coordinator_by_kind)
+      kinds << " " << kind << " " << mb.first << " (" << mb.second << " B)" << (&kind == &r.coordinator_by_kind.rbegin()->first ? "" : ",");
+    kinds << "\n";
     std::cout << "| " << p << " | " << r.member_messages << " | " << r.member_bytes << " | " << r.coordinator_messages
               << " | " << r.coordinator_bytes << " | " << r.round_seconds * 1e3 << " | " << r.killed << " | "
               << (r.recover_seconds < 0 ? std::string("never") : std::to_string(r.recover_seconds * 1e3)) << " | "
               << r.worst << " | " << r.wall_seconds << " |" << (r.ok ? "" : " (a job failed)") << std::endl;
   }
+  std::cout << "\nThe coordinator's messages per round by kind (failure-free run; setup spread over the rounds):\n"
+            << kinds.str();
   return bad ? 1 : 0;
 }
 

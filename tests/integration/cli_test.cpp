@@ -204,7 +204,7 @@ TEST_F(Cli, SimulateRefusesBadOptions) {
   refused("--latency-us -1", "--latency-us");
   refused("--scale 4,x", "--scale 4,x");
   refused("--dir /proc/no-such-folder", "--dir /proc/no-such-folder");
-  refused("--workload sparse", "--workload sparse");
+  refused("--workload allreduce", "--workload allreduce");
   refused("--workload svm --scale 4", "--scale");
   refused("--jobs 0", "--jobs 0");
   refused("--keep", "--keep");

@@ -213,6 +213,7 @@ class Incarnation {
   bool recovering_ = false, done_ = false, over_ = false;
   // Declared after what it uses: joined first when the incarnation ends.
   std::atomic<bool> snapshot_done_ = false;
+  bool snapshot_logged_ = false;
   double snapshot_seconds_ = 0;
   std::jthread snapshot_writer_;
 };
@@ -324,9 +325,12 @@ std::unique_ptr<Partition> Incarnation::open_partition() {
 // (logged as the "snapshot" event) a restarted worker can resume;
 // a crash before then leaves no snapshot (the rename keeps the file whole or
 // absent) and the job goes on without this member.
+// In virtual time (a simulated process: clock_hook()) the write runs at
+// once instead: a thread outside the world's turns would have a restart
+// find the snapshot or not as the host's scheduling goes.
 void Incarnation::start_snapshot() {
   if (o_.snapshot_dir.empty()) return;
-  snapshot_writer_ = std::jthread([this] {
+  auto write = [this] {
     const auto t0 = Clock::now();
     try {
       save_snapshot(snapshot_path(o_.snapshot_dir, o_.id), *snap_, o_.snapshot_rows);
@@ -335,7 +339,9 @@ void Incarnation::start_snapshot() {
     }
     snapshot_seconds_ = secs(t0, Clock::now());
     snapshot_done_ = true;
-  });
+  };
+  if (accel::clock_hook()) write();
+  else snapshot_writer_ = std::jthread(write);
 }
 
 // recovery as in [Antimatroid]: wait to be told the current round
@@ -372,9 +378,10 @@ bool Incarnation::step() {
   const RoundOutcome out = central                ? central_round(t_, st, computing)
                            : snap_->task.gathered ? gathered_round(t_, st, computing)
                                                   : all_to_all_round(t_, st, computing);
-  if (snapshot_writer_.joinable() && snapshot_done_) {
-    snapshot_writer_.join();
+  if (snapshot_done_ && !snapshot_logged_) {
+    if (snapshot_writer_.joinable()) snapshot_writer_.join();
     log_.write({{"event", "snapshot"}, {"iteration", t_}, {"seconds", snapshot_seconds_}});
+    snapshot_logged_ = true;
   }
   if (recovering_) {
     node_.send(0, kResync, t_, {});
@@ -527,9 +534,11 @@ void Incarnation::prepare_moves(const std::vector<Move>& moves, std::uint64_t id
     reads.push_back(std::move(task));
   }
   // One thread, the pieces one after another: the disk reads them no
-  // faster in parallel, and the readers share no state.
+  // faster in parallel, and the readers share no state. In virtual time
+  // (clock_hook(): a simulated process), at once, as the snapshot is.
+  const auto how = accel::clock_hook() ? std::launch::deferred : std::launch::async;
   if (!reads.empty())
-    p.data = std::async(std::launch::async, [w = &workload(), reads = std::move(reads)] {
+    p.data = std::async(how, [w = &workload(), reads = std::move(reads)] {
       std::map<std::uint32_t, Bytes> out;
       for (const Task& task : reads) {
         Bytes b(task.data_bytes);
@@ -539,6 +548,7 @@ void Incarnation::prepare_moves(const std::vector<Move>& moves, std::uint64_t id
       }
       return out;
     });
+  if (p.data.valid() && how == std::launch::deferred) p.data.wait();
   forget_transfers();
   pending_ = std::move(p);
 }

@@ -122,20 +122,22 @@ transport::CompletionRef SimTransport::send(transport::EndpointId ep, std::uint1
   return finished();
 }
 
-void SimTransport::arrive(std::uint64_t from, std::vector<std::byte> frame) {
+std::optional<std::uint16_t> SimTransport::arrive(std::uint64_t from, std::vector<std::byte> frame) {
   auto d = transport::decode_control(frame, {opt_.job_token, opt_.max_control_payload});
   if (!d.ok() || inbox_.size() >= opt_.max_queued_messages) {
     ++stats_.messages_dropped;
     if (d.ok()) ++dropped_full_;
     log::warn("accel transport") << "dropped a message: " << (d.ok() ? "queue full" : d.error);
-    return;
+    return d.ok() ? std::optional(d.message->header.type) : std::nullopt;
   }
+  const std::uint16_t type = d.message->header.type;
   ++stats_.messages_received;
   transport::Received r;
   for (const auto& [id, e] : eps_)
     if (e.peer == from) r.from = id;
   r.message = std::move(*d.message);
   inbox_.push_back(std::move(r));
+  return type;
 }
 
 std::optional<transport::Received> SimTransport::poll() {

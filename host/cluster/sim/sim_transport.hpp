@@ -9,6 +9,7 @@
 
 #include <deque>
 #include <map>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -57,7 +58,9 @@ class SimTransport final : public transport::Transport {
   std::uint64_t dropped_full() const { return dropped_full_; }  // arrived to a full queue
 
   // --- the world's side -----------------------------------------------------
-  void arrive(std::uint64_t from, std::vector<std::byte> frame);
+  // The message's type (protocol.hpp), or nullopt where the frame did not
+  // decode.
+  std::optional<std::uint16_t> arrive(std::uint64_t from, std::vector<std::byte> frame);
   void arrive_bulk(std::uint64_t transfer_id, const std::vector<std::byte>& data,
                    const std::shared_ptr<transport::Completion>& sender_done);
   // The transport at `address` is gone: this side's endpoints to it fail.

@@ -99,10 +99,9 @@ void run_sparse_member(const SwarmOptions& o, World& w, int id, std::uint32_t in
   omp_set_num_threads(1);
   try {
     SparseGroupOptions g = group_options(o, id ? id : SparseGroup::kJoin, workers);
-    // No snapshot directory: a member writes its snapshot on a thread of
-    // its own, outside the world's turns, so whether a restart found it
-    // would follow the host's scheduling. A restart joins the running
-    // group with its rank instead, as a k-means worker does here.
+    // A restart resumes from the snapshot (written at once in virtual
+    // time: member.cpp's start_snapshot).
+    if (id) g.snapshot_dir = dir + "/snapshot-" + std::to_string(id);
     g.log_json = dir + "/worker-" + (id ? std::to_string(id) : std::string("joined")) + "-" + std::to_string(incarnation) +
                  (id ? "" : "-" + std::to_string(w.elapsed().count())) + ".jsonl";
     SparseGroup group(g);

@@ -29,7 +29,7 @@ SparsePairs sparse_expected(const std::vector<std::uint32_t>& members, const std
 void run_sparse_rank0(const SwarmOptions& o, int workers, int joins, const std::string& dir, JobRun& out);
 // Rank `id` (0: a joiner, given its rank): steps until the group ends, or
 // closes at the first step end from `leave` on. A restart (incarnation
-// > 1) joins the running group again with its rank.
+// > 1) resumes from the snapshot the first wrote.
 void run_sparse_member(const SwarmOptions& o, World& w, int id, std::uint32_t incarnation, int workers,
                        const std::string& dir, std::optional<Clock::duration> leave, JobRun& out);
 

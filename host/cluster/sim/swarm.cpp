@@ -19,6 +19,7 @@
 #include "checkpoint.hpp"
 #include "engine.hpp"
 #include "kmeans/kmeans_job.hpp"
+#include "protocol.hpp"
 #include "sparse_swarm.hpp"
 #include "svm/svm_job.hpp"
 
@@ -98,6 +99,7 @@ std::unique_ptr<Job> make_job(const SwarmOptions& o, const std::string& dir, boo
     so.model_file = dir + "/model";
     so.params.cache_mb = 4;
     so.params.ws_size = 64;  // more, shorter rounds: more of them for faults to fall in
+    so.shared_storage = o.pull;
     return std::make_unique<SvmJob>(so);
   }
   KMeansJobOptions ko;
@@ -107,6 +109,7 @@ std::unique_ptr<Job> make_job(const SwarmOptions& o, const std::string& dir, boo
   ko.tol = 0;
   ko.output_centroids = dir + "/centroids.npy";
   ko.resumed = resumed;
+  ko.pull = o.pull;
   return std::make_unique<KMeansJob>(ko);
 }
 
@@ -169,6 +172,8 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
             co.log_json = dir + (resume ? "/coordinator-resumed.jsonl" : "/coordinator.jsonl");
             if (checkpoints) (resume ? co.resume_dir : co.checkpoint_dir) = checkpoint_dir;
             if (o.workload == "svm") co.device = "cpu";
+            co.pull = o.pull;
+            if (o.pull) co.input = o.workload == "svm" ? svm_input_of(o.dir) : input_of(o.dir, o.shape);
             out.coordinator_exit = run_coordinator(co, *job);
             take_result(*job, out);
           } catch (const std::exception& e) {
@@ -197,9 +202,10 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
           at);
     return w.spawn(
         "worker-" + std::to_string(id),
-        [&o, &w, id, log, restarts, leave] {
+        [&o, &w, id, log, restarts, leave, dir] {
           omp_set_num_threads(1);
           WorkerOptions wo;
+          if (o.snapshots) wo.snapshot_dir = dir + "/snapshots";
           wo.job = kToken;
           wo.coordinator = "127.0.0.1:40000";
           wo.id = static_cast<std::uint32_t>(id);
@@ -368,7 +374,9 @@ std::vector<FaultAt> draw_faults(std::mt19937_64& g, int workers, int iterations
     f.worker = 1 + static_cast<int>(g() % static_cast<std::uint64_t>(workers));
     f.round = round();
     if (f.kind == Fault::Pause) f.length = ms(g() % 2 ? timeout_ms / 2 : timeout_ms * 3);  // under or past the timeout
-    if (f.kind == Fault::KillRestart) f.length = ms(20 + g() % 200);
+    // Back within 5-64 ms: a k-means job of 60 rounds takes some 70 ms here,
+    // and a restart after its end tests nothing (20-219 ms made most of them that).
+    if (f.kind == Fault::KillRestart) f.length = ms(5 + g() % 60);
     out.push_back(f);
     if (g() % 4 == 0 && workers > 2) {  // another worker lost at once
       FaultAt also = f;
@@ -451,6 +459,12 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
     const char* exchanges[] = {"auto", "allgather", "reduce-scatter"};
     o.exchange = exchanges[x() % 3];
   }
+  bool pull = false, snapshots = false;  // the faulty run's; the reference pushes rows and keeps no snapshot
+  if (o.workload != "sparse") {
+    std::mt19937_64 x(seed ^ 0x9011ull);
+    pull = x() % 2 == 0;
+    snapshots = x() % 2 == 0;
+  }
   std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ull + 1);
   const int workers = o.min_workers + static_cast<int>(g() % static_cast<std::uint64_t>(o.max_workers - o.min_workers + 1));
   // The rest as the coordinator's --gather-from says (by default, gathered
@@ -460,6 +474,8 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
   SwarmOptions run_options = o;
   run_options.gather_from = drawn ? 1 : o.gather_from;
   run_options.tree_from = tree ? 1 : o.tree_from;
+  run_options.pull = pull;
+  run_options.snapshots = snapshots;
   o.gather_from = 0;
   o.tree_from = 0;
   const JobRun& ref = reference(workers, o);
@@ -486,7 +502,8 @@ SeedResult run_seed(std::uint64_t seed, const SwarmOptions& options) {
                           : gathered               ? std::string("k-means (gathered), ")
                                                    : std::string("k-means, ")) +
                          std::to_string(workers) + " workers, " +
-                         std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms");
+                         std::to_string(rounds) + " rounds, timeout " + std::to_string(o.timeout_ms) + " ms" +
+                         (pull ? ", --pull" : "") + (snapshots ? ", snapshots" : ""));
   for (const auto& f : faults)
     res.schedule.push_back(std::string(fault_name(f.kind)) +
                            (f.kind == Fault::Lossy || f.kind == Fault::CoordinatorRestart || f.kind == Fault::Join ||
@@ -540,11 +557,17 @@ ScaleResult run_scale(int workers, const SwarmOptions& o) {
   const auto coord = ref.stats.received.count(0) ? ref.stats.received.at(0) : std::pair<std::uint64_t, std::uint64_t>{};
   res.coordinator_messages = coord.first / rounds;
   res.coordinator_bytes = coord.second / rounds;
+  for (const auto& [type, mb] : ref.stats.first_by_type) {
+    const std::string kind = type == 0 ? "bulk" : type < 0 ? "undecoded" : type_name(static_cast<std::uint16_t>(type));
+    res.coordinator_by_kind[kind] = {mb.first / rounds, mb.second / rounds};
+  }
   res.member_messages = (static_cast<double>(ref.stats.messages) - coord.first) / workers / rounds;
   res.member_bytes = (static_cast<double>(ref.stats.bytes) - coord.second) / workers / rounds;
   std::vector<double> per;
-  for (auto it = std::next(ref.round_at.begin()); it != ref.round_at.end(); ++it)
+  for (auto it = std::next(ref.round_at.begin()); it != ref.round_at.end(); ++it) {
     per.push_back(it->second - std::prev(it)->second);
+    if (per.back() > res.slowest_seconds) res.slowest_round = it->first, res.slowest_seconds = per.back();
+  }
   std::sort(per.begin(), per.end());
   res.round_seconds = per.empty() ? 0 : per[per.size() / 2];
   // A tenth of the workers killed at once in the middle round.

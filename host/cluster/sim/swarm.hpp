@@ -39,6 +39,10 @@ struct SwarmOptions {
   // or mixed: each seed draws one of the three.
   std::string workload = "kmeans";
   std::string exchange = "auto";  // sparse: rank 0's SparseGroupOptions::exchange
+  // k-means and SVM: the workers read their own rows (--pull; a lost
+  // worker's rows move to the others, who read them), and they write
+  // snapshots a restart resumes from (--snapshot-dir).
+  bool pull = false, snapshots = false;
   JobShape shape;
   int min_workers = 3, max_workers = 8;
   int iterations = 60;
@@ -119,7 +123,11 @@ struct ScaleResult {
   int workers = 0;
   double member_messages = 0, member_bytes = 0;            // received per worker per round (mean)
   double coordinator_messages = 0, coordinator_bytes = 0;  // received by the coordinator per round
+  // The same by message kind (protocol.hpp's type_name; "bulk": row transfers).
+  std::map<std::string, std::pair<double, double>> coordinator_by_kind;
   double round_seconds = 0;    // median virtual round time
+  int slowest_round = 0;       // the failure-free run's longest round, and its time
+  double slowest_seconds = 0;
   double recover_seconds = -1; // from the kill to the next round counted (-1: none)
   int killed = 0;
   double worst = -1;  // the killed run's centroids against the failure-free run's (relative; -1: not compared)

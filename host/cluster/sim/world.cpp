@@ -137,13 +137,15 @@ void World::handle(Event& e) {
     case Kind::Deliver: {
       auto it = transports_.find(e.to);
       const std::size_t bytes = e.frame.size();
+      int type = 0;  // bulk
       if (e.done) {
         if (it != transports_.end()) it->second->arrive_bulk(e.transfer_id, e.frame, e.done);
         else e.done->done = true, e.done->error = "Connection reset by remote peer";
         if (auto s = owner_.find(e.from); s != owner_.end()) wake(s->second);
       } else if (it != transports_.end()) {
         const auto before = it->second->dropped_full();
-        it->second->arrive(e.from, std::move(e.frame));
+        const auto t = it->second->arrive(e.from, std::move(e.frame));
+        type = t ? *t : -1;
         stats_.peak_held = std::max(stats_.peak_held, it->second->held());
         stats_.dropped_full += it->second->dropped_full() - before;
       }
@@ -153,6 +155,11 @@ void World::handle(Event& e) {
       auto& r = stats_.received[owner_.at(e.to)];
       ++r.first;
       r.second += bytes;
+      if (owner_.at(e.to) == 0) {
+        auto& k = stats_.first_by_type[type];
+        ++k.first;
+        k.second += bytes;
+      }
       wake(owner_.at(e.to));
       return;
     }

@@ -119,6 +119,9 @@ class World : public ClockHook {
     std::uint64_t events = 0, messages = 0, bytes = 0;
     std::uint64_t dropped = 0, duplicated = 0;  // by message_faults
     std::map<Proc, std::pair<std::uint64_t, std::uint64_t>> received;  // by process: messages, bytes
+    // The first process's (the swarm's coordinator's) by message type
+    // (protocol.hpp; 0: bulk transfers, -1: frames that did not decode).
+    std::map<int, std::pair<std::uint64_t, std::uint64_t>> first_by_type;
     // Bounds: the most control messages a transport held unreceived at
     // once, those it dropped with its queue full (max_queued_messages), and
     // the longest any process waited (a receive, a timeout, a sleep) before
