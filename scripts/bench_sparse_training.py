@@ -12,6 +12,9 @@ workers, each in its own network namespace behind a link shaped with tc tbf
   ldte-hist-warmup  (with --methods) ldte-hist after the warm-up of deep
               gradient compression (Lin et al., 2018): 25%, 6.25%, 1.56%,
               0.39% in the first four epochs, then 0.1%
+  ldte-hist-blocking  (with --methods) ldte-hist with the exchange inside
+              the hook (overlap=False) instead of beside the backward pass;
+              with --bucket-kb, the overlap's own gain
 
 For each: time per iteration (median), bytes sent per iteration (each
 namespace's interface counters, so every method is counted on the wire the
@@ -43,7 +46,7 @@ from pathlib import Path
 
 REPO = Path(os.environ.get("ACCEL_REPO", Path(__file__).resolve().parent.parent))
 DATA = Path("/usr/share/datasets/fashion-mnist")
-METHODS = ["dense", "powersgd", "ldte-hist", "exact", "ldte-hist-warmup"]
+METHODS = ["dense", "powersgd", "ldte-hist", "exact", "ldte-hist-warmup", "ldte-hist-blocking"]
 SUBNET = "10.78.0"
 
 
@@ -91,8 +94,15 @@ def rank_main(a):
     # One gradient bucket for every method: PowerSGD's chained async
     # allreduces over several gloo buckets were issued in different orders
     # on different ranks (gloo: "op.preamble.length <= op.nbytes").
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 64 << 20
-    ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=64)
+    # --bucket-kb (the accel methods): buckets of that size instead, so that
+    # the exchange of the layers backward reaches first overlaps the rest.
+    accel_method = a.method in ("ldte-hist", "exact", "ldte-hist-warmup", "ldte-hist-blocking")
+    if a.bucket_kb and accel_method:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = a.bucket_kb << 10
+        ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_kb / 1024)
+    else:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 64 << 20
+        ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=64)
     state = group = None
     if a.method == "powersgd":
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
@@ -100,16 +110,17 @@ def rank_main(a):
         state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=4, start_powerSGD_iter=2,
                                  min_compression_rate=2, use_error_feedback=True, warm_start=True)
         ddp.register_comm_hook(state, ps.powerSGD_hook)
-    elif a.method in ("ldte-hist", "exact", "ldte-hist-warmup"):
+    elif accel_method:
         import accel
         from accel.torch import SparseHookState, sparse_allreduce_hook
 
         group = accel.SparseGroup(rank=a.rank, size=a.size, coordinator=f"{a.master}:{a.accel_port}",
                                   timeout_ms=60000, keepalive_ms=120000)
         warmup = a.method.endswith("-warmup")
-        state = SparseHookState(group, ratio=a.ratio, method=a.method.removesuffix("-warmup"),
+        state = SparseHookState(group, ratio=a.ratio,
+                                method=a.method.removesuffix("-warmup").removesuffix("-blocking"),
                                 momentum=a.momentum_correction, masking=bool(a.masking), warmup=warmup,
-                                dense_below=a.dense_below)
+                                dense_below=a.dense_below, overlap=not a.method.endswith("-blocking"))
         ddp.register_comm_hook(state, sparse_allreduce_hook)
     # The same optimizer for every method: SGD with momentum on the
     # exchanged (averaged) gradient. With --momentum-correction the sparse
@@ -212,6 +223,7 @@ def run_method(a, method, mbit, out_dir, port):
                str(a.test), "--batch", str(a.batch), "--ratio", str(a.ratio), "--lr", str(a.lr),
                "--momentum-correction", str(a.momentum_correction), "--masking", str(a.masking),
                "--dense-below", str(a.dense_below), "--schedule", a.schedule, "--out", str(out),
+               "--bucket-kb", str(a.bucket_kb),
                "--max-iters", str(a.timing_iters if mbit in a.timing_rates else 0)]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     ok = True
@@ -340,6 +352,8 @@ def main():
                    help="accel methods: layers of fewer elements are sent whole (0: every layer sparsified); "
                         "1000: the biases and the 288-weight first convolution (0.2%% of the values)")
     p.add_argument("--timeout", type=int, default=1800, help="per run, seconds")
+    p.add_argument("--bucket-kb", type=int, default=0,
+                   help="accel methods: DDP buckets of this many KiB (0: one bucket, as the other methods)")
     p.add_argument("--python", default="/usr/bin/python3", help="the ranks' interpreter (with torch)")
     # One rank (started by the orchestrator inside its namespace):
     p.add_argument("--rank", type=int)

@@ -139,7 +139,7 @@ int simulate_main(const std::vector<std::string>& args) {
       ("gbits", po::value(&gbits)->default_value(1), "link bandwidth (Gbit/s)")
       ("dir", po::value(&dir), "scratch folder (default: a new one under the temporary folder, removed after)")
       ("verbose", "print every seed's schedule, not only the failing ones'")
-      ("keep", "keep every seed's logs under --dir, not only the failing ones'")
+      ("keep", "keep every seed's logs under --dir, not only the failing ones' (--scale: every run's)")
       ("jobs,j", po::value(&jobs)->default_value(1), "seeds run at once, each on a thread (results print in seed order)")
       ("message-faults", "also draw windows of a lossy network (control messages dropped, duplicated, delayed)")
       ("scale", po::value(&scale), "instead of seeds: a failure-free job, then one with a tenth of the workers killed, "

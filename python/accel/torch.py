@@ -18,6 +18,13 @@ or, by hand:
 Every member applies the same averaged sparse gradient (the sum is merged
 in member order, so it is bitwise the same everywhere).
 
+The exchange overlaps the backward pass (overlap=True, the default): the
+hook hands each bucket, as DDP makes it ready, to one thread of the
+state's, which selects and exchanges the buckets one after another, in
+order, while autograd computes the next; the hook's future completes when
+its bucket's sum is in. overlap=False exchanges inside the hook (a
+finished future), as before.
+
 Buckets on a GPU (DDP on CUDA tensors) keep their residual on that GPU
 (residual_on_device, the default): accumulation, selection (accel's CUDA
 topk_histogram reads the residual where it is) and clearing run there,
@@ -29,6 +36,8 @@ the GPU. A member that dies
 is left out of the steps after it (its residual is lost with it); the
 average divides by the members actually counted.
 """
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 
@@ -38,7 +47,7 @@ from .device_residual import TorchBucketSparsifier
 
 class SparseHookState:
     def __init__(self, group, ratio=0.001, method="ldte-hist", momentum=0.0, masking=True, warmup=False,
-                 per_layer=True, dense_below=0, device=None, residual_on_device=True):
+                 per_layer=True, dense_below=0, device=None, residual_on_device=True, overlap=True):
         """One BucketSparsifier per DDP bucket: per-layer selection inside
         the bucket, the small layers in one launch. dense_below: layers of
         fewer values are sent whole every step (deep gradient compression,
@@ -48,7 +57,11 @@ class SparseHookState:
         device: where the selection runs (an accel device spec such as
         "cpu" or "cuda:0"); None picks the bucket's own GPU when accel has
         it, else the cpu. residual_on_device: a GPU bucket's residual stays
-        on its GPU (accel.device_residual.TorchBucketSparsifier)."""
+        on its GPU (accel.device_residual.TorchBucketSparsifier).
+        overlap: buckets are selected and exchanged on a thread of this
+        state's, beside the backward pass (one bucket after another, in
+        the order DDP hands them over: every member's steps stay in the
+        same order); False: inside the hook."""
         if dense_below < 0:
             raise ValueError(f"accel sparse hook: dense_below {dense_below} < 0")
         self.group = group
@@ -65,6 +78,8 @@ class SparseHookState:
         self._sparsifiers = {}  # (bucket index, layer sizes) -> BucketSparsifier
         self._layers = {}  # the same key -> {id(parameter): (offset, size)}
         self._retired = []  # (sparsifier, layout) of buckets DDP has just laid out anew
+        self.overlap = bool(overlap)
+        self._exchanger = None  # overlap: the one thread that exchanges buckets, made on first use
 
     def set_epoch(self, epoch):
         """Warm-up (if on) follows the epoch: ratio 25%, 6.25%, ... down to `ratio`."""
@@ -155,11 +170,33 @@ def _accel_devices():
 
 
 def sparse_allreduce_hook(state, bucket):
-    buffer = bucket.buffer()
-    flat = buffer.detach()
+    flat = bucket.buffer().detach()
     if flat.dtype != torch.float32 or flat.device.type not in ("cpu", "cuda"):
         raise TypeError(f"accel sparse hook: bucket of {flat.dtype} on {flat.device}; expected float32 on the CPU "
                         "or a CUDA GPU")
+    fut = torch.futures.Future()
+    if not state.overlap:
+        fut.set_result(_exchange(state, bucket, flat))
+        return fut
+    # DDP leaves the bucket's buffer alone until the future completes; one
+    # thread keeps the buckets' steps in the order they came.
+    if state._exchanger is None:
+        state._exchanger = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accel-sparse-hook")
+    state._exchanger.submit(_exchange_into, fut, state, bucket, flat)
+    return fut
+
+
+def _exchange_into(fut, state, bucket, flat):
+    try:
+        out = _exchange(state, bucket, flat)
+    except BaseException as e:  # DDP raises it where it waits for the future
+        fut.set_exception(e)
+        return
+    fut.set_result(out)
+
+
+def _exchange(state, bucket, flat):
+    """The bucket's averaged sparse sum, as a tensor on its device."""
     sparsifier = state.sparsifier(bucket)
     if isinstance(sparsifier, TorchBucketSparsifier):
         idx, val = sparsifier.step(flat)  # on the bucket's GPU; the pairs come back
@@ -179,13 +216,11 @@ def sparse_allreduce_hook(state, bucket):
         sums = torch.from_numpy(result["values"]) / float(len(result["members"]))
         where = torch.from_numpy(result["indices"].astype(np.int64))
         out[where.to(flat.device)] = sums.to(flat.device)
-    fut = torch.futures.Future()
-    fut.set_result(out)
-    return fut
+    return out
 
 
 def sparsify(model, optimizer, ratio=0.001, group=None, method="ldte-hist", warmup=False, dense_below=1000,
-             masking=True, **group_options):
+             masking=True, overlap=True, **group_options):
     """Sparse training of a DDP model in one call, set up the way deep
     gradient compression (Lin et al., 2018) trains well: the optimizer's
     momentum moves into the hook's momentum correction (the optimizer then
@@ -230,6 +265,6 @@ def sparsify(model, optimizer, ratio=0.001, group=None, method="ldte-hist", warm
         g["momentum"] = 0.0
         g["dampening"] = 0.0
     state = SparseHookState(group, ratio=float(ratio), method=method, momentum=momentum, masking=masking,
-                            warmup=warmup, dense_below=dense_below)
+                            warmup=warmup, dense_below=dense_below, overlap=overlap)
     model.register_comm_hook(state, sparse_allreduce_hook)
     return state

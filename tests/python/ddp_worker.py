@@ -28,6 +28,7 @@ def main():
     p.add_argument("--sparsify", action="store_true", help="accel.torch.sparsify() sets up hook and optimizer")
     p.add_argument("--ratio", type=float, default=0.01)
     p.add_argument("--dense", action="store_true")
+    p.add_argument("--blocking", action="store_true", help="the hook exchanges inside the call (overlap=False)")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--out", required=True)
     a = p.parse_args()
@@ -45,7 +46,8 @@ def main():
     if a.sparsify:
         # Without masking: masking clears the velocity of what was sent,
         # which at ratio 1 is all of it.
-        state = sparsify(model, opt, ratio=a.ratio, warmup=False, dense_below=0, masking=False, timeout_ms=20000)
+        state = sparsify(model, opt, ratio=a.ratio, warmup=False, dense_below=0, masking=False, timeout_ms=20000,
+                         overlap=not a.blocking)
         group = state.group
     elif not a.dense:
         if a.group == "args":
@@ -56,7 +58,7 @@ def main():
         else:
             group = accel.SparseGroup.from_torch(timeout_ms=20000)
         assert (group.rank, group.size) == (a.rank, a.size)
-        state = SparseHookState(group, ratio=a.ratio)
+        state = SparseHookState(group, ratio=a.ratio, overlap=not a.blocking)
         model.register_comm_hook(state, sparse_allreduce_hook)
     g = torch.Generator().manual_seed(100 + a.rank)  # each rank its own data
     w = torch.randn(32, 4, generator=torch.Generator().manual_seed(7))

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "protocol.hpp"
 #include "sparse_swarm.hpp"
 #include "swarm.hpp"
 
@@ -303,6 +304,33 @@ TEST(SimEngine, UpATreeTheLostInteriorMembersChildrenStillCount) {
   EXPECT_NE(log.find("\"evicted\":[3]"), std::string::npos) << "worker 3 was not evicted";
   EXPECT_EQ(log.find("\"evicted\":[2]"), std::string::npos) << "worker 2 was evicted";
   expect_failure_free(f, all);
+}
+
+// The scale report at 1,024 workers: the first round's decision went
+// straight to every member (the coordinator had no tree of a last decision
+// yet), 1,024 x 65 kB through its link, and the members that got theirs
+// last started round 2 so late that their parents stopped waiting for them
+// (a quarter timeout): their partials came to the coordinator one by one
+// for two rounds. The same at 96 workers and a 160 ms timeout (6.3 MB of
+// first decisions at 1 Gbit/s is 50 ms, past 40 ms): the first decision
+// now goes down the tree of the launch members, and the coordinator gets
+// two partials a round.
+TEST(SimEngine, TheFirstDecisionGoesDownTheTree) {
+  SwarmOptions o = options();
+  o.shape = {256 * 97, 64, 256};
+  o.iterations = 4;
+  o.timeout_ms = 160;
+  o.link = {1ms, 1.25e8};
+  o.gather_from = 2;
+  o.tree_from = 2;
+  const auto r = run_job(1, 96, {}, {}, o, o.dir + "/tree-first");
+  ASSERT_EQ(r.coordinator_exit, 0) << r.coordinator_error;
+  ASSERT_TRUE(r.stats.first_by_type.count(kPartial));
+  EXPECT_EQ(r.stats.first_by_type.at(kPartial).first, 2u * o.iterations);
+  double slowest = 0;
+  for (auto it = std::next(r.round_at.begin()); it != r.round_at.end(); ++it)
+    slowest = std::max(slowest, it->second - std::prev(it)->second);
+  EXPECT_LT(slowest, o.timeout_ms / 4 / 1e3);
 }
 
 // Swarm seed 54 (--message-faults): worker 2 leaves in round 17 and its

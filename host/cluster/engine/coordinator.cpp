@@ -446,6 +446,13 @@ void Coordinator::distribute() {
   sharing_ = secs(t_share, Clock::now());
   own_ = open_own();
   for (int w = 1; w <= N_; ++w) node_->send(w, kStart, 0, {});
+  // Every member starts with every launch member in its view, and so
+  // knows its place in the first round's tree: the first decision goes
+  // down it too. (Sent straight to all, 1,024 decisions of 65 kB kept the
+  // coordinator's link busy for half a second, and members that got theirs
+  // last held up the next two rounds past a quarter timeout.)
+  if (tree())
+    for (std::uint32_t q = 0; q <= static_cast<std::uint32_t>(N_); ++q) tree_active_.push_back(q);
 }
 
 std::unique_ptr<Partition> Coordinator::open_own() {

@@ -589,8 +589,10 @@ ScaleResult run_scale(int workers, const SwarmOptions& o) {
                                           std::max(1.0, std::abs(double(ref.centroids[i]))));
   }
   res.ok = k.coordinator_exit == 0 && k.ended && res.worst >= 0 && res.worst <= 1e-6;
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove_all(dir + "-killed");
+  if (!o.keep) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dir + "-killed");
+  }
   res.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
