@@ -20,14 +20,13 @@ namespace accel::cluster::sim {
 namespace {
 
 constexpr std::uint64_t kLength = 2048;  // n: small, so that members' indices overlap
-constexpr std::uint64_t kToken = 0x5a4d;
 
 SparseGroupOptions group_options(const SwarmOptions& o, int rank, int workers) {
   SparseGroupOptions g;
   g.rank = rank;
   g.size = workers + 1;
   g.coordinator = "127.0.0.1:40000";
-  g.job = kToken;
+  g.job = kSwarmToken;
   g.timeout_ms = o.timeout_ms;
   g.join_timeout_ms = 10000;
   g.exchange = o.exchange;
@@ -115,7 +114,8 @@ void run_sparse_member(const SwarmOptions& o, World& w, int id, std::uint32_t in
   } catch (const std::exception& e) {
     // the group ended (rank 0 closed it), or this member was evicted: the
     // sums it received are judged
-    out.member_errors["rank " + std::to_string(id) + " (incarnation " + std::to_string(incarnation) + ")"] = e.what();
+    out.member_errors[(id ? "rank " + std::to_string(id) : std::string("a joiner")) + " (incarnation " +
+                      std::to_string(incarnation) + ")"] = e.what();
   }
 }
 

@@ -28,7 +28,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr std::uint64_t kToken = 0x5a4d;
 // How long (virtual ms) a worker keeps trying to reach a lost coordinator;
 // its restart is drawn within 20-320 ms.
 constexpr int kCoordinatorWait = 5000;
@@ -159,7 +158,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
           try {
             const auto job = make_job(o, dir, resume);
             CoordinatorOptions co;
-            co.job = kToken;
+            co.job = kSwarmToken;
             co.job_file = dir + "/job.token";
             co.workers = workers;
             co.gather_from = o.gather_from;
@@ -206,7 +205,7 @@ JobRun run_job(std::uint64_t seed, int workers, const std::vector<FaultAt>& faul
           omp_set_num_threads(1);
           WorkerOptions wo;
           if (o.snapshots) wo.snapshot_dir = dir + "/snapshots";
-          wo.job = kToken;
+          wo.job = kSwarmToken;
           wo.coordinator = "127.0.0.1:40000";
           wo.id = static_cast<std::uint32_t>(id);
           wo.timeout_ms = o.timeout_ms;

@@ -27,6 +27,9 @@
 
 namespace accel::cluster::sim {
 
+// Every swarm job's token.
+inline constexpr std::uint64_t kSwarmToken = 0x5a4d;
+
 // The job's input: rows x cols float32 around k centres, and k.
 struct JobShape {
   std::int64_t rows = 12000, cols = 4, k = 5;
