@@ -39,8 +39,6 @@ struct Steps {
   std::string step_error;  // for step `answered`: members' lengths differed
 };
 
-const char* name(Mode m) { return m == Mode::ReduceScatter ? "reduce-scatter" : "allgather"; }
-
 // A member's steps. It holds the user's step until the step's sum is
 // delivered: one round for an allgather, two for a reduce-scatter, and a
 // redo (as an allgather) when a reduce-scatter's owners were not the
@@ -66,7 +64,9 @@ class SparsePartition final : public AllToAllPartition {
     }
     if (mine_ == 0 && !take_step()) {
       left_ = true;
-      return encode(Kind::Closing, 0, {}, {}, 0, Route{announce()});
+      Route closing;
+      closing.next = announce();
+      return encode(Kind::Closing, 0, {}, {}, 0, closing);
     }
     ++rounds_;
     set_next(held_, announce());
