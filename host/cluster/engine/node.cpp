@@ -330,7 +330,7 @@ struct Node::SyncRound {
     if (!confirmed) throw Evicted("no confirmation from the coordinator of round " + std::to_string(t));
     if (!counts(node.id())) throw Evicted("the coordinator did not count this member in round " + std::to_string(t));
     for (auto q : *confirmed)
-      if (missing(q) && !words.count(q))
+      if (missing(q))
         throw Evicted("the coordinator counted member " + std::to_string(q) + " in round " + std::to_string(t) +
                       ", whose contribution this member lacks");
     std::erase_if(got, [&](const auto& g) { return !counts(g.first); });
