@@ -65,10 +65,10 @@ class CpuDevice final : public Device {
     return std::make_unique<HostBuffer>(ptr, bytes, this);
   }
   Event enqueue(const KernelArgs& args, std::vector<Event> after) override {
-    return queue_.submit([this, args] {
-      check_buffers(info_.name, args, [this](const Buffer& b) { return host_buffer_of(this, b); });
-      std::visit([](const auto& a) { run(a); }, args);
-    }, std::move(after));
+    return queue_.submit([this, args] { execute(args); }, std::move(after));
+  }
+  void run_now(const KernelArgs& args) override {
+    queue_.run_here([this, &args] { execute(args); });
   }
   // kmeans_assign keeps its pruning bounds (cpu::KMeansBoundsLayout); a
   // zero header makes the first launch assign every row.
@@ -82,6 +82,10 @@ class CpuDevice final : public Device {
   }
 
  private:
+  void execute(const KernelArgs& args) const {
+    check_buffers(info_.name, args, [this](const Buffer& b) { return host_buffer_of(this, b); });
+    std::visit([](const auto& a) { run(a); }, args);
+  }
   template <class Args>
   static void run(const Args& a) {
     throw_unsupported("cpu", a);

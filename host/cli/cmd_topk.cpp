@@ -97,7 +97,8 @@ int topk_main(const std::vector<std::string>& args) {
                                 {"tau", best.tau},      {"estimate", best.estimate},
                                 {"selected", selected}, {"ties", best.ties},
                                 {"nonfinite", best.nonfinite}, {"passes", best.passes},
-                                {"seconds", best.seconds}, {"method", method},
+                                {"seconds", best.seconds}, {"pass_seconds", best.pass_seconds},
+                                {"method", method},
                                 {"device", selector.device()->info().name}}
                      .dump()
               << "\n";

@@ -38,17 +38,46 @@ Event WorkQueue::submit(std::function<void()> fn, std::vector<Event> after) {
   return ev;
 }
 
+void WorkQueue::run_here(const std::function<void()>& fn) {
+  bool here = false;
+  {
+    std::lock_guard lock(mu_);
+    here = !running_ && tasks_.empty();
+    if (here) running_ = true;  // the queue's thread waits for fn
+  }
+  if (!here) {  // behind other work: in order, on the queue's thread
+    submit(fn).wait();
+    return;
+  }
+  struct Done {
+    WorkQueue& q;
+    ~Done() {
+      {
+        std::lock_guard lock(q.mu_);
+        q.running_ = false;
+      }
+      q.cv_.notify_all();
+    }
+  } done{*this};
+  fn();
+}
+
 void WorkQueue::run() {
   for (;;) {
     std::packaged_task<void()> task;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+      cv_.wait(lock, [this] { return (stop_ || !tasks_.empty()) && !running_; });
       if (tasks_.empty()) return;  // stop_ set and drained
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      running_ = true;
     }
     task();  // exceptions land in the future
+    {
+      std::lock_guard lock(mu_);
+      running_ = false;
+    }
   }
 }
 

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <future>
+#include <thread>
 #include <numeric>
 #include <stdexcept>
 
@@ -57,6 +61,50 @@ TEST(WorkQueue, RunsInOrderAndRethrows) {
   c.wait();
   EXPECT_EQ(order, (std::vector<int>{1, 3}));
   EXPECT_GE(c.seconds(), 0.0);
+}
+
+// run_here: on the caller's thread when the queue is idle; behind queued
+// work (on the queue's thread, in order) otherwise; work submitted while it
+// runs waits for it; what it throws reaches the caller.
+TEST(WorkQueue, RunHereRunsInlineWhenIdleAndInOrderOtherwise) {
+  WorkQueue q;
+  std::thread::id ran_on;
+  q.run_here([&] { ran_on = std::this_thread::get_id(); });
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+
+  std::vector<int> order;
+  std::promise<void> release;
+  auto gate = release.get_future().share();
+  auto first = q.submit([&, gate] {
+    gate.wait();
+    order.push_back(1);
+  });
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    release.set_value();
+  });
+  q.run_here([&] {
+    order.push_back(2);
+    ran_on = std::this_thread::get_id();
+  });
+  opener.join();
+  first.wait();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+
+  std::atomic<bool> inside{false}, overlapped{false};
+  q.run_here([&] {
+    inside = true;
+    auto later = q.submit([&] { overlapped = inside.load(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    inside = false;
+    (void)later;
+  });
+  q.submit([] {}).wait();
+  EXPECT_FALSE(overlapped);
+  EXPECT_THROW(q.run_here([] { throw DeviceError("boom"); }), DeviceError);
+  q.run_here([&] { order.push_back(3); });  // the queue still works
+  EXPECT_EQ(order.back(), 3);
 }
 
 TEST(Registry, AlwaysHasCpuAndFpgaEmu) {

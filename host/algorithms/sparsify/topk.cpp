@@ -133,6 +133,7 @@ struct TopKSelector::Buffers {
   std::vector<std::int64_t> host_cand;
   std::vector<float> host_values;
   std::vector<std::int64_t> sort_scratch;
+  std::vector<float> sample, sample_scratch;  // window_floor's
 };
 
 struct TopKSelector::Histogram {
@@ -186,7 +187,7 @@ TopKSelector::Histogram TopKSelector::run_histogram(std::int64_t n, std::uint32_
     a.capacity = capacity;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  device_->launch(a).wait();
+  device_->launch_and_wait(a);
   const auto t1 = std::chrono::steady_clock::now();
   Histogram h;
   h.counts.resize(bins);
@@ -206,14 +207,21 @@ TopKSelector::Histogram TopKSelector::run_histogram(std::int64_t n, std::uint32_
     buf_->cand_count->read(&found, sizeof found);
     h.candidates_found = static_cast<std::int64_t>(found);
     if (h.candidates_found <= capacity) {
-      auto& ci = buf_->host_cand;
-      auto& cv = buf_->host_values;
-      if (ci.size() < found) ci.resize(found);
-      if (cv.size() < found) cv.resize(found);
-      buf_->cand->read(ci.data(), found * sizeof(std::int64_t));
-      buf_->cand_values->read(cv.data(), found * sizeof(float));
-      h.candidates = {ci.data(), static_cast<std::size_t>(found)};
-      h.values = {cv.data(), static_cast<std::size_t>(found)};
+      // In place where the host can address the device's memory.
+      const auto* idx = static_cast<const std::int64_t*>(buf_->cand->host_ptr());
+      const auto* val = static_cast<const float*>(buf_->cand_values->host_ptr());
+      if (idx == nullptr || val == nullptr) {
+        auto& ci = buf_->host_cand;
+        auto& cv = buf_->host_values;
+        if (ci.size() < found) ci.resize(found);
+        if (cv.size() < found) cv.resize(found);
+        buf_->cand->read(ci.data(), found * sizeof(std::int64_t));
+        buf_->cand_values->read(cv.data(), found * sizeof(float));
+        idx = ci.data();
+        val = cv.data();
+      }
+      h.candidates = {idx, static_cast<std::size_t>(found)};
+      h.values = {val, static_cast<std::size_t>(found)};
       // Devices may list them in any order (GPU atomics): then S is sorted
       // once it is picked, not all the candidates now.
       h.ascending = std::is_sorted(h.candidates.begin(), h.candidates.end());
@@ -399,25 +407,90 @@ TopKResult TopKSelector::ldte_bs(Run& run) {
 
 namespace {
 
-// The rank-th largest of v (1-based). A small rank (the window floor's: ~92
-// of 64Ki) keeps the rank largest in a min-heap, so most values cost one
-// compare with its top, far less than nth_element's partitioning passes
-// over every value.
-float rank_th_largest(std::vector<float>& v, std::int64_t rank) {
+// The rank-th largest of v (1-based) by a heap of the rank largest: most
+// values cost one compare with its top, far less than nth_element's
+// partitioning passes over every value. Sixteen values at a time are
+// compared with the top, which few exceed: the test vectorises, where a
+// test per value would be a branch per value.
+float rank_by_heap(const std::vector<float>& v, std::int64_t rank) {
   const auto m = static_cast<std::int64_t>(v.size());
-  if (rank * 64 > m) {
-    std::nth_element(v.begin(), v.begin() + (rank - 1), v.end(), std::greater<float>());
-    return v[rank - 1];
-  }
   std::vector<float> heap(v.begin(), v.begin() + rank);
   std::make_heap(heap.begin(), heap.end(), std::greater<float>());
-  for (std::int64_t i = rank; i < m; ++i)
-    if (v[i] > heap.front()) {
-      std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
-      heap.back() = v[i];
-      std::push_heap(heap.begin(), heap.end(), std::greater<float>());
-    }
+  auto insert = [&](float x) {
+    if (x <= heap.front()) return;
+    std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
+    heap.back() = x;
+    std::push_heap(heap.begin(), heap.end(), std::greater<float>());
+  };
+  std::int64_t i = rank;
+  for (; i + 16 <= m; i += 16) {
+    const float top = heap.front();
+    bool any = false;
+    for (int j = 0; j < 16; ++j) any |= v[i + j] > top;
+    if (any)
+      for (int j = 0; j < 16; ++j) insert(v[i + j]);
+  }
+  for (; i < m; ++i) insert(v[i]);
   return heap.front();
+}
+
+// |v|, with NaN and Inf as 0: a non-finite value never raises the floor.
+inline float sample_magnitude(float v) {
+  const float a = std::fabs(v);
+  return a <= std::numeric_limits<float>::max() ? a : 0.0f;
+}
+
+// The rank-th largest magnitude (1-based) among `blocks` runs of `len`
+// values, run b at base + b * pitch, read in place. A small rank (the
+// window floor's: ~92 of 64Ki) is found among the values above a bound
+// taken from every 16th value (the (2 rank / 16 + 8)-th largest of those,
+// with about twice rank values above it): a few hundred values, picked by
+// a test that vectorises. Only when fewer than rank lie above the bound are
+// all the magnitudes copied and searched. Searching all of them each time
+// (copy, then heap) was most of the selection's time outside its pass.
+float sample_rank_th_largest(const float* base, std::int64_t pitch, std::int64_t blocks, std::int64_t len,
+                             std::int64_t rank, std::vector<float>& scratch) {
+  auto all = [&] {
+    scratch.clear();
+    for (std::int64_t b = 0; b < blocks; ++b)
+      for (std::int64_t j = 0; j < len; ++j) scratch.push_back(sample_magnitude(base[b * pitch + j]));
+  };
+  if (rank * 64 > blocks * len) {
+    all();
+    std::nth_element(scratch.begin(), scratch.begin() + (rank - 1), scratch.end(), std::greater<float>());
+    return scratch[rank - 1];
+  }
+  std::vector<float> sub;
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t j = 0; j < len; j += 16) sub.push_back(sample_magnitude(base[b * pitch + j]));
+  const auto sub_rank = std::min<std::int64_t>(static_cast<std::int64_t>(sub.size()), 2 * rank / 16 + 8);
+  std::nth_element(sub.begin(), sub.begin() + (sub_rank - 1), sub.end(), std::greater<float>());
+  const std::uint32_t bound = bits_of(sub[sub_rank - 1]);
+  std::vector<float> above;
+  auto keep = [&](float v) {
+    if (bits_of(sample_magnitude(v)) >= bound) above.push_back(sample_magnitude(v));
+  };
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const float* x = base + b * pitch;
+    std::int64_t j = 0;
+    for (; j + 32 <= len; j += 32) {
+      int hits = 0;
+      for (int q = 0; q < 32; ++q) {
+        const std::uint32_t u = bits_of(x[j + q]) & 0x7fffffffu;
+        hits += (u >= bound) & (u < kInfBits);
+      }
+      if (hits == 0) [[likely]]
+        continue;
+      for (int q = 0; q < 32; ++q) keep(x[j + q]);
+    }
+    for (; j < len; ++j) keep(x[j]);
+  }
+  if (static_cast<std::int64_t>(above.size()) < rank) {
+    all();
+    return rank_by_heap(scratch, rank);
+  }
+  std::nth_element(above.begin(), above.begin() + (rank - 1), above.end(), std::greater<float>());
+  return above[rank - 1];
 }
 
 // The floor of the histogram's window for R of n >= 1Mi values: an order
@@ -427,34 +500,29 @@ float rank_th_largest(std::vector<float>& v, std::int64_t rank) {
 // to spare, at least k values of R above it, whatever the distribution (a
 // Laplacian estimate can overshoot a non-Laplacian tail, a uniform one by
 // 3x, and miss). The floor is kept this close to the threshold because
-// every value in the window is read again (scattered) to pick S.
+// the pass lists every value in the window.
 // Returned as float bits on the histogram's global grid; 0 (no window)
 // for small R.
-std::uint32_t window_floor(const float* r, const Buffer* data, std::int64_t n, double ratio, std::int64_t k) {
+std::uint32_t window_floor(const float* r, const Buffer* data, std::int64_t n, double ratio, std::int64_t k,
+                           std::vector<float>& sample, std::vector<float>& scratch) {
   if (n < (1 << 20) || k == 0) return 0;
-  // Evenly spaced blocks: one strided copy when R is on a device.
   constexpr std::int64_t kBlocks = 64, kLen = 1024;
   const std::int64_t pitch = (n - kLen) / (kBlocks - 1);
-  std::vector<float> sample(kBlocks * kLen);
-  if (r != nullptr) {
-    for (std::int64_t b = 0; b < kBlocks; ++b) std::copy_n(r + b * pitch, kLen, sample.data() + b * kLen);
-  } else {
+  // Evenly spaced blocks, read in R where the host can, else copied in one
+  // strided read from the device.
+  const float* base = r;
+  std::int64_t step = pitch;
+  if (r == nullptr) {
+    sample.resize(kBlocks * kLen);
     data->read_strided(sample.data(), kLen * sizeof(float), 0, pitch * sizeof(float), kBlocks);
+    base = sample.data();
+    step = kLen;
   }
-  // A NaN or Inf samples as 0, which never raises the floor (branch-free:
-  // the loop vectorises).
-  for (auto& v : sample) {
-    const float a = std::fabs(v);
-    v = a <= std::numeric_limits<float>::max() ? a : 0.0f;
-  }
-  double est = 0;
-  if (!sample.empty()) {
-    const auto m = static_cast<std::int64_t>(sample.size());
-    const std::int64_t kk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(ratio * m)), 1, m);
-    const auto rank = std::min<std::int64_t>(m, kk + static_cast<std::int64_t>(std::ceil(3 * std::sqrt(kk))) + 1);
-    est = rank_th_largest(sample, rank);
-  }
-  std::uint32_t lo = std::min(bits_of(static_cast<float>(est)) & 0x7fffffffu, kInfBits - 1);
+  const std::int64_t m = kBlocks * kLen;
+  const std::int64_t kk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(ratio * m)), 1, m);
+  const auto rank = std::min<std::int64_t>(m, kk + static_cast<std::int64_t>(std::ceil(3 * std::sqrt(kk))) + 1);
+  const float est = sample_rank_th_largest(base, step, kBlocks, kLen, rank, scratch);
+  std::uint32_t lo = std::min(bits_of(est) & 0x7fffffffu, kInfBits - 1);
   return lo & ~((std::uint32_t{1} << kCoarseShift) - 1);  // bin edges stay on the global grid
 }
 
@@ -504,13 +572,14 @@ void sort_indices(std::vector<std::int64_t>& v, std::int64_t n, std::vector<std:
 // The listed candidates split by their values' bits: indices at or above
 // `to` appended to above, (index, value) in [from, to) to inside. Threads
 // take contiguous slices, count, then write at their offsets, so ascending
-// candidates stay ascending (a GPU's large top-k leaves hundreds of
-// thousands of candidates, too many for one thread).
+// candidates stay ascending (a GPU's large top-k leaves millions of
+// candidates, too many for one thread). A thread per 256Ki of them: waking
+// the caller's OpenMP team costs more than splitting tens of thousands.
 void split_candidates(std::span<const std::int64_t> idx, std::span<const float> val, std::uint32_t from,
                       std::uint32_t to, std::vector<std::int64_t>& above, std::vector<std::int64_t>& inside,
                       std::vector<float>& inside_values) {
   const auto m = static_cast<std::int64_t>(idx.size());
-  const int threads = static_cast<int>(std::min<std::int64_t>(omp_get_max_threads(), m / 16384 + 1));
+  const int threads = static_cast<int>(std::min<std::int64_t>(omp_get_max_threads(), m / (1 << 18) + 1));
   std::vector<std::int64_t> na(threads + 1, 0), ni(threads + 1, 0);
   auto slice = [&](int t) { return std::pair{m * t / threads, m * (t + 1) / threads}; };
 #pragma omp parallel num_threads(threads)
@@ -538,14 +607,23 @@ void split_candidates(std::span<const std::int64_t> idx, std::span<const float> 
     std::int64_t* pa = above.data() + a0 + na[t];
     std::int64_t* pi = inside.data() + i0 + ni[t];
     float* pv = inside_values.data() + i0 + ni[t];
+    // Branch-free: each entry is written to both lists and kept where it
+    // belongs (a branch per candidate is mispredicted about as often as
+    // not). A write past the thread's part of a list, which would be the
+    // next thread's, goes to a scratch slot instead.
+    std::int64_t* const ea = pa + (na[t + 1] - na[t]);
+    std::int64_t* const ei = pi + (ni[t + 1] - ni[t]);
+    std::int64_t spare_index = 0;
+    float spare_value = 0;
     for (std::int64_t j = lo; j < hi; ++j) {
       const std::uint32_t u = bits_of(val[j]) & 0x7fffffffu;
-      if (u >= to) {
-        *pa++ = idx[j];
-      } else if (u >= from) {
-        *pi++ = idx[j];
-        *pv++ = val[j];
-      }
+      const bool up = u >= to, in = !up && u >= from;
+      *(pa < ea ? pa : &spare_index) = idx[j];
+      *(pi < ei ? pi : &spare_index) = idx[j];
+      *(pi < ei ? pv : &spare_value) = val[j];
+      pa += up;
+      pi += in;
+      pv += in;
     }
   }
 }
@@ -612,7 +690,8 @@ TopKResult TopKSelector::by_histogram(Run& run) {
   const bool ldte = run.opts.method == TopKMethod::LdteHist;
   const auto t_sample = std::chrono::steady_clock::now();
   std::uint32_t lo =
-      window_floor(run.r, run.device, n, run.opts.ratio, static_cast<std::int64_t>(std::ceil(run.opts.ratio * n)));
+      window_floor(run.r, run.device, n, run.opts.ratio, static_cast<std::int64_t>(std::ceil(run.opts.ratio * n)),
+                   buf_->sample, buf_->sample_scratch);
   if (run.r == nullptr)  // the sample came from the device
     res.copy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_sample).count();
   // Only the Laplacian estimate (ldte-hist) reads the pass's moments.
@@ -659,7 +738,7 @@ TopKResult TopKSelector::at_edge(Run& run, Window& w, std::int64_t edge) {
   w.members(w.edge_bits(edge), w.edge_bits(edge), res.indices, none);
   if (!w.ascending) sort_indices(res.indices, run.n, buf_->sort_scratch);
   res.seconds = run.elapsed();
-  return res;
+  return std::move(res);
 }
 
 // Exact: the selection also gathers the values inside the k-th bin (few:

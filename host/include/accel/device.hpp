@@ -110,6 +110,10 @@ class Device {
   // Enqueues the kernel; launches on one device run in order, each after
   // the events in `after` (the copies that fill its inputs) complete.
   Event launch(const KernelArgs& args, std::vector<Event> after = {}) { return enqueue(args, std::move(after)); }
+  // launch(args).wait(), which a host backend may run on the calling thread
+  // when nothing else is queued: a caller that waits at once then skips the
+  // hand-offs to the queue's thread and back.
+  void launch_and_wait(const KernelArgs& args) { run_now(args); }
   // Why this device cannot run a launch of this shape (only the sizes in
   // `shape` are read); empty when it can.
   virtual std::string cannot_run(const KernelArgs& shape) const {
@@ -131,6 +135,7 @@ class Device {
   // (waited on its queue, so launches stay in order), and an error of one
   // of them is the launch's error.
   virtual Event enqueue(const KernelArgs& args, std::vector<Event> after) = 0;
+  virtual void run_now(const KernelArgs& args) { enqueue(args, {}).wait(); }
 };
 
 class Backend {

@@ -25,6 +25,12 @@ class WorkQueue {
   // `after` (waited on the queue's thread); the Event rethrows what fn or
   // one of them throws, and its seconds() are fn's alone.
   Event submit(std::function<void()> fn, std::vector<Event> after = {});
+  // Runs fn and returns when it is done (rethrowing what it throws): on the
+  // calling thread when nothing submitted is waiting or running, so a
+  // caller that waits anyway skips two thread hand-offs (and the calling
+  // thread's OpenMP team runs fn's loops); otherwise queued after them.
+  // Work submitted meanwhile waits for fn.
+  void run_here(const std::function<void()>& fn);
 
  private:
   void run();
@@ -32,6 +38,7 @@ class WorkQueue {
   std::condition_variable cv_;
   std::deque<std::packaged_task<void()>> tasks_;
   bool stop_ = false;
+  bool running_ = false;  // a task, or run_here's fn, is running
   std::thread worker_;
 };
 
