@@ -14,6 +14,7 @@
 
 #include "accel/error.hpp"
 #include "commands.hpp"
+#include "stream_read.hpp"
 
 namespace po = boost::program_options;
 
@@ -58,39 +59,8 @@ int calibrate_main(const std::vector<std::string>& args) {
   std::vector<float> big(n);
 #pragma omp parallel for schedule(static)
   for (std::size_t i = 0; i < n; ++i) big[i] = static_cast<float>(i & 1023);
-  // Four independent vector sums per thread: one float sum (which is what
-  // `omp simd reduction` compiled to here) is a chain of dependent adds, and
-  // would measure that chain's latency instead of the memory.
   double best_read = 1e30;
-  volatile float sink = 0;
-  typedef float v8f __attribute__((vector_size(32)));
-  constexpr std::size_t kStep = 32;  // floats per iteration: four vectors
-  for (int r = 0; r < repeats; ++r)
-    best_read = std::min(best_read, seconds_of([&] {
-      float s = 0;
-#pragma omp parallel reduction(+ : s)
-      {
-        const std::size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        const std::size_t steps = n / kStep, lo = steps * t / nt * kStep, hi = steps * (t + 1) / nt * kStep;
-        v8f a0 = v8f{}, a1 = v8f{}, a2 = v8f{}, a3 = v8f{};
-        for (std::size_t i = lo; i < hi; i += kStep) {
-          v8f v;
-          std::memcpy(&v, &big[i], sizeof v);
-          a0 += v;
-          std::memcpy(&v, &big[i + 8], sizeof v);
-          a1 += v;
-          std::memcpy(&v, &big[i + 16], sizeof v);
-          a2 += v;
-          std::memcpy(&v, &big[i + 24], sizeof v);
-          a3 += v;
-        }
-        const v8f a = (a0 + a1) + (a2 + a3);
-        for (int q = 0; q < 8; ++q) s += a[q];
-        if (t == nt - 1)
-          for (std::size_t i = steps * kStep; i < n; ++i) s += big[i];
-      }
-      sink = s;
-    }));
+  for (int r = 0; r < repeats; ++r) best_read = std::min(best_read, stream_read_seconds(big.data(), n));
   const double gbps = n * sizeof(float) / best_read / 1e9;
 
   if (vm.count("json")) {

@@ -17,6 +17,8 @@
 
 #include "accel/error.hpp"
 #include "accel/log.hpp"
+#include <sys/resource.h>
+
 #include "accel/sparse_allreduce.hpp"
 #include "commands.hpp"
 
@@ -189,14 +191,23 @@ bool failing_step(SparseGroup& group, const SparseArgs& a, const Pairs& mine, st
   return false;
 }
 
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 // What the steps add up to, for the summary.
 struct Tally {
   std::vector<double> seconds;
+  double cpu_seconds = 0;  // this process's CPU time (user + system) inside allreduce()
   std::uint64_t bytes = 0, sum_pairs = 0;
   std::int64_t counted_all = 0, reduce_scatter = 0, rounds = 0;
 
-  void add(const SparseSum& sum, double s, int size) {
+  void add(const SparseSum& sum, double s, double cpu, int size) {
     seconds.push_back(s);
+    cpu_seconds += cpu;
     bytes += sum.bytes_sent;
     sum_pairs += sum.indices.size();
     if (sum.members.size() == static_cast<std::size_t>(size)) ++counted_all;
@@ -213,6 +224,9 @@ struct Tally {
                                     {"steps", a.steps},
                                     {"steps_with_every_member", counted_all},
                                     {"median_step_s", median},
+                                    // Members sharing cores wait for each other's CPU:
+                                    // the step's own CPU time tells them apart.
+                                    {"cpu_s_per_step", cpu_seconds / std::max<std::int64_t>(1, a.steps)},
                                     {"bytes_sent_per_step", bytes / a.steps},
                                     {"pairs_in_sum_per_step", sum_pairs / a.steps},
                                     {"reduce_scatter_steps", reduce_scatter},
@@ -241,6 +255,7 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
   for (std::int64_t s = 1; s <= a.steps; ++s) all.push_back(synthetic(a.seed, s, rank, a.n, a.ratio, a.overlap));
   Tally tally;
   StepOrder order;
+  SparseSum sum;  // reused: its vectors go back to the group each step
   for (std::int64_t s = 1; s <= a.steps; ++s) {
     if (a.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.pause_ms));
     const Pairs& mine = all[static_cast<std::size_t>(s - 1)];
@@ -249,8 +264,10 @@ int sparse_allreduce_main(const std::vector<std::string>& args) {
       continue;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const SparseSum sum = group.allreduce(a.n, mine.idx, mine.val, static_cast<std::uint64_t>(s));
-    tally.add(sum, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), a.o.size);
+    const double c0 = process_cpu_seconds();
+    group.allreduce(a.n, mine.idx, mine.val, static_cast<std::uint64_t>(s), sum);
+    tally.add(sum, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              process_cpu_seconds() - c0, a.o.size);
     if (!a.check) continue;
     if (const std::string bad = order.check(sum, s, rank); !bad.empty()) {
       log::warn("accel sparse-allreduce") << "step " << s << ": out of step: " << bad;

@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -141,6 +142,52 @@ TEST(SparseMerge, MatchesADenseSumBitForBit) {
   EXPECT_EQ(k, mg.indices.size());
 }
 
+// Merges into kept buffers: at every length, with shared indices, signed
+// zeros, members with nothing and members long enough for the segmented
+// two-way merge, the sum is bitwise each index's left-to-right sum in
+// member order, and a second merge into the same buffers gives the same.
+TEST(SparseMerge, ManyMembersAtEveryLengthSumLeftToRight) {
+  std::mt19937_64 g(7);
+  MergeScratch scratch;
+  Merged out;
+  for (const std::uint64_t n : {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{5000}, std::uint64_t{1} << 20,
+                                std::uint64_t{1} << 32}) {
+    SCOPED_TRACE(n);
+    std::map<std::uint32_t, Step> s;
+    std::map<std::uint32_t, float> want;
+    for (std::uint32_t m = 0; m < 7; ++m) {
+      std::set<std::uint32_t> at;
+      // Long members (n >= 2^20) take the merge's segmented path.
+      const std::uint64_t range = n >= (1u << 20) ? n : std::min<std::uint64_t>(n, 600);
+      const std::size_t k = m == 3 ? 0 : std::min<std::uint64_t>(range / 2, n >= (1u << 20) ? 20000 : 300);
+      while (at.size() < k) at.insert(static_cast<std::uint32_t>(g() % range));
+      Step st{Kind::Pairs, n, {}, {}};
+      for (const auto i : at) {
+        const float v = g() % 5 == 0 ? (g() % 2 ? -0.0f : 0.0f) : std::uniform_real_distribution<float>(-1, 1)(g);
+        st.indices.push_back(i);
+        st.values.push_back(v);
+        const auto [it, fresh] = want.emplace(i, v);
+        if (!fresh) it->second += v;
+      }
+      s[m * 2] = std::move(st);  // ids with gaps
+    }
+    std::map<std::uint32_t, StepView> v;
+    for (const auto& [id, st] : s) v[id] = st.view();
+    for (int again = 0; again < 2; ++again) {
+      merge_into(v, Kind::Pairs, out, scratch);
+      ASSERT_EQ(out.indices.size(), want.size());
+      std::size_t q = 0;
+      for (const auto& [i, sum] : want) {
+        EXPECT_EQ(out.indices[q], i);
+        EXPECT_EQ(std::signbit(out.values[q]), std::signbit(sum)) << i;
+        EXPECT_EQ(out.values[q], sum) << i;
+        ++q;
+      }
+      EXPECT_EQ(out.members.size(), 7u);
+    }
+  }
+}
+
 TEST(SparseMerge, DifferentLengthsAreAnErrorNamingTheMembers) {
   std::map<std::uint32_t, Step> s;
   s[1] = pairs(10, {1}, {1.0f});
@@ -196,11 +243,14 @@ int free_port() {
 
 // The group keeps nothing process-wide and runs its engine on the caller's
 // thread: three members in one process, each on its own thread, sum their
-// steps (both exchanges), and every member gets the same sums.
+// steps (both exchanges), and every member gets the same sums. Member 1
+// passes one SparseSum to every step: the same sums, and (allgather) its
+// vectors circulate between it and the group, two buffers in all.
 TEST(SparseGroup, ThreeMembersInOneProcess) {
   for (const char* exchange : {"allgather", "reduce-scatter"}) {
     const std::string at = "127.0.0.1:" + std::to_string(free_port());
     constexpr int kSize = 3, kSteps = 4;
+    std::set<const void*> buffers;
     std::vector<std::vector<accel::SparseSum>> got(kSize);
     std::vector<std::string> errors(kSize);
     std::vector<std::thread> threads;
@@ -216,12 +266,19 @@ TEST(SparseGroup, ThreeMembersInOneProcess) {
           o.timeout_ms = 20000;
           o.exchange = exchange;
           accel::SparseGroup g(o);
+          accel::SparseSum reused;
           for (int s = 0; s < kSteps; ++s) {
             // Member r holds index r + k for k < 3, value r + 1 (+ step).
             const std::vector<std::uint32_t> i{static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(r + 1),
                                                static_cast<std::uint32_t>(r + 2)};
             const std::vector<float> v(3, static_cast<float>(r + 1 + s));
-            got[r].push_back(g.allreduce(8, i, v, s));
+            if (r != 1) {
+              got[r].push_back(g.allreduce(8, i, v, s));
+              continue;
+            }
+            g.allreduce(8, i, v, s, reused);
+            got[r].push_back(reused);
+            buffers.insert(reused.indices.data());
           }
           g.close();
         } catch (const std::exception& e) {
@@ -247,6 +304,7 @@ TEST(SparseGroup, ThreeMembersInOneProcess) {
         EXPECT_EQ(got[r][s].members, (std::vector<std::uint32_t>{0, 1, 2}));
       }
     }
+    if (std::string(exchange) == "allgather") EXPECT_EQ(buffers.size(), 2u);
   }
 }
 

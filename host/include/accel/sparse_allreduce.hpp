@@ -113,6 +113,11 @@ class SparseGroup {
   // rejoined may be at another step than the others).
   SparseSum allreduce(std::uint64_t n, std::span<const std::uint32_t> indices, std::span<const float> values,
                       std::uint64_t tag = 0);
+  // The same into `sum`, whose vectors are reused: a caller that passes
+  // the same SparseSum every step allocates nothing for the sums (nor does
+  // the group, which merges into the vectors the last call gave back).
+  void allreduce(std::uint64_t n, std::span<const std::uint32_t> indices, std::span<const float> values,
+                 std::uint64_t tag, SparseSum& sum);
 
   static constexpr int kJoin = -1;
   // This member's rank; a joiner's is -1 until join() or its first

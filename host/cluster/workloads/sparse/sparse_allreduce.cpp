@@ -163,7 +163,8 @@ class SparsePartition final : public AllToAllPartition {
   }
 
   void all_gather(std::int64_t round, const std::map<std::uint32_t, StepView>& steps, RoundOutcome& out) {
-    Merged m = merge(steps);
+    Merged& m = merged_;
+    merge_into(steps, Kind::Pairs, m, scratch_);
     std::uint64_t inputs = 0;
     for (const auto& [id, s] : steps) inputs += s.kind == Kind::Pairs ? s.indices.size() : 0;
     out.log["exchange"] = "allgather";
@@ -178,7 +179,7 @@ class SparsePartition final : public AllToAllPartition {
       out.log["held"] = true;
       return;
     }
-    deliver(round, std::move(m), out, "allgather");
+    deliver(round, m, out, "allgather");
   }
   void first_round(const std::map<std::uint32_t, StepView>& steps, RoundOutcome& out) {
     out.log["exchange"] = "reduce-scatter 1/2";
@@ -195,7 +196,7 @@ class SparsePartition final : public AllToAllPartition {
     note(m->members.size(), inputs, m->indices.size());
     // A member back mid-step, not among the owners, keeps its step for the next round.
     if (std::find(m->members.begin(), m->members.end(), self_) != m->members.end())
-      deliver(round, std::move(*m), out, "reduce-scatter");
+      deliver(round, *m, out, "reduce-scatter");
   }
   // The owners were not the round's members: every member holding a step
   // sends it again, as an allgather (one round, whoever is there).
@@ -209,7 +210,9 @@ class SparsePartition final : public AllToAllPartition {
     last_inputs_ = inputs;
     last_sum_ = sum;
   }
-  void deliver(std::int64_t round, Merged m, RoundOutcome& out, const char* exchange) {
+  // The sum's vectors go to the user's SparseSum by swapping: the ones it
+  // had come back to be merged into next.
+  void deliver(std::int64_t round, Merged& m, RoundOutcome& out, const char* exchange) {
     out.log["pairs"] = m.indices.size();
     out.log["members_counted"] = m.members.size();
     if (mine_ == 0) return;  // a returning member's first round, or closing: nobody waits for this sum
@@ -217,10 +220,10 @@ class SparsePartition final : public AllToAllPartition {
     ch.answered = mine_;
     ch.step_error = m.error;
     ch.sum.step = round;
-    ch.sum.indices = std::move(m.indices);
-    ch.sum.values = std::move(m.values);
-    ch.sum.members = std::move(m.members);
-    ch.sum.tags = std::move(m.tags);
+    ch.sum.indices.swap(m.indices);
+    ch.sum.values.swap(m.values);
+    ch.sum.members.swap(m.members);
+    ch.sum.tags.swap(m.tags);
     ch.sum.bytes_sent = sent_;
     ch.sum.rounds = rounds_;
     ch.sum.exchange = exchange;
@@ -239,6 +242,8 @@ class SparsePartition final : public AllToAllPartition {
   int rounds_ = 0;          // rounds it took so far
   bool redo_ = false;       // its reduce-scatter failed: it goes again as an allgather
   Mode mode_ = Mode::AllGather;       // rank 0's word for new steps
+  Merged merged_;                     // the allgather's sum, merged into the same vectors each step
+  MergeScratch scratch_;
   Bytes reduced_;                     // reduce-scatter: this owner's sum, sent in the second round
   std::map<std::uint32_t, Bytes> out_;  // reduce-scatter's first round: each other owner's shard
   std::size_t last_members_ = 0;        // the last delivered step, for announce()
@@ -430,6 +435,13 @@ void SparseGroup::close() {
 
 SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t> indices,
                                  std::span<const float> values, std::uint64_t tag) {
+  SparseSum sum;
+  allreduce(n, indices, values, tag, sum);
+  return sum;
+}
+
+void SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t> indices, std::span<const float> values,
+                            std::uint64_t tag, SparseSum& sum) {
   // Bad pairs of this member's own still make a step: it takes part with
   // no pairs, and throws once the step is over, so the next call is the
   // next step everywhere. (Skipping it would have the others sum this
@@ -443,13 +455,15 @@ SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t>
   if (!engine_) {
     if (!local.empty()) throw InputError(local);
     if (closed_) throw InputError("sparse allreduce: the group is closed");
-    SparseSum s;
-    s.indices.assign(indices.begin(), indices.end());
-    s.values.assign(values.begin(), values.end());
-    s.members = {0};
-    s.tags = {tag};
-    s.exchange = "allgather";
-    return s;
+    sum.step = 0;
+    sum.indices.assign(indices.begin(), indices.end());
+    sum.values.assign(values.begin(), values.end());
+    sum.members = {0};
+    sum.tags = {tag};
+    sum.bytes_sent = 0;
+    sum.exchange = "allgather";
+    sum.rounds = 1;
+    return;
   }
   auto& ch = engine_->steps;
   if (closed_) throw InputError("sparse allreduce: the group is closed");
@@ -461,11 +475,19 @@ SparseSum SparseGroup::allreduce(std::uint64_t n, std::span<const std::uint32_t>
                                                        n <= (std::uint64_t{1} << 32) ? n : 0, {}, {}, tag);
   join();
   const std::uint64_t mine = ++ch.submitted;
-  engine_->run_until(mine);
+  // The caller's vectors go in to be merged into at a next step; the
+  // step's sum comes out in their place.
+  {
+    std::swap(ch.sum, sum);
+    struct Back {
+      SparseSum &a, &b;
+      ~Back() { std::swap(a, b); }
+    } back{ch.sum, sum};
+    engine_->run_until(mine);
+  }
   if (ch.answered < mine) throw InputError("sparse allreduce: " + engine_->end_reason);
   if (!local.empty()) throw InputError(local);
   if (!ch.step_error.empty()) throw InputError(ch.step_error);
-  return std::move(ch.sum);
 }
 
 }  // namespace accel

@@ -93,10 +93,20 @@ struct Merged {
   std::string error;                   // members' n differ (the sum is empty then)
 };
 
+// Buffers a merge works in, kept between steps by whoever merges every
+// step: freshly allocated each step, their pages were faulted in (and
+// zeroed) again every step.
+struct MergeScratch {
+  std::vector<std::uint32_t> indices[2];
+  std::vector<float> values[2];
+  std::vector<std::size_t> counts;
+};
+
 // The sum of the steps of kind `counted` (Pairs; reduce-scatter's owners:
 // Shard), each index's values added in member order (so every member that
 // merges the same steps gets the bitwise same sum); other kinds count for
-// nothing.
+// nothing. merge_into reuses out's vectors and the scratch.
+void merge_into(const std::map<std::uint32_t, StepView>& steps, Kind counted, Merged& out, MergeScratch& scratch);
 Merged merge(const std::map<std::uint32_t, StepView>& steps, Kind counted = Kind::Pairs);
 
 }  // namespace accel::cluster::sparse
