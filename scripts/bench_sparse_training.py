@@ -15,6 +15,8 @@ workers, each in its own network namespace behind a link shaped with tc tbf
   ldte-hist-blocking  (with --methods) ldte-hist with the exchange inside
               the hook (overlap=False) instead of beside the backward pass;
               with --bucket-kb, the overlap's own gain
+  ldte-hist-bucket  (with --methods) top 0.1% of each DDP bucket as a
+              whole (per_layer=False, accel.torch.sparsify()'s default)
 
 For each: time per iteration (median), bytes sent per iteration (each
 namespace's interface counters, so every method is counted on the wire the
@@ -46,7 +48,7 @@ from pathlib import Path
 
 REPO = Path(os.environ.get("ACCEL_REPO", Path(__file__).resolve().parent.parent))
 DATA = Path("/usr/share/datasets/fashion-mnist")
-METHODS = ["dense", "powersgd", "ldte-hist", "exact", "ldte-hist-warmup", "ldte-hist-blocking"]
+METHODS = ["dense", "powersgd", "ldte-hist", "exact", "ldte-hist-warmup", "ldte-hist-blocking", "ldte-hist-bucket"]
 SUBNET = "10.78.0"
 
 
@@ -96,7 +98,7 @@ def rank_main(a):
     # on different ranks (gloo: "op.preamble.length <= op.nbytes").
     # --bucket-kb (the accel methods): buckets of that size instead, so that
     # the exchange of the layers backward reaches first overlaps the rest.
-    accel_method = a.method in ("ldte-hist", "exact", "ldte-hist-warmup", "ldte-hist-blocking")
+    accel_method = a.method in ("ldte-hist", "exact", "ldte-hist-warmup", "ldte-hist-blocking", "ldte-hist-bucket")
     if a.bucket_kb and accel_method:
         dist._DEFAULT_FIRST_BUCKET_BYTES = a.bucket_kb << 10
         ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_kb / 1024)
@@ -118,9 +120,11 @@ def rank_main(a):
                                   timeout_ms=60000, keepalive_ms=120000)
         warmup = a.method.endswith("-warmup")
         state = SparseHookState(group, ratio=a.ratio,
-                                method=a.method.removesuffix("-warmup").removesuffix("-blocking"),
+                                method=a.method.removesuffix("-warmup").removesuffix("-blocking").removesuffix(
+                                    "-bucket"),
                                 momentum=a.momentum_correction, masking=bool(a.masking), warmup=warmup,
-                                dense_below=a.dense_below, overlap=not a.method.endswith("-blocking"))
+                                dense_below=a.dense_below, overlap=not a.method.endswith("-blocking"),
+                                per_layer=not a.method.endswith("-bucket"))
         ddp.register_comm_hook(state, sparse_allreduce_hook)
     # The same optimizer for every method: SGD with momentum on the
     # exchanged (averaged) gradient. With --momentum-correction the sparse
