@@ -17,6 +17,11 @@ DistributedDataParallel over gloo on 127.0.0.1. The methods, one run each:
             the ratio's values picked over the whole bucket
   sparsify-layer  the same with per_layer=True: the ratio of every layer,
             layers under 1000 values sent whole (sparsify's old default)
+  sparsify-warmup  sparsify with warmup=True: the ratio 25%, 6.25%, ...
+            by epoch (state.set_epoch(epoch)), R from the fifth epoch
+  sparsify-warmup-iter  the same schedule iteration by iteration and four
+            times as fast: state.set_epoch(4 * fractional epoch), R from
+            the end of the first epoch
 
 The accel methods run at each --ratios value. Reported: test accuracy on
 the 10,000 test images after every epoch; bytes sent per step per rank,
@@ -43,8 +48,8 @@ import time
 from pathlib import Path
 
 DATA = Path("/usr/share/datasets/fashion-mnist")
-METHODS = ["dense", "powersgd", "readme", "sparsify", "sparsify-layer"]
-ACCEL_METHODS = ("readme", "sparsify", "sparsify-layer")
+METHODS = ["dense", "powersgd", "readme", "sparsify", "sparsify-layer", "sparsify-warmup", "sparsify-warmup-iter"]
+ACCEL_METHODS = ("readme", "sparsify", "sparsify-layer", "sparsify-warmup", "sparsify-warmup-iter")
 SIZE = 2
 BATCH = 64
 LR = 0.05
@@ -119,7 +124,8 @@ def attach_exchange(a, ddp):
         return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM), state, group
     # sparsify: its group comes from SparseGroup.from_torch() over DDP's group.
     opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
-    state = accel.torch.sparsify(ddp, opt, ratio=a.ratio, per_layer=a.method == "sparsify-layer")
+    state = accel.torch.sparsify(ddp, opt, ratio=a.ratio, per_layer=a.method == "sparsify-layer",
+                                 warmup=a.method.startswith("sparsify-warmup"))
     return opt, state, state.group
 
 
@@ -158,6 +164,8 @@ def rank_main(a):
         order = shard[torch.randperm(len(shard), generator=g)]
         # Whole batches only: both ranks then take the same number of steps.
         for i in range(0, len(order) - BATCH + 1, BATCH):
+            if a.method == "sparsify-warmup-iter":
+                state.set_epoch(4 * (epoch + i / len(order)))
             idx = order[i:i + BATCH]
             loss = torch.nn.functional.cross_entropy(ddp(x[idx]), y[idx])
             opt.zero_grad()

@@ -84,7 +84,7 @@ class TorchBucketSparsifier:
                 self.device)
 
     def set_epoch(self, epoch):
-        self.epoch = int(epoch)
+        self.epoch = float(epoch)
 
     def step(self, gradient):
         """Accumulates the bucket's flat gradient (a float32 tensor on this

@@ -82,7 +82,9 @@ class SparseHookState:
         self._exchanger = None  # overlap: the one thread that exchanges buckets, made on first use
 
     def set_epoch(self, epoch):
-        """Warm-up (if on) follows the epoch: ratio 25%, 6.25%, ... down to `ratio`."""
+        """Warm-up (if on) follows the epoch: ratio 25%, 6.25%, ... down to
+        `ratio`; a fractional epoch (epoch + i / iterations per epoch)
+        ramps it down iteration by iteration."""
         self.epoch = epoch
         for s in self._sparsifiers.values():
             s.set_epoch(epoch)

@@ -128,7 +128,7 @@ class PySparsifier {
     }
     return py::make_tuple(to_numpy(std::move(out.indices)), to_numpy(std::move(out.values)));
   }
-  void set_epoch(int e) { s_->set_epoch(e); }
+  void set_epoch(double e) { s_->set_epoch(e); }
   double ratio() const { return s_->ratio(); }
   py::array_t<float> residual() const {
     std::vector<float> r = s_->residual();
@@ -169,7 +169,7 @@ class PyBucketSparsifier {
     }
     return py::make_tuple(to_numpy(std::move(idx)), to_numpy(std::move(out.values)));
   }
-  void set_epoch(int e) { s_->set_epoch(e); }
+  void set_epoch(double e) { s_->set_epoch(e); }
   double ratio() const { return s_->ratio(); }
   py::array_t<float> residual() const {
     std::vector<float> r = s_->residual();

@@ -294,6 +294,13 @@ TEST(Sparsifier, WarmupSchedule) {
     sp.set_epoch(e);
     EXPECT_DOUBLE_EQ(sp.ratio(), want[e]) << e;
   }
+  // Between whole epochs, the ratio falls by the same factor 4 an epoch,
+  // continuously: halfway through the first, 25% / 2.
+  sp.set_epoch(0.5);
+  EXPECT_DOUBLE_EQ(sp.ratio(), 0.125);
+  sp.set_epoch(3.9);
+  EXPECT_GT(sp.ratio(), 0.001);
+  EXPECT_LT(sp.ratio(), 0.00390625);
 }
 
 // A bucket of layers from 3 to 30000 values; host_below 4096 sends the two

@@ -35,7 +35,7 @@ Sparsifier::Sparsifier(std::int64_t n, const SparsifierOptions& opts, TopKSelect
   sparsify::check_momentum(opts.momentum);
 }
 
-double sparsifier_ratio(const SparsifierOptions& opts, int epoch) {
+double sparsifier_ratio(const SparsifierOptions& opts, double epoch) {
   if (!opts.warmup) return opts.topk.ratio;
   // the warm-up of Chen et al. 2021 (after deep gradient compression, Lin
   // et al. 2018).

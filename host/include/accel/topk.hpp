@@ -97,7 +97,7 @@ struct SparsifierOptions {
   TopKOptions topk;
   double momentum = 0;     // 0 disables momentum correction
   bool masking = true;     // momentum-factor masking (with momentum only)
-  bool warmup = false;     // ratio 25%, 6.25%, 1.5625%, 0.4%, ... down to topk.ratio, one step per epoch
+  bool warmup = false;     // ratio 25% x 0.25^epoch down to topk.ratio (25%, 6.25%, ... at whole epochs)
 };
 
 struct SparseGradient {
@@ -107,13 +107,15 @@ struct SparseGradient {
 };
 
 // This epoch's selection ratio: topk.ratio, or with warm-up 25%, 6.25%,
-// 1.5625%, ... (a factor 4 per epoch) until topk.ratio is reached.
-double sparsifier_ratio(const SparsifierOptions& opts, int epoch);
+// 1.5625%, ... (a factor 4 per epoch) until topk.ratio is reached. A
+// fractional epoch (epoch + iteration / iterations per epoch) ramps the
+// ratio down iteration by iteration instead of in steps.
+double sparsifier_ratio(const SparsifierOptions& opts, double epoch);
 
 class Sparsifier {
  public:
   Sparsifier(std::int64_t n, const SparsifierOptions& opts, TopKSelector& selector);
-  void set_epoch(int epoch) { epoch_ = epoch; }
+  void set_epoch(double epoch) { epoch_ = epoch; }
   double ratio() const;  // this epoch's ratio (warm-up applied)
   SparseGradient step(const float* gradient);
   const std::vector<float>& residual() const { return residual_; }
@@ -122,7 +124,7 @@ class Sparsifier {
   SparsifierOptions opts_;
   TopKSelector& selector_;
   std::vector<float> residual_, velocity_;
-  int epoch_ = 0;
+  double epoch_ = 0;
 };
 
 // The Sparsifier over one gradient bucket of many layers (a PyTorch DDP
@@ -150,7 +152,7 @@ class BucketSparsifier {
  public:
   // InputError for an empty bucket, a layer of no values, or bad options.
   BucketSparsifier(std::vector<std::int64_t> layer_sizes, const BucketOptions& opts, TopKSelector& selector);
-  void set_epoch(int epoch) { epoch_ = epoch; }
+  void set_epoch(double epoch) { epoch_ = epoch; }
   double ratio() const;
   // The bucket's selection: indices into the bucket (ascending), values.
   // NaN/Inf follow the options' policy; an error names the layer and index.
@@ -172,7 +174,7 @@ class BucketSparsifier {
   TopKSelector& selector_;
   std::vector<std::int64_t> offsets_;
   std::vector<float> residual_, velocity_;
-  int epoch_ = 0;
+  double epoch_ = 0;
 };
 
 }  // namespace accel
