@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
-#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <vector>

@@ -13,12 +13,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sys/resource.h>
 #include <thread>
 
 #include "accel/error.hpp"
 #include "accel/log.hpp"
-#include <sys/resource.h>
-
 #include "accel/sparse_allreduce.hpp"
 #include "commands.hpp"
 

@@ -261,7 +261,7 @@ struct TopKSelector::Run {
     res.indices = collect(host(), n, tau);
     ++res.passes;
     res.seconds = elapsed();
-    return res;
+    return std::move(res);  // the run ends here: its result is not copied
   }
   void check_nonfinite(std::uint64_t count) {
     res.nonfinite = static_cast<std::int64_t>(count);
@@ -409,28 +409,17 @@ namespace {
 
 // The rank-th largest of v (1-based) by a heap of the rank largest: most
 // values cost one compare with its top, far less than nth_element's
-// partitioning passes over every value. Sixteen values at a time are
-// compared with the top, which few exceed: the test vectorises, where a
-// test per value would be a branch per value.
+// partitioning passes over every value.
 float rank_by_heap(const std::vector<float>& v, std::int64_t rank) {
   const auto m = static_cast<std::int64_t>(v.size());
   std::vector<float> heap(v.begin(), v.begin() + rank);
   std::make_heap(heap.begin(), heap.end(), std::greater<float>());
-  auto insert = [&](float x) {
-    if (x <= heap.front()) return;
-    std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
-    heap.back() = x;
-    std::push_heap(heap.begin(), heap.end(), std::greater<float>());
-  };
-  std::int64_t i = rank;
-  for (; i + 16 <= m; i += 16) {
-    const float top = heap.front();
-    bool any = false;
-    for (int j = 0; j < 16; ++j) any |= v[i + j] > top;
-    if (any)
-      for (int j = 0; j < 16; ++j) insert(v[i + j]);
-  }
-  for (; i < m; ++i) insert(v[i]);
+  for (std::int64_t i = rank; i < m; ++i)
+    if (v[i] > heap.front()) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
+      heap.back() = v[i];
+      std::push_heap(heap.begin(), heap.end(), std::greater<float>());
+    }
   return heap.front();
 }
 
@@ -767,7 +756,7 @@ TopKResult TopKSelector::within_bin(Run& run, Window& w, std::int64_t kbin) {
   }
   res.ties = static_cast<std::int64_t>(res.indices.size()) - k;
   res.seconds = run.elapsed();
-  return res;
+  return std::move(res);
 }
 
 }  // namespace accel

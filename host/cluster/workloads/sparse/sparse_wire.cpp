@@ -1,12 +1,11 @@
 #include "sparse_wire.hpp"
 
 #include <algorithm>
-#include <bit>
-#include <utility>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "accel/error.hpp"
 #include "accel/sparse_allreduce.hpp"
@@ -221,6 +220,7 @@ void merge_into(const std::map<std::uint32_t, StepView>& steps, Kind counted, Me
   // adding -0.0 (the additive identity of every float, signed zeros
   // included) would give, so the sum is bitwise the left-to-right sum of
   // the values present.
+  //
   // Member by member: sum <- sum (+) member p, in member order, each a
   // two-way merge, alternating between the output and a scratch pair so
   // that the last lands in the output. (Sorting all the pairs by index at
@@ -233,8 +233,8 @@ void merge_into(const std::map<std::uint32_t, StepView>& steps, Kind counted, Me
   if (pairs.size() == 1) {
     out = merge_two({}, {}, pairs[0]->indices, pairs[0]->values, oi, ov);
   } else if (pairs.size() > 1) {
-    std::uint32_t* ti = at_least(scratch.indices[0], pairs.size() > 2 ? total : 0);
-    float* tv = at_least(scratch.values[0], pairs.size() > 2 ? total : 0);
+    std::uint32_t* ti = at_least(scratch.indices, pairs.size() > 2 ? total : 0);
+    float* tv = at_least(scratch.values, pairs.size() > 2 ? total : 0);
     // Merge p (p = 1 .. size - 1) writes buffer (size - 1 - p) % 2: the output for the last.
     std::uint32_t* bi[2] = {oi, ti};
     float* bv[2] = {ov, tv};

@@ -97,9 +97,8 @@ struct Merged {
 // step: freshly allocated each step, their pages were faulted in (and
 // zeroed) again every step.
 struct MergeScratch {
-  std::vector<std::uint32_t> indices[2];
-  std::vector<float> values[2];
-  std::vector<std::size_t> counts;
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
 };
 
 // The sum of the steps of kind `counted` (Pairs; reduce-scatter's owners:
